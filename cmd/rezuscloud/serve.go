@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the management plane (embedded NATS JetStream unless --nats-url is given)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: []string{"REZUSCLOUD_LISTEN"}, Usage: "HTTP listen address"},
+			&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"REZUSCLOUD_DATA_DIR"}, Usage: "data directory (embedded NATS under <data-dir>/nats)"},
+			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"REZUSCLOUD_NATS_URL"}, Usage: "external NATS cluster URL instead of the embedded server"},
+			&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"REZUSCLOUD_NATS_CREDS"}, Usage: "credentials file for --nats-url"},
+			&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"REZUSCLOUD_NATS_LISTEN"}, Usage: "open a client listener on the embedded NATS server (host:port); off by default"},
+			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "bootstrap admin bearer token; default: generated into <data-dir>/admin-token"},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c.String("log-level"))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, log, serveConfig{
+				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
+				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
+				AdminToken: c.String("admin-token"),
+			})
+		},
+	}
+}
+
+type serveConfig struct {
+	Listen, DataDir, NATSURL, NATSCreds, NATSListen, AdminToken string
+	Replicas                                                   int
+	// ready, when set, receives the bound HTTP address once the server listens.
+	ready func(addr string)
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// serve runs everything until ctx ends, then shuts down in order: stop
+// accepting, end watches, finish in-flight requests, stop workers, flush NATS.
+func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	var emb *eventstore.Embedded
+	var nc *nats.Conn
+	var err error
+	if cfg.NATSURL != "" {
+		opts := []nats.Option{nats.Name("rezuscloud"), nats.MaxReconnects(-1)}
+		if cfg.NATSCreds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+		}
+		nc, err = nats.Connect(cfg.NATSURL, opts...)
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", cfg.NATSURL, err)
+		}
+		log.Info("connected to external NATS", "url", nc.ConnectedUrlRedacted())
+	} else {
+		emb, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer emb.Shutdown(context.Background())
+		nc, err = emb.Connect("rezuscloud")
+		if err != nil {
+			return fmt.Errorf("connecting to embedded NATS: %w", err)
+		}
+		log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
+	}
+	defer nc.Close()
+
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, Logger: log})
+	if err != nil {
+		return err
+	}
+	token, err := adminToken(cfg)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
+	cache := projections.NewCache(store, log)
+	projector := projections.NewProjector(store, log, holder)
+	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != ""}, handlers.Deps{
+		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Log: log,
+		Auth: handlers.NewStaticToken(token, handlers.Identity{Name: "admin", Groups: []string{"system:admins"}}),
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	g, gctx := errgroup.WithContext(workCtx)
+	g.Go(func() error { return cache.Run(gctx) })
+	g.Go(func() error { return projector.Run(gctx) })
+	g.Go(func() error { return finalizer.Run(gctx) })
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir)
+	if cfg.ready != nil {
+		cfg.ready(ln.Addr().String())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-httpErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	case <-gctx.Done():
+		runErr = g.Wait()
+	}
+	api.StopWatches()
+	shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	stopWork()
+	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
+		runErr = err
+	}
+	if err := nc.Drain(); err != nil {
+		log.Warn("nats drain", "err", err)
+	}
+	if emb != nil {
+		emb.Shutdown(shCtx)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// adminToken returns the bootstrap token: the flag's, or one kept in the data
+// dir (created on first start, mode 0600). The token itself is never logged.
+func adminToken(cfg serveConfig) (string, error) {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken, nil
+	}
+	path := filepath.Join(cfg.DataDir, "admin-token")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return tok, nil
+}

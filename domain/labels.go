@@ -1,0 +1,593 @@
+package domain
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// MaxLabelCount is the most labels one object may carry. Kubernetes has no
+// such limit; it is our own, so that label indexes and selector matching stay
+// cheap and an object cannot be bloated through its metadata.
+const MaxLabelCount = 64
+
+// MaxAnnotationsTotalSize is the most bytes the keys and values of an
+// object's annotations may add up to, the same budget Kubernetes allows.
+const MaxAnnotationsTotalSize = 256 << 10
+
+// The limits and patterns of label keys and values, as Kubernetes has them,
+// so that labels written here can be copied to Kubernetes objects unchanged.
+const (
+	labelNameMaxLength   = 63
+	labelPrefixMaxLength = 253
+	labelValueMaxLength  = 63
+	labelNameFmt         = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+	labelPrefixLabelFmt  = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+	labelPrefixFmt       = labelPrefixLabelFmt + "(\\." + labelPrefixLabelFmt + ")*"
+)
+
+var (
+	labelNameRE   = regexp.MustCompile("^" + labelNameFmt + "$")
+	labelPrefixRE = regexp.MustCompile("^" + labelPrefixFmt + "$")
+	labelValueRE  = regexp.MustCompile("^(" + labelNameFmt + ")?$")
+)
+
+// labelProblem is one thing wrong with a label key or value; tooLong tells a
+// length problem apart so that the cause can be typed as Kubernetes does.
+type labelProblem struct {
+	msg     string
+	tooLong bool
+}
+
+// labelKeyProblems checks a key as Kubernetes' IsQualifiedName does: an
+// optional DNS-1123 subdomain prefix and a slash, then a name.
+func labelKeyProblems(key string) []labelProblem {
+	var probs []labelProblem
+	name := key
+	if prefix, rest, found := strings.Cut(key, "/"); found {
+		if strings.Contains(rest, "/") {
+			return []labelProblem{{msg: "must be a name with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName'), and may contain at most one '/'"}}
+		}
+		name = rest
+		switch {
+		case prefix == "":
+			probs = append(probs, labelProblem{msg: "prefix part must not be empty"})
+		case len(prefix) > labelPrefixMaxLength:
+			probs = append(probs, labelProblem{msg: fmt.Sprintf("prefix part must be no more than %d characters", labelPrefixMaxLength), tooLong: true})
+		}
+		if prefix != "" && !labelPrefixRE.MatchString(prefix) {
+			probs = append(probs, labelProblem{msg: "prefix part must be a lowercase DNS-1123 subdomain: lowercase alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character (e.g. 'example.com')"})
+		}
+	}
+	switch {
+	case name == "":
+		return append(probs, labelProblem{msg: "name part must not be empty"})
+	case len(name) > labelNameMaxLength:
+		probs = append(probs, labelProblem{msg: fmt.Sprintf("name part must be no more than %d characters", labelNameMaxLength), tooLong: true})
+	}
+	if !labelNameRE.MatchString(name) {
+		probs = append(probs, labelProblem{msg: "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName', 'my.name' or '123-abc')"})
+	}
+	return probs
+}
+
+// labelValueProblems checks a value as Kubernetes' IsValidLabelValue does.
+func labelValueProblems(value string) []labelProblem {
+	var probs []labelProblem
+	if len(value) > labelValueMaxLength {
+		probs = append(probs, labelProblem{msg: fmt.Sprintf("must be no more than %d characters", labelValueMaxLength), tooLong: true})
+	}
+	if !labelValueRE.MatchString(value) {
+		probs = append(probs, labelProblem{msg: "must be empty or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', 'my_value' or '12345')"})
+	}
+	return probs
+}
+
+// labelCause folds the problems of one key or value into a single cause, typed
+// TooLong only when length is all that is wrong, so that a client fixing the
+// field sees every problem at once.
+func labelCause(field, what string, probs []labelProblem) Cause {
+	msgs := make([]string, len(probs))
+	typ := CauseTooLong
+	for i, p := range probs {
+		msgs[i] = p.msg
+		if !p.tooLong {
+			typ = CauseInvalid
+		}
+	}
+	return Cause{Field: field, Type: typ, Message: "invalid " + what + ": " + strings.Join(msgs, "; ")}
+}
+
+// sortedKeys gives map keys in order so that causes come out deterministically.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ValidateLabels checks labels by the Kubernetes rules for keys and values and
+// reports every bad entry at field[key], e.g. "metadata.labels[app]". It also
+// enforces MaxLabelCount, which is our own limit, not a Kubernetes one; that
+// cause names field itself.
+func ValidateLabels(labels map[string]string, field string) []Cause {
+	var causes []Cause
+	if len(labels) > MaxLabelCount {
+		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
+			Message: fmt.Sprintf("must have at most %d labels, got %d", MaxLabelCount, len(labels))})
+	}
+	for _, k := range sortedKeys(labels) {
+		f := field + "[" + k + "]"
+		if probs := labelKeyProblems(k); len(probs) > 0 {
+			causes = append(causes, labelCause(f, "key", probs))
+		}
+		if probs := labelValueProblems(labels[k]); len(probs) > 0 {
+			causes = append(causes, labelCause(f, "value", probs))
+		}
+	}
+	return causes
+}
+
+// ValidateAnnotations checks that annotation keys follow the label key rules
+// and that keys and values together stay within MaxAnnotationsTotalSize, as
+// Kubernetes requires; values are free-form. Bad keys are reported at
+// field[key], the size at field itself.
+func ValidateAnnotations(annotations map[string]string, field string) []Cause {
+	var causes []Cause
+	total := 0
+	for _, k := range sortedKeys(annotations) {
+		total += len(k) + len(annotations[k])
+		if probs := labelKeyProblems(k); len(probs) > 0 {
+			causes = append(causes, labelCause(field+"["+k+"]", "key", probs))
+		}
+	}
+	if total > MaxAnnotationsTotalSize {
+		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
+			Message: fmt.Sprintf("total size of keys and values must be at most %d bytes, got %d", MaxAnnotationsTotalSize, total)})
+	}
+	return causes
+}
+
+// selectorOp is how a requirement relates a label to its values.
+type selectorOp int
+
+const (
+	selOpEquals selectorOp = iota
+	selOpNotEquals
+	selOpIn
+	selOpNotIn
+	selOpExists
+	selOpDoesNotExist
+	selOpGreaterThan
+	selOpLessThan
+)
+
+// selectorRequirement is one comma-separated term of a selector.
+type selectorRequirement struct {
+	key string
+	op  selectorOp
+	// values is sorted and free of duplicates, so that String is canonical.
+	values []string
+}
+
+func (r selectorRequirement) matches(labels map[string]string) bool {
+	v, ok := labels[r.key]
+	switch r.op {
+	case selOpEquals, selOpIn:
+		return ok && r.has(v)
+	case selOpNotEquals, selOpNotIn:
+		// As in Kubernetes, an object without the label is "not equal".
+		return !ok || !r.has(v)
+	case selOpExists:
+		return ok
+	case selOpDoesNotExist:
+		return !ok
+	case selOpGreaterThan, selOpLessThan:
+		if !ok {
+			return false
+		}
+		have, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return false
+		}
+		// The parser made sure the value is an integer.
+		want, _ := strconv.ParseInt(r.values[0], 10, 64)
+		if r.op == selOpGreaterThan {
+			return have > want
+		}
+		return have < want
+	}
+	return false
+}
+
+func (r selectorRequirement) has(v string) bool {
+	for _, x := range r.values {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (r selectorRequirement) String() string {
+	switch r.op {
+	case selOpExists:
+		return r.key
+	case selOpDoesNotExist:
+		return "!" + r.key
+	case selOpEquals:
+		return r.key + "=" + r.values[0]
+	case selOpNotEquals:
+		return r.key + "!=" + r.values[0]
+	case selOpGreaterThan:
+		return r.key + ">" + r.values[0]
+	case selOpLessThan:
+		return r.key + "<" + r.values[0]
+	case selOpIn:
+		return r.key + " in (" + strings.Join(r.values, ",") + ")"
+	case selOpNotIn:
+		return r.key + " notin (" + strings.Join(r.values, ",") + ")"
+	}
+	return ""
+}
+
+// Selector is a parsed Kubernetes label selector: all of its requirements
+// must hold for an object to match. The zero value has no requirements and
+// therefore matches everything, like an empty labelSelector query parameter.
+type Selector struct {
+	reqs []selectorRequirement
+}
+
+// ParseSelector parses the Kubernetes label selector syntax as
+// k8s.io/apimachinery/pkg/labels.Parse does, so that what works with kubectl
+// -l works here: "a=b", "a==b", "a!=b", "a in (x,y)", "a notin (x,y)", "a",
+// "!a", and for integer values "a>1" and "a<1", joined by commas (AND), with
+// blanks allowed between tokens. An empty or blank string selects everything.
+//
+// Values may be empty ("a=", "a in (x,)"). Unlike Kubernetes, which reads
+// "a in ()" as "a in (,)", a set holding only the empty value, an empty set is
+// rejected: it is almost certainly a mistake, and "a in (,)" still says
+// "empty value" for whoever means it.
+//
+// A syntax error, or a key or value that is not a valid label key or value,
+// yields an *Error with Reason BadRequest whose message says what is wrong and
+// at which byte offset, with one Cause for the field "labelSelector".
+func ParseSelector(s string) (Selector, error) {
+	p := selectorParser{src: s, toks: lexSelector(s)}
+	reqs, err := p.parse()
+	if err != nil {
+		return Selector{}, err
+	}
+	sort.SliceStable(reqs, func(i, j int) bool {
+		if reqs[i].key != reqs[j].key {
+			return reqs[i].key < reqs[j].key
+		}
+		return reqs[i].String() < reqs[j].String()
+	})
+	return Selector{reqs: reqs}, nil
+}
+
+// Matches reports whether labels satisfy every requirement of the selector.
+// A nil map is an object without labels.
+func (s Selector) Matches(labels map[string]string) bool {
+	for _, r := range s.reqs {
+		if !r.matches(labels) {
+			return false
+		}
+	}
+	return true
+}
+
+// Empty reports whether the selector has no requirements, so that callers can
+// skip filtering altogether.
+func (s Selector) Empty() bool { return len(s.reqs) == 0 }
+
+// String gives the canonical form of the selector: requirements sorted by key,
+// "==" written as "=", a set of one value written as "=" or "!=", set values
+// sorted and deduplicated, no blanks except around "in" and "notin". Parsing
+// it again yields the same selector, so it can serve as a cache or watch key.
+func (s Selector) String() string {
+	parts := make([]string, len(s.reqs))
+	for i, r := range s.reqs {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// selTokKind is the kind of a selector token.
+type selTokKind int
+
+const (
+	selTokEnd selTokKind = iota
+	selTokIdent
+	selTokOpenPar
+	selTokClosePar
+	selTokComma
+	selTokNot
+	selTokEquals
+	selTokDoubleEquals
+	selTokNotEquals
+	selTokGreaterThan
+	selTokLessThan
+	selTokIn
+	selTokNotIn
+)
+
+// selToken is a token with the byte offset it starts at, for error messages.
+type selToken struct {
+	kind selTokKind
+	lit  string
+	pos  int
+}
+
+// describe names the token the way an error message should quote it.
+func (t selToken) describe() string {
+	if t.kind == selTokEnd {
+		return "end of string"
+	}
+	return "'" + t.lit + "'"
+}
+
+func isSelectorBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+func isSelectorSymbol(c byte) bool {
+	switch c {
+	case '=', '!', '(', ')', ',', '>', '<':
+		return true
+	}
+	return false
+}
+
+// lexSelector splits a selector as the Kubernetes lexer does: identifiers run
+// until a blank or one of =!(),<>, and "!=" and "==" are read greedily. "in"
+// and "notin" are keywords only where an operator is expected; the parser
+// turns them back into identifiers elsewhere.
+func lexSelector(s string) []selToken {
+	var toks []selToken
+	i := 0
+	for {
+		for i < len(s) && isSelectorBlank(s[i]) {
+			i++
+		}
+		if i == len(s) {
+			return append(toks, selToken{kind: selTokEnd, pos: i})
+		}
+		start := i
+		c := s[i]
+		if isSelectorSymbol(c) {
+			i++
+			var kind selTokKind
+			switch {
+			case c == '=' && i < len(s) && s[i] == '=':
+				kind, i = selTokDoubleEquals, i+1
+			case c == '!' && i < len(s) && s[i] == '=':
+				kind, i = selTokNotEquals, i+1
+			case c == '=':
+				kind = selTokEquals
+			case c == '!':
+				kind = selTokNot
+			case c == '(':
+				kind = selTokOpenPar
+			case c == ')':
+				kind = selTokClosePar
+			case c == ',':
+				kind = selTokComma
+			case c == '>':
+				kind = selTokGreaterThan
+			default:
+				kind = selTokLessThan
+			}
+			toks = append(toks, selToken{kind: kind, lit: s[start:i], pos: start})
+			continue
+		}
+		for i < len(s) && !isSelectorBlank(s[i]) && !isSelectorSymbol(s[i]) {
+			i++
+		}
+		kind := selTokIdent
+		switch s[start:i] {
+		case "in":
+			kind = selTokIn
+		case "notin":
+			kind = selTokNotIn
+		}
+		toks = append(toks, selToken{kind: kind, lit: s[start:i], pos: start})
+	}
+}
+
+// selectorParser is a recursive-descent parser over the tokens, mirroring the
+// Kubernetes one so that the same strings are accepted.
+type selectorParser struct {
+	src  string
+	toks []selToken
+	i    int
+}
+
+// peek returns the next token; with asValue, the keywords "in" and "notin"
+// read as identifiers, which is how Kubernetes lets them be keys and values.
+func (p *selectorParser) peek(asValue bool) selToken {
+	t := p.toks[p.i]
+	if asValue && (t.kind == selTokIn || t.kind == selTokNotIn) {
+		t.kind = selTokIdent
+	}
+	return t
+}
+
+func (p *selectorParser) next(asValue bool) selToken {
+	t := p.peek(asValue)
+	if t.kind != selTokEnd {
+		p.i++
+	}
+	return t
+}
+
+// fail builds the BadRequest error for a problem found at byte offset pos.
+func (p *selectorParser) fail(pos int, format string, args ...any) error {
+	detail := fmt.Sprintf("at byte offset %d: ", pos) + fmt.Sprintf(format, args...)
+	return NewBadRequest(fmt.Sprintf("invalid label selector %q: %s", p.src, detail),
+		Cause{Field: "labelSelector", Type: CauseInvalid, Message: detail})
+}
+
+func (p *selectorParser) parse() ([]selectorRequirement, error) {
+	var reqs []selectorRequirement
+	for {
+		t := p.peek(true)
+		switch t.kind {
+		case selTokEnd:
+			return reqs, nil
+		case selTokIdent, selTokNot:
+		default:
+			return nil, p.fail(t.pos, "found %s, expected: '!', a key or end of string", t.describe())
+		}
+		r, err := p.parseRequirement()
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, r)
+		t = p.next(true)
+		switch t.kind {
+		case selTokEnd:
+			return reqs, nil
+		case selTokComma:
+			if n := p.peek(true); n.kind != selTokIdent && n.kind != selTokNot {
+				return nil, p.fail(n.pos, "found %s, expected: '!' or a key after ','", n.describe())
+			}
+		default:
+			return nil, p.fail(t.pos, "found %s, expected: ',' or end of string", t.describe())
+		}
+	}
+}
+
+func (p *selectorParser) parseRequirement() (selectorRequirement, error) {
+	negated := false
+	t := p.next(true)
+	if t.kind == selTokNot {
+		negated = true
+		t = p.next(true)
+	}
+	if t.kind != selTokIdent {
+		return selectorRequirement{}, p.fail(t.pos, "found %s, expected: a key", t.describe())
+	}
+	if probs := labelKeyProblems(t.lit); len(probs) > 0 {
+		return selectorRequirement{}, p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("key %q", t.lit), probs).Message)
+	}
+	r := selectorRequirement{key: t.lit}
+	if negated {
+		// Whatever follows must be ',' or the end; parse checks that.
+		r.op = selOpDoesNotExist
+		return r, nil
+	}
+	if n := p.peek(true); n.kind == selTokEnd || n.kind == selTokComma {
+		r.op = selOpExists
+		return r, nil
+	}
+	op := p.next(false)
+	switch op.kind {
+	case selTokEquals, selTokDoubleEquals:
+		r.op = selOpEquals
+	case selTokNotEquals:
+		r.op = selOpNotEquals
+	case selTokGreaterThan:
+		r.op = selOpGreaterThan
+	case selTokLessThan:
+		r.op = selOpLessThan
+	case selTokIn:
+		r.op = selOpIn
+	case selTokNotIn:
+		r.op = selOpNotIn
+	default:
+		return selectorRequirement{}, p.fail(op.pos, "found %s, expected: one of '=', '==', '!=', 'in', 'notin', '>', '<', ',' or end of string", op.describe())
+	}
+	var err error
+	if r.op == selOpIn || r.op == selOpNotIn {
+		r.values, err = p.parseSet()
+		// A set of one is an equality; writing it so keeps String canonical.
+		if len(r.values) == 1 && r.op == selOpIn {
+			r.op = selOpEquals
+		} else if len(r.values) == 1 {
+			r.op = selOpNotEquals
+		}
+	} else {
+		r.values, err = p.parseExactValue(r.op)
+	}
+	return r, err
+}
+
+// parseExactValue reads the single value after =, ==, !=, > or <; an absent
+// value is the empty string, as in Kubernetes.
+func (p *selectorParser) parseExactValue(op selectorOp) ([]string, error) {
+	t := p.peek(true)
+	if t.kind == selTokEnd || t.kind == selTokComma {
+		if op == selOpGreaterThan || op == selOpLessThan {
+			return nil, p.fail(t.pos, "found %s, expected: an integer after '>' or '<'", t.describe())
+		}
+		return []string{""}, nil
+	}
+	p.next(true)
+	if t.kind != selTokIdent {
+		return nil, p.fail(t.pos, "found %s, expected: a value", t.describe())
+	}
+	if err := p.checkValue(t); err != nil {
+		return nil, err
+	}
+	if op == selOpGreaterThan || op == selOpLessThan {
+		if _, err := strconv.ParseInt(t.lit, 10, 64); err != nil {
+			return nil, p.fail(t.pos, "invalid value %q: must be an integer for '>' and '<'", t.lit)
+		}
+	}
+	return []string{t.lit}, nil
+}
+
+// parseSet reads "(v1,v2,...)". Empty elements, as in "(a,)" or "(,)", are
+// the empty value, as in Kubernetes; "()" is rejected (see ParseSelector).
+func (p *selectorParser) parseSet() ([]string, error) {
+	t := p.next(true)
+	if t.kind != selTokOpenPar {
+		return nil, p.fail(t.pos, "found %s, expected: '('", t.describe())
+	}
+	if n := p.peek(true); n.kind == selTokClosePar {
+		return nil, p.fail(n.pos, "empty value set: 'in' and 'notin' need at least one value")
+	}
+	set := map[string]bool{}
+	expectValue := true
+	for {
+		t = p.next(true)
+		switch {
+		case t.kind == selTokIdent && expectValue:
+			if err := p.checkValue(t); err != nil {
+				return nil, err
+			}
+			set[t.lit] = true
+			expectValue = false
+		case t.kind == selTokComma:
+			if expectValue {
+				set[""] = true
+			}
+			expectValue = true
+		case t.kind == selTokClosePar:
+			if expectValue {
+				set[""] = true
+			}
+			values := make([]string, 0, len(set))
+			for v := range set {
+				values = append(values, v)
+			}
+			sort.Strings(values)
+			return values, nil
+		case expectValue:
+			return nil, p.fail(t.pos, "found %s, expected: a value, ',' or ')'", t.describe())
+		default:
+			return nil, p.fail(t.pos, "found %s, expected: ',' or ')'", t.describe())
+		}
+	}
+}
+
+func (p *selectorParser) checkValue(t selToken) error {
+	if probs := labelValueProblems(t.lit); len(probs) > 0 {
+		return p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("value %q", t.lit), probs).Message)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// MachineKind is one Talos node of a tenant. The apply worker creates machines
+// from the infrastructure's state; status comes from observation through the
+// Talos API.
+var MachineKind = register(&KindInfo{
+	Kind: "Machine", Plural: "machines", Subject: "machine", TenantScoped: true,
+	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[MachineSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[MachineStatus](raw, "status") },
+	InitialStatus: func() json.RawMessage {
+		return json.RawMessage(`{"stage":"Unknown","ready":false,"configUpToDate":false}`)
+	},
+})
+
+// Machine is the typed view of a Machine object.
+type Machine struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Metadata   ObjectMeta    `json:"metadata"`
+	Spec       MachineSpec   `json:"spec"`
+	Status     MachineStatus `json:"status"`
+}
+
+// MachineSpec is what the infrastructure says about a machine.
+type MachineSpec struct {
+	NodeGroup string `json:"nodeGroup"`
+	Role      string `json:"role"`
+	// Address is the management (Talos API) address: an IP address or a hostname.
+	Address    string `json:"address,omitempty"`
+	ProviderID string `json:"providerID,omitempty"`
+	Shape      string `json:"shape,omitempty"`
+	Hostname   string `json:"hostname,omitempty"`
+}
+
+// Default does nothing: machines have no defaults.
+func (s *MachineSpec) Default() {}
+
+// Validate reports every bad field.
+func (s *MachineSpec) Validate(f string) []Cause {
+	causes := ValidateName(s.NodeGroup, f+".nodeGroup")
+	causes = append(causes, oneOf(s.Role, f+".role", RoleControlPlane, RoleWorker)...)
+	if s.Address != "" {
+		if _, err := netip.ParseAddr(s.Address); err != nil && !validSubdomain(s.Address) {
+			causes = append(causes, Cause{Field: f + ".address", Type: CauseInvalid, Message: fmt.Sprintf("%q is neither an IP address nor a DNS name", s.Address)})
+		}
+	}
+	if s.Hostname != "" && !validSubdomain(s.Hostname) {
+		causes = append(causes, Cause{Field: f + ".hostname", Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Hostname)})
+	}
+	if len(s.ProviderID) > 1024 {
+		causes = append(causes, Cause{Field: f + ".providerID", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+	}
+	if len(s.Shape) > 253 {
+		causes = append(causes, Cause{Field: f + ".shape", Type: CauseTooLong, Message: "must be no more than 253 characters"})
+	}
+	return causes
+}
+
+// MachineStatus is what was observed through the Talos API.
+type MachineStatus struct {
+	// Stage is the Talos machine stage (Booting, Running, Upgrading, ...) or Unknown.
+	Stage          string      `json:"stage"`
+	Ready          bool        `json:"ready"`
+	TalosVersion   string      `json:"talosVersion,omitempty"`
+	ConfigUpToDate bool        `json:"configUpToDate"`
+	LastSeen       *time.Time  `json:"lastSeen,omitempty"`
+	Conditions     []Condition `json:"conditions,omitempty"`
+}
+
+// Default fills in an Unknown stage.
+func (s *MachineStatus) Default() {
+	if s.Stage == "" {
+		s.Stage = "Unknown"
+	}
+}
+
+// Validate checks the status a controller wrote.
+func (s *MachineStatus) Validate(f string) []Cause {
+	causes := validateConditions(s.Conditions, f+".conditions")
+	if s.TalosVersion != "" {
+		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	return causes
+}

@@ -1,0 +1,164 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// MaxNodeGroupCount is the largest node group; beyond it a cluster should be split.
+const MaxNodeGroupCount = 1000
+
+// Node roles.
+const (
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// NodeGroupKind is a set of identical machines of one role in a tenant.
+var NodeGroupKind = register(&KindInfo{
+	Kind: "NodeGroup", Plural: "nodegroups", Subject: "nodegroup", TenantScoped: true,
+	NormalizeSpec: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[NodeGroupSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) {
+		return normalizeAs[NodeGroupStatus](raw, "status")
+	},
+	SpecEvent: nodeGroupSpecEvent,
+})
+
+// NodeGroup is the typed view of a NodeGroup object.
+type NodeGroup struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   ObjectMeta      `json:"metadata"`
+	Spec       NodeGroupSpec   `json:"spec"`
+	Status     NodeGroupStatus `json:"status"`
+}
+
+// NodeGroupSpec declares the machines of a group.
+type NodeGroupSpec struct {
+	// Role is controlplane or worker.
+	Role string `json:"role"`
+	// Count of machines, 0..MaxNodeGroupCount; a control-plane group needs an odd count >= 1 (etcd quorum).
+	Count int `json:"count"`
+	// Provider names the Provider object that builds the machines.
+	Provider string `json:"provider"`
+	// ProviderConfig is passed to the provider (shape, image, subnet, ...); a JSON object.
+	ProviderConfig json.RawMessage `json:"providerConfig,omitempty"`
+	// TalosVersion overrides the tenant's Talos version for this group.
+	TalosVersion string `json:"talosVersion,omitempty"`
+	// Labels are Kubernetes node labels given to the machines.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are Kubernetes node taints given to the machines.
+	Taints         []Taint        `json:"taints,omitempty"`
+	UpdateStrategy UpdateStrategy `json:"updateStrategy"`
+}
+
+// Taint is a Kubernetes node taint.
+type Taint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}
+
+// UpdateStrategy bounds a rolling upgrade of the group.
+type UpdateStrategy struct {
+	// MaxParallelism is how many machines are upgraded at once; default 1.
+	// Control-plane groups are always upgraded one machine at a time.
+	MaxParallelism int `json:"maxParallelism"`
+}
+
+// Default fills the defaults in.
+func (s *NodeGroupSpec) Default() {
+	if s.UpdateStrategy.MaxParallelism == 0 {
+		s.UpdateStrategy.MaxParallelism = 1
+	}
+	if s.TalosVersion != "" {
+		if _, ok := ParseVersion(s.TalosVersion); ok {
+			s.TalosVersion = canonicalVersion(s.TalosVersion)
+		}
+	}
+}
+
+// Validate reports every bad field.
+func (s *NodeGroupSpec) Validate(f string) []Cause {
+	causes := oneOf(s.Role, f+".role", RoleControlPlane, RoleWorker)
+	switch {
+	case s.Count < 0 || s.Count > MaxNodeGroupCount:
+		causes = append(causes, Cause{Field: f + ".count", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and %d, got %d", MaxNodeGroupCount, s.Count)})
+	case s.Role == RoleControlPlane && (s.Count < 1 || s.Count%2 == 0):
+		causes = append(causes, Cause{Field: f + ".count", Type: CauseInvalid, Message: fmt.Sprintf("a control-plane group needs an odd count of at least 1 for etcd quorum, got %d", s.Count)})
+	}
+	if s.Provider == "" {
+		causes = append(causes, Cause{Field: f + ".provider", Type: CauseRequired, Message: "the name of a Provider is required"})
+	} else {
+		causes = append(causes, ValidateName(s.Provider, f+".provider")...)
+	}
+	pc, c := canonicalObject(s.ProviderConfig, f+".providerConfig")
+	causes = append(causes, c...)
+	s.ProviderConfig = pc
+	if s.TalosVersion != "" {
+		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	causes = append(causes, ValidateLabels(s.Labels, f+".labels")...)
+	if len(s.Taints) > 64 {
+		causes = append(causes, Cause{Field: f + ".taints", Type: CauseTooLong, Message: "at most 64 taints"})
+	}
+	for i, t := range s.Taints {
+		p := fmt.Sprintf("%s.taints[%d]", f, i)
+		if t.Key == "" {
+			causes = append(causes, Cause{Field: p + ".key", Type: CauseRequired, Message: "key is required"})
+		} else if c := ValidateLabels(map[string]string{t.Key: t.Value}, p); len(c) > 0 {
+			for _, x := range c {
+				x.Field = p + ".key"
+				causes = append(causes, x)
+			}
+		}
+		causes = append(causes, oneOf(t.Effect, p+".effect", "NoSchedule", "PreferNoSchedule", "NoExecute")...)
+	}
+	mp := s.UpdateStrategy.MaxParallelism
+	switch {
+	case mp < 1 || mp > MaxNodeGroupCount:
+		causes = append(causes, Cause{Field: f + ".updateStrategy.maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
+	case s.Role == RoleControlPlane && mp != 1:
+		causes = append(causes, Cause{Field: f + ".updateStrategy.maxParallelism", Type: CauseInvalid, Message: "control-plane machines are upgraded one at a time to keep etcd quorum; must be 1"})
+	}
+	return causes
+}
+
+// NodeGroupStatus is what controllers observed about a group.
+type NodeGroupStatus struct {
+	ObservedGeneration int64       `json:"observedGeneration,omitempty"`
+	Replicas           int         `json:"replicas"`
+	ReadyReplicas      int         `json:"readyReplicas"`
+	Conditions         []Condition `json:"conditions,omitempty"`
+}
+
+// Default does nothing.
+func (s *NodeGroupStatus) Default() {}
+
+// Validate checks the status a controller wrote.
+func (s *NodeGroupStatus) Validate(f string) []Cause {
+	causes := validateConditions(s.Conditions, f+".conditions")
+	if s.Replicas < 0 {
+		causes = append(causes, Cause{Field: f + ".replicas", Type: CauseInvalid, Message: "must not be negative"})
+	}
+	if s.ReadyReplicas < 0 || s.ReadyReplicas > s.Replicas {
+		causes = append(causes, Cause{Field: f + ".readyReplicas", Type: CauseInvalid, Message: "must be between 0 and replicas"})
+	}
+	return causes
+}
+
+// nodeGroupSpecEvent names a change that only moved the count NodeGroupScaled,
+// because the apply worker and audit readers care about scaling on its own.
+func nodeGroupSpecEvent(old, new json.RawMessage) string {
+	var a, b NodeGroupSpec
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(new, &b) != nil || a.Count == b.Count {
+		return ""
+	}
+	a.Count = b.Count
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	if string(x) == string(y) {
+		return "NodeGroupScaled"
+	}
+	return ""
+}

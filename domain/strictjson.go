@@ -1,0 +1,605 @@
+package domain
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+)
+
+// DecodeStrict decodes the JSON document data into v, which must be a non-nil
+// pointer (normally to a struct), and reports what is wrong with the document
+// as causes whose Field is a path under root, e.g. "spec.taints[2].effect";
+// it returns nil when the document is fine. Unlike json.Unmarshal, which stops
+// at the first type error and silently drops unknown fields, it reports every
+// problem it can find, so that a client fixes its request in one round trip:
+//
+//   - every unknown field, as CauseUnknownField. Names are matched exactly,
+//     case included: encoding/json would accept "Replicas" for "replicas", but
+//     the API is case-sensitive like Kubernetes, so that one spelling is
+//     canonical and a near miss is pointed out rather than taken as meant;
+//   - every value of the wrong JSON type, or a number out of range of its Go
+//     type, as CauseTypeInvalid with a message like "must be integer, got
+//     string";
+//   - malformed JSON, or anything but blanks after the value, as one
+//     CauseInvalid on root giving the byte offset.
+//
+// Fields follow their `json` tags the way encoding/json does, embedded structs
+// included. JSON null is accepted anywhere. Maps take any keys, and values of
+// types that decode themselves (json.Unmarshaler, encoding.TextUnmarshaler,
+// such as json.RawMessage or time.Time) or of type any are not looked into;
+// errors such types return are still reported at their path. Causes are
+// sorted by Field. v receives whatever could be decoded even when causes are
+// returned, as with json.Unmarshal, but callers should not use it then.
+func DecodeStrict(data []byte, v any, root string) []Cause {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return []Cause{{Field: root, Type: CauseInvalid, Message: fmt.Sprintf("cannot decode into %T: need a non-nil pointer", v)}}
+	}
+	raw, c := parseStrictJSON(data, root)
+	if c != nil {
+		return []Cause{*c}
+	}
+	w := strictWalker{}
+	w.walk(raw, rv.Type().Elem(), root, false)
+	if err := json.Unmarshal(data, v); err != nil && len(w.causes) == 0 {
+		// The walk is meant to predict every failure of json.Unmarshal; this
+		// is the safety net for anything it does not know about.
+		w.causes = append(w.causes, causeOfDecodeError(err, root, rv.Type().Elem()))
+	}
+	sort.SliceStable(w.causes, func(i, j int) bool {
+		if w.causes[i].Field != w.causes[j].Field {
+			return w.causes[i].Field < w.causes[j].Field
+		}
+		return w.causes[i].Message < w.causes[j].Message
+	})
+	return w.causes
+}
+
+// parseStrictJSON reads the one JSON value in data, keeping numbers as
+// json.Number so that range checks see the digits that were sent.
+func parseStrictJSON(data []byte, root string) (any, *Cause) {
+	malformed := func(off int64, what string) *Cause {
+		return &Cause{Field: root, Type: CauseInvalid, Message: fmt.Sprintf("malformed JSON at byte offset %d: %s", off, what)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			// Offset counts the bytes read, the bad one included.
+			return nil, malformed(max(se.Offset-1, 0), se.Error())
+		case errors.Is(err, io.EOF):
+			return nil, malformed(0, "empty document")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, malformed(int64(len(data)), "unexpected end of input")
+		default:
+			return nil, malformed(dec.InputOffset(), err.Error())
+		}
+	}
+	off := dec.InputOffset()
+	for off < int64(len(data)) && strings.IndexByte(" \t\r\n", data[off]) >= 0 {
+		off++
+	}
+	if off < int64(len(data)) {
+		return nil, malformed(off, "unexpected data after the top-level value")
+	}
+	return raw, nil
+}
+
+// strictWalker walks a generically decoded document alongside the Go type it
+// is meant for, collecting causes.
+type strictWalker struct {
+	causes []Cause
+}
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonNumberType      = reflect.TypeFor[json.Number]()
+)
+
+// decodesItself reports whether encoding/json hands values of t to t's own
+// code, in which case the walk cannot know what t accepts.
+func decodesItself(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return t == jsonNumberType || pt.Implements(jsonUnmarshalerType) || pt.Implements(textUnmarshalerType)
+}
+
+func joinPath(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func (w *strictWalker) typeError(path, want string, raw any) {
+	w.causes = append(w.causes, Cause{Field: path, Type: CauseTypeInvalid, Message: "must be " + want + ", got " + describeJSON(raw)})
+}
+
+// describeJSON names the JSON type of a generically decoded value.
+func describeJSON(raw any) string {
+	switch raw.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", raw)
+}
+
+// describeType names what JSON a Go type takes, in the words of the messages.
+func describeType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if decodesItself(t) {
+		return t.String()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return t.String()
+}
+
+// walk checks raw against t at path. quoted is set for fields tagged
+// `json:",string"`, whose scalar value comes wrapped in a JSON string.
+func (w *strictWalker) walk(raw any, t reflect.Type, path string, quoted bool) {
+	if raw == nil {
+		return
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if decodesItself(t) || (t.Kind() == reflect.Interface && t.NumMethod() > 0) {
+		w.redecode(raw, t, path)
+		return
+	}
+	if quoted {
+		w.walkQuoted(raw, t, path)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		// Only empty interfaces get here; they take anything.
+	case reflect.Struct:
+		obj, ok := raw.(map[string]any)
+		if !ok {
+			w.typeError(path, "object", raw)
+			return
+		}
+		fields := strictFields(t)
+		for k, val := range obj {
+			f, ok := fields[k]
+			if !ok {
+				w.causes = append(w.causes, Cause{Field: joinPath(path, k), Type: CauseUnknownField, Message: "unknown field"})
+				continue
+			}
+			w.walk(val, f.typ, joinPath(path, k), f.quoted)
+		}
+	case reflect.Map:
+		if !mapKeySupported(t.Key()) {
+			w.redecode(raw, t, path)
+			return
+		}
+		obj, ok := raw.(map[string]any)
+		if !ok {
+			w.typeError(path, "object", raw)
+			return
+		}
+		for k, val := range obj {
+			p := path + "[" + k + "]"
+			if msg := mapKeyProblem(k, t.Key()); msg != "" {
+				w.causes = append(w.causes, Cause{Field: p, Type: CauseTypeInvalid, Message: msg})
+				continue
+			}
+			w.walk(val, t.Elem(), p, false)
+		}
+	case reflect.Slice:
+		if s, ok := raw.(string); ok && t.Elem().Kind() == reflect.Uint8 {
+			// encoding/json reads a string into a byte slice as base64.
+			if _, err := base64.StdEncoding.DecodeString(s); err != nil {
+				w.causes = append(w.causes, Cause{Field: path, Type: CauseInvalid, Message: "must be base64-encoded: " + err.Error()})
+			}
+			return
+		}
+		arr, ok := raw.([]any)
+		if !ok {
+			want := "array"
+			if t.Elem().Kind() == reflect.Uint8 {
+				want = "base64 string or array"
+			}
+			w.typeError(path, want, raw)
+			return
+		}
+		for i, val := range arr {
+			w.walk(val, t.Elem(), path+"["+strconv.Itoa(i)+"]", false)
+		}
+	case reflect.Array:
+		arr, ok := raw.([]any)
+		if !ok {
+			w.typeError(path, "array", raw)
+			return
+		}
+		// encoding/json drops elements beyond the array's length unread.
+		for i, val := range arr[:min(len(arr), t.Len())] {
+			w.walk(val, t.Elem(), path+"["+strconv.Itoa(i)+"]", false)
+		}
+	case reflect.String:
+		if _, ok := raw.(string); !ok {
+			w.typeError(path, "string", raw)
+		}
+	case reflect.Bool:
+		if _, ok := raw.(bool); !ok {
+			w.typeError(path, "boolean", raw)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		n, ok := raw.(json.Number)
+		if !ok {
+			w.typeError(path, describeType(t), raw)
+			return
+		}
+		if msg := numberProblem(string(n), t); msg != "" {
+			w.causes = append(w.causes, Cause{Field: path, Type: CauseTypeInvalid, Message: msg + ", got number " + string(n)})
+		}
+	default:
+		// Kinds encoding/json cannot decode into (complex, chan, func): let
+		// it say so.
+		w.redecode(raw, t, path)
+	}
+}
+
+// walkQuoted checks a `json:",string"` field: a JSON string whose contents are
+// the JSON encoding of the value. Other kinds ignore the option, as in
+// encoding/json.
+func (w *strictWalker) walkQuoted(raw any, t reflect.Type, path string) {
+	switch t.Kind() {
+	case reflect.Bool, reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+	default:
+		w.walk(raw, t, path, false)
+		return
+	}
+	s, ok := raw.(string)
+	if !ok {
+		w.typeError(path, "string holding "+describeType(t), raw)
+		return
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var inner any
+	if err := dec.Decode(&inner); err != nil || dec.More() {
+		w.causes = append(w.causes, Cause{Field: path, Type: CauseTypeInvalid, Message: fmt.Sprintf("must be string holding %s, got string %q", describeType(t), s)})
+		return
+	}
+	switch inner.(type) {
+	case []any, map[string]any:
+		w.causes = append(w.causes, Cause{Field: path, Type: CauseTypeInvalid, Message: fmt.Sprintf("must be string holding %s, got string %q", describeType(t), s)})
+	default:
+		w.walk(inner, t, path, false)
+	}
+}
+
+// numberProblem checks that the number n fits the numeric type t the way
+// encoding/json parses it. It returns what the value must be, or "" if it is
+// fine; callers add what was got.
+func numberProblem(n string, t reflect.Type) string {
+	zero := reflect.New(t).Elem()
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		i, err := strconv.ParseInt(n, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return "must be integer"
+		}
+		if err != nil || zero.OverflowInt(i) {
+			lo, hi := int64(-1)<<(t.Bits()-1), int64(1)<<(t.Bits()-1)-1
+			return fmt.Sprintf("must be integer between %d and %d", lo, hi)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		u, err := strconv.ParseUint(n, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			if _, ierr := strconv.ParseInt(n, 10, 64); ierr == nil || errors.Is(ierr, strconv.ErrRange) {
+				return "must be non-negative integer"
+			}
+			return "must be integer"
+		}
+		if err != nil || zero.OverflowUint(u) {
+			return fmt.Sprintf("must be integer between 0 and %d", uint64(1)<<(t.Bits()-1)<<1-1)
+		}
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(n, t.Bits())
+		if err != nil || zero.OverflowFloat(f) {
+			return fmt.Sprintf("must be number within the range of float%d", t.Bits())
+		}
+	}
+	return ""
+}
+
+// mapKeySupported reports whether encoding/json can decode object keys into kt.
+func mapKeySupported(kt reflect.Type) bool {
+	switch kt.Kind() {
+	case reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return reflect.PointerTo(kt).Implements(textUnmarshalerType)
+}
+
+// mapKeyProblem checks an object key against a supported map key type the
+// way encoding/json converts it, returning what is wrong or "".
+func mapKeyProblem(k string, kt reflect.Type) string {
+	if reflect.PointerTo(kt).Implements(textUnmarshalerType) {
+		if err := reflect.New(kt).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(k)); err != nil {
+			return "invalid key: " + err.Error()
+		}
+		return ""
+	}
+	switch kt.Kind() {
+	case reflect.String:
+		return ""
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if msg := numberProblem(k, kt); msg != "" {
+			return "key " + msg + ", got " + strconv.Quote(k)
+		}
+	}
+	return ""
+}
+
+// redecode lets encoding/json decode raw into a fresh value of t on its own,
+// so that an error from a type that decodes itself is tied to its path.
+func (w *strictWalker) redecode(raw any, t reflect.Type, path string) {
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return
+	}
+	if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+		w.causes = append(w.causes, causeOfDecodeError(err, path, t))
+	}
+}
+
+// causeOfDecodeError turns an error of json.Unmarshal into t into a cause
+// under path.
+func causeOfDecodeError(err error, path string, t reflect.Type) Cause {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		got := te.Value
+		if got == "bool" {
+			got = "boolean"
+		}
+		return Cause{Field: typeErrorPath(path, t, te.Field), Type: CauseTypeInvalid, Message: "must be " + describeType(te.Type) + ", got " + got}
+	}
+	return Cause{Field: path, Type: CauseInvalid, Message: strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// typeErrorPath turns UnmarshalTypeError.Field, which is relative to the
+// decoded type t, into a path under base. With Go 1.26's encoding/json Field
+// holds the JSON names of the struct fields on the way, dot-separated, but
+// leaves out slice indexes and map keys, and names an embedded struct by its
+// Go name before a promoted field ("Emb.inner" for "inner"). With
+// GOEXPERIMENT=jsonv2 it includes indexes and keys as plain segments
+// ("taints.2.effect"). The type tells which reading applies; an index or key
+// that is missing is written "[*]" ("spec.taints[*].effect"): some element.
+func typeErrorPath(base string, t reflect.Type, field string) string {
+	if field == "" {
+		return base
+	}
+	path := base
+	segs := strings.Split(field, ".")
+	for i := 0; i < len(segs); i++ {
+		seg := segs[i]
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			if f, ok := strictFields(t)[seg]; ok {
+				path, t = joinPath(path, seg), f.typ
+				continue
+			}
+			if sf, ok := t.FieldByName(seg); ok && sf.Anonymous {
+				t = sf.Type
+				continue
+			}
+		case reflect.Slice, reflect.Array:
+			if n, err := strconv.Atoi(seg); err == nil && n >= 0 {
+				path, t = path+"["+seg+"]", t.Elem()
+				continue
+			}
+			if hasJSONStep(t.Elem(), seg, 0) {
+				path, t, i = path+"[*]", t.Elem(), i-1
+				continue
+			}
+		case reflect.Map:
+			if !hasJSONStep(t.Elem(), seg, 0) {
+				path, t = path+"["+seg+"]", t.Elem()
+				continue
+			}
+			path, t, i = path+"[*]", t.Elem(), i-1
+			continue
+		}
+		// Past what the type explains: keep the rest as it is.
+		return joinPath(path, strings.Join(segs[i:], "."))
+	}
+	return path
+}
+
+// hasJSONStep reports whether seg can be the next segment of a type error
+// path inside t without a map key or index in between. depth bounds the
+// search, since types like `type L []L` never end.
+func hasJSONStep(t reflect.Type, seg string, depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if _, ok := strictFields(t)[seg]; ok {
+			return true
+		}
+		sf, ok := t.FieldByName(seg)
+		return ok && sf.Anonymous
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return hasJSONStep(t.Elem(), seg, depth+1)
+	}
+	return false
+}
+
+// strictField is a struct field as encoding/json sees it.
+type strictField struct {
+	name   string
+	index  []int
+	typ    reflect.Type
+	tagged bool
+	quoted bool
+}
+
+var strictFieldCache sync.Map // reflect.Type -> map[string]strictField
+
+// strictFields lists the JSON fields of struct type t by name, following
+// encoding/json's rules: `json:"-"` and unexported fields are skipped, fields
+// of embedded structs are promoted, and of several fields with the same name
+// the shallowest wins, a tagged one if tied, none if still tied.
+func strictFields(t reflect.Type) map[string]strictField {
+	if f, ok := strictFieldCache.Load(t); ok {
+		return f.(map[string]strictField)
+	}
+	var current []strictField
+	next := []strictField{{typ: t}}
+	var count, nextCount map[reflect.Type]int
+	visited := map[reflect.Type]bool{}
+	var fields []strictField
+	for len(next) > 0 {
+		current, next = next, nil
+		count, nextCount = nextCount, map[reflect.Type]int{}
+		for _, f := range current {
+			if visited[f.typ] {
+				continue
+			}
+			visited[f.typ] = true
+			for i := range f.typ.NumField() {
+				sf := f.typ.Field(i)
+				if sf.Anonymous {
+					et := sf.Type
+					if et.Kind() == reflect.Pointer {
+						et = et.Elem()
+					}
+					if !sf.IsExported() && et.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !sf.IsExported() {
+					continue
+				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				if !isValidJSONTag(name) {
+					name = ""
+				}
+				index := append(slices.Clone(f.index), i)
+				ft := sf.Type
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+				}
+				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
+					nf := strictField{name: name, index: index, typ: sf.Type, tagged: name != "",
+						quoted: slices.Contains(strings.Split(opts, ","), "string")}
+					if nf.name == "" {
+						nf.name = sf.Name
+					}
+					fields = append(fields, nf)
+					if count[f.typ] > 1 {
+						// The same struct embedded twice at one level: its
+						// fields clash and must cancel out below.
+						fields = append(fields, nf)
+					}
+					continue
+				}
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, strictField{name: ft.Name(), index: index, typ: ft})
+				}
+			}
+		}
+	}
+	sort.SliceStable(fields, func(i, j int) bool {
+		a, b := fields[i], fields[j]
+		if a.name != b.name {
+			return a.name < b.name
+		}
+		if len(a.index) != len(b.index) {
+			return len(a.index) < len(b.index)
+		}
+		return a.tagged && !b.tagged
+	})
+	byName := map[string]strictField{}
+	for i := 0; i < len(fields); {
+		j := i + 1
+		for j < len(fields) && fields[j].name == fields[i].name {
+			j++
+		}
+		if j-i == 1 || len(fields[i].index) != len(fields[i+1].index) || fields[i].tagged != fields[i+1].tagged {
+			byName[fields[i].name] = fields[i]
+		}
+		i = j
+	}
+	f, _ := strictFieldCache.LoadOrStore(t, byName)
+	return f.(map[string]strictField)
+}
+
+// isValidJSONTag mirrors encoding/json: a tag name it does not accept is
+// ignored in favour of the Go field name.
+func isValidJSONTag(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,162 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+)
+
+// Defaults for a tenant's versions and network: the versions Talos machinery
+// v1.13.0 was released with, and the subnets Talos uses when none are given.
+const (
+	DefaultTalosVersion      = "v1.13.0"
+	DefaultKubernetesVersion = "v1.36.0"
+	DefaultPodSubnet         = "10.244.0.0/16"
+	DefaultServiceSubnet     = "10.96.0.0/12"
+	DefaultDNSDomain         = "cluster.local"
+)
+
+// TenantKind is a Kubernetes cluster that RezusCloud declares and builds.
+var TenantKind = register(&KindInfo{
+	Kind: "Tenant", Plural: "tenants", Subject: "tenant",
+	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[TenantSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[TenantStatus](raw, "status") },
+	InitialStatus:   func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
+})
+
+// Tenant is the typed view of a Tenant object.
+type Tenant struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   ObjectMeta   `json:"metadata"`
+	Spec       TenantSpec   `json:"spec"`
+	Status     TenantStatus `json:"status"`
+}
+
+// TenantSpec is what the user declares about a cluster.
+type TenantSpec struct {
+	// TalosVersion of every machine unless a node group overrides it; default DefaultTalosVersion.
+	TalosVersion string `json:"talosVersion"`
+	// KubernetesVersion of the cluster; default DefaultKubernetesVersion.
+	KubernetesVersion string           `json:"kubernetesVersion"`
+	ControlPlane      ControlPlaneSpec `json:"controlPlane"`
+	Network           NetworkSpec      `json:"network"`
+}
+
+// ControlPlaneSpec says how clients reach the Kubernetes API.
+type ControlPlaneSpec struct {
+	// Endpoint is the https URL of the API server (a VIP or load balancer); when
+	// empty the first control-plane machine's address is used.
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// NetworkSpec holds the cluster's networks.
+type NetworkSpec struct {
+	// PodSubnets: at most one IPv4 and one IPv6 CIDR; default DefaultPodSubnet.
+	PodSubnets []string `json:"podSubnets"`
+	// ServiceSubnets: at most one IPv4 and one IPv6 CIDR; default DefaultServiceSubnet.
+	ServiceSubnets []string `json:"serviceSubnets"`
+	// DNSDomain is the cluster DNS domain; default DefaultDNSDomain.
+	DNSDomain string `json:"dnsDomain"`
+}
+
+// Default fills the defaults in, so the stored spec shows what will be built.
+func (s *TenantSpec) Default() {
+	if s.TalosVersion == "" {
+		s.TalosVersion = DefaultTalosVersion
+	}
+	if s.KubernetesVersion == "" {
+		s.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if _, ok := ParseVersion(s.TalosVersion); ok {
+		s.TalosVersion = canonicalVersion(s.TalosVersion)
+	}
+	if _, ok := ParseVersion(s.KubernetesVersion); ok {
+		s.KubernetesVersion = canonicalVersion(s.KubernetesVersion)
+	}
+	if len(s.Network.PodSubnets) == 0 {
+		s.Network.PodSubnets = []string{DefaultPodSubnet}
+	}
+	if len(s.Network.ServiceSubnets) == 0 {
+		s.Network.ServiceSubnets = []string{DefaultServiceSubnet}
+	}
+	if s.Network.DNSDomain == "" {
+		s.Network.DNSDomain = DefaultDNSDomain
+	}
+}
+
+// Validate reports every bad field.
+func (s *TenantSpec) Validate(f string) []Cause {
+	var causes []Cause
+	causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+	if s.ControlPlane.Endpoint != "" {
+		u, err := url.Parse(s.ControlPlane.Endpoint)
+		if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
+			causes = append(causes, Cause{Field: f + ".controlPlane.endpoint", Type: CauseInvalid,
+				Message: fmt.Sprintf("%q must be an https URL with a host and no path, e.g. https://10.0.0.10:6443", s.ControlPlane.Endpoint)})
+		}
+	}
+	pods, c := parsePrefixes(s.Network.PodSubnets, f+".network.podSubnets")
+	causes = append(causes, c...)
+	svcs, c := parsePrefixes(s.Network.ServiceSubnets, f+".network.serviceSubnets")
+	causes = append(causes, c...)
+	for i, p := range pods {
+		for j, q := range svcs {
+			if p.Overlaps(q) {
+				causes = append(causes, Cause{Field: fmt.Sprintf("%s.network.serviceSubnets[%d]", f, j), Type: CauseInvalid,
+					Message: fmt.Sprintf("%s overlaps pod subnet %s (spec.network.podSubnets[%d])", q, p, i)})
+			}
+		}
+	}
+	if !validSubdomain(s.Network.DNSDomain) {
+		causes = append(causes, Cause{Field: f + ".network.dnsDomain", Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Network.DNSDomain)})
+	}
+	return causes
+}
+
+// TenantStatus is what controllers observed about a tenant.
+type TenantStatus struct {
+	// Phase is Pending, Provisioning, Ready, Degraded, Deleting or Failed.
+	Phase              string        `json:"phase,omitempty"`
+	ObservedGeneration int64         `json:"observedGeneration,omitempty"`
+	Conditions         []Condition   `json:"conditions,omitempty"`
+	Machines           MachineCounts `json:"machines"`
+}
+
+// MachineCounts summarises a tenant's machines.
+type MachineCounts struct {
+	Total        int `json:"total"`
+	Ready        int `json:"ready"`
+	ControlPlane int `json:"controlPlane"`
+	Workers      int `json:"workers"`
+}
+
+// Default does nothing: statuses are written whole by controllers.
+func (s *TenantStatus) Default() {}
+
+// Validate checks the status a controller wrote.
+func (s *TenantStatus) Validate(f string) []Cause {
+	causes := validateConditions(s.Conditions, f+".conditions")
+	if s.Phase != "" {
+		causes = append(causes, oneOf(s.Phase, f+".phase", "Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed")...)
+	}
+	return causes
+}
+
+func validateConditions(conds []Condition, f string) []Cause {
+	var causes []Cause
+	seen := map[string]bool{}
+	for i, c := range conds {
+		p := fmt.Sprintf("%s[%d]", f, i)
+		if c.Type == "" {
+			causes = append(causes, Cause{Field: p + ".type", Type: CauseRequired, Message: "type is required"})
+		}
+		if seen[c.Type] {
+			causes = append(causes, Cause{Field: p + ".type", Type: CauseDuplicate, Message: fmt.Sprintf("duplicate condition %q", c.Type)})
+		}
+		seen[c.Type] = true
+		causes = append(causes, oneOf(c.Status, p+".status", "True", "False", "Unknown")...)
+	}
+	return causes
+}

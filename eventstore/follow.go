@@ -1,0 +1,71 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Cursor reads events in stream order from an ordered consumer. It pulls a
+// bounded number of messages ahead, so a slow reader slows only itself.
+type Cursor struct {
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
+}
+
+// Follow returns a cursor over events with sequence >= from whose subjects
+// match one of subjects (nil: every resource event). It follows new events as
+// they are appended until Stop.
+func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cursor, error) {
+	if from == 0 {
+		from = 1
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+		FilterSubjects: subjects,
+	}
+	var cons jetstream.Consumer
+	err := retryUnavailable(ctx, func() error {
+		var err error
+		cons, err = s.js.OrderedConsumer(ctx, StreamName, cfg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating ordered consumer: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, fmt.Errorf("starting ordered consumer: %w", err)
+	}
+	return &Cursor{cons: cons, it: it}, nil
+}
+
+// Next blocks for the next event. Pending is how many matching events are
+// still behind it in the stream at the time it was delivered.
+func (c *Cursor) Next(ctx context.Context) (*Record, error) {
+	for {
+		msg, err := c.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("reading message metadata: %w", err)
+		}
+		rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
+		if err != nil {
+			return nil, err
+		}
+		rec.Pending = md.NumPending
+		return rec, nil
+	}
+}
+
+// Stop ends the cursor.
+func (c *Cursor) Stop() { c.it.Stop() }

@@ -1,0 +1,107 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// LeaseBucket holds leases: keys whose value is the holder, kept alive by
+// compare-and-set renewals and removed by the bucket's TTL when a holder dies.
+const LeaseBucket = "rezus-leases"
+
+// LeaseTTL is how long a lease outlives its holder's last renewal.
+const LeaseTTL = 10 * time.Second
+
+// Leases hands out named leases so that a worker runs on one replica at a time.
+type Leases struct {
+	kv  jetstream.KeyValue
+	ttl time.Duration
+}
+
+// OpenLeases provisions the lease bucket.
+func OpenLeases(ctx context.Context, s *Store, ttl time.Duration) (*Leases, error) {
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: LeaseBucket, Description: "worker leases", History: 1, TTL: ttl,
+		Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning bucket %s: %w", LeaseBucket, err)
+	}
+	return &Leases{kv: kv, ttl: ttl}, nil
+}
+
+// RunWhileHeld acquires the lease name for holder (waiting while someone else
+// holds it), runs work with a context that ends when the lease is lost, and
+// repeats until ctx ends. It returns work's error, if any.
+func (l *Leases) RunWhileHeld(ctx context.Context, name, holder string, work func(context.Context) error) error {
+	for {
+		rev, err := l.acquire(ctx, name, holder)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		renewDone := make(chan struct{})
+		lastRev := rev
+		go func() {
+			defer close(renewDone)
+			defer cancel()
+			lastRev = l.renew(wctx, name, holder, rev)
+		}()
+		werr := work(wctx)
+		cancel()
+		<-renewDone
+		// Release so another replica need not wait for the TTL; only if it is still ours.
+		_ = l.kv.Delete(context.WithoutCancel(ctx), name, jetstream.LastRevision(lastRev))
+		if werr != nil && ctx.Err() == nil {
+			return werr
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (l *Leases) acquire(ctx context.Context, name, holder string) (uint64, error) {
+	for {
+		rev, err := l.kv.Create(ctx, name, []byte(holder))
+		if err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("acquiring lease %s: %w", name, err)
+		}
+		t := time.NewTimer(l.ttl / 4)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// renew keeps the lease alive until ctx ends or a renewal fails (someone else
+// took it), and returns the last revision it wrote.
+func (l *Leases) renew(ctx context.Context, name, holder string, rev uint64) uint64 {
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rev
+		case <-t.C:
+			next, err := l.kv.Update(ctx, name, []byte(holder), rev)
+			if err != nil {
+				return 0
+			}
+			rev = next
+		}
+	}
+}

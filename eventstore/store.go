@@ -1,0 +1,342 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// StreamName is the JetStream stream that holds every resource event.
+const StreamName = "REZUS_EVENTS"
+
+// Header names set on every appended event.
+const (
+	HeaderEventType = "Rezus-Event-Type"
+	headerMsgID     = "Nats-Msg-Id"
+	headerExpected  = "Nats-Expected-Last-Subject-Sequence"
+)
+
+// Config configures the store. The zero value is usable.
+type Config struct {
+	// Replicas of the stream and buckets: 1 (default) on a single server, 3 on a cluster.
+	Replicas int
+	// DuplicateWindow is how long an Idempotency-Key is remembered; default 2 minutes.
+	DuplicateWindow time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Store appends and reads domain events.
+type Store struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+
+	appended  atomic.Uint64
+	conflicts atomic.Uint64
+}
+
+// Open provisions the event stream (idempotently) on the connection and returns the store.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	cfg.setDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening jetstream: %w", err)
+	}
+	var stream jetstream.Stream
+	err = retryUnavailable(ctx, func() error {
+		var err error
+		stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        StreamName,
+			Description: "RezusCloud resource events: the system of record",
+			Subjects:    []string{domain.SubjectPrefix + ".>"},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			Replicas:    cfg.Replicas,
+			Duplicates:  cfg.DuplicateWindow,
+			AllowDirect: true,
+			MaxMsgSize:  1 << 20 * 2,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning stream %s: %w", StreamName, err)
+	}
+	return &Store{cfg: cfg, nc: nc, js: js, stream: stream}, nil
+}
+
+// JetStream returns the JetStream handle, for packages that keep their own
+// buckets and consumers next to the stream.
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Conn returns the NATS connection.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// Replicas is the replica count buckets should use.
+func (s *Store) Replicas() int { return s.cfg.Replicas }
+
+// Appended is the number of events this process appended.
+func (s *Store) Appended() uint64 { return s.appended.Load() }
+
+// Conflicts is the number of appends JetStream refused as stale.
+func (s *Store) Conflicts() uint64 { return s.conflicts.Load() }
+
+// Record is one stored event with its stream position.
+type Record struct {
+	Seq     uint64
+	Subject string
+	MsgID   string
+	Event   *domain.Event
+	// Pending is set by cursors: matching events still behind this one.
+	Pending uint64
+}
+
+// State is the object the record leaves behind: nil after a deletion.
+func (r *Record) State() *domain.Object { return domain.Evolve(nil, r.Event, r.Seq) }
+
+func decodeRecord(subject string, seq uint64, hdr nats.Header, data []byte) (*Record, error) {
+	ev := &domain.Event{}
+	if err := json.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("decoding event %d on %s: %w", seq, subject, err)
+	}
+	if ev.Object == nil {
+		return nil, fmt.Errorf("event %d on %s has no object", seq, subject)
+	}
+	return &Record{Seq: seq, Subject: subject, MsgID: hdr.Get(headerMsgID), Event: ev}, nil
+}
+
+// Load returns the aggregate's last event, or nil when it never existed.
+func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
+	var msg *jetstream.RawStreamMsg
+	err := retryUnavailable(ctx, func() error {
+		var err error
+		msg, err = s.stream.GetLastMsgForSubject(ctx, ref.Subject())
+		return err
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", ref, err)
+	}
+	return decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+}
+
+// Get returns the event at a stream sequence.
+func (s *Store) Get(ctx context.Context, seq uint64) (*Record, error) {
+	msg, err := s.stream.GetMsg(ctx, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, domain.NewGone(fmt.Sprintf("event %d is not in the stream", seq))
+		}
+		return nil, fmt.Errorf("reading event %d: %w", seq, err)
+	}
+	return decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+}
+
+// Bounds returns the first and last sequence in the stream (0, 0 when empty).
+func (s *Store) Bounds(ctx context.Context) (first, last uint64, err error) {
+	err = retryUnavailable(ctx, func() error {
+		info, err := s.stream.Info(ctx)
+		if err != nil {
+			return err
+		}
+		first, last = info.State.FirstSeq, info.State.LastSeq
+		return nil
+	})
+	return first, last, err
+}
+
+// Append publishes events for one aggregate whose last event has sequence
+// expected (0: no event yet). JetStream refuses the append if another writer got
+// there first; that comes back as a domain Conflict. msgID, when set, makes a
+// retried append a no-op that returns the first append's sequence.
+func (s *Store) Append(ctx context.Context, ref domain.Ref, expected uint64, msgID string, events ...domain.Event) (seq uint64, duplicate bool, err error) {
+	subject := ref.Subject()
+	for i := range events {
+		data, err := json.Marshal(&events[i])
+		if err != nil {
+			return 0, false, fmt.Errorf("encoding %s: %w", events[i].Type, err)
+		}
+		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+		msg.Header.Set(headerExpected, strconv.FormatUint(expected, 10))
+		msg.Header.Set(HeaderEventType, events[i].Type)
+		if msgID != "" {
+			id := msgID
+			if i > 0 {
+				id = msgID + "#" + strconv.Itoa(i)
+			}
+			msg.Header.Set(headerMsgID, id)
+		}
+		var ack *jetstream.PubAck
+		err = retryUnavailable(ctx, func() error {
+			var err error
+			ack, err = s.js.PublishMsg(ctx, msg)
+			return err
+		})
+		if err != nil {
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+				apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+				s.conflicts.Add(1)
+				return 0, false, domain.NewConflict(ref.Kind, ref.Name, "the object has been modified; please apply your changes to the latest version and try again")
+			}
+			return 0, false, fmt.Errorf("appending %s to %s: %w", events[i].Type, subject, err)
+		}
+		if ack.Duplicate {
+			return ack.Sequence, true, nil
+		}
+		s.appended.Add(1)
+		expected, seq = ack.Sequence, ack.Sequence
+	}
+	return seq, false, nil
+}
+
+// UpdateOptions tune Update.
+type UpdateOptions struct {
+	// MsgID is the idempotency key of the request; a retry with the same key
+	// returns the first result instead of applying the command again.
+	MsgID string
+	// Retries is how many times a conflicting append is re-decided on fresh state;
+	// 0 returns the conflict (what a PUT carrying a resourceVersion wants).
+	Retries int
+}
+
+// Result is the outcome of Update.
+type Result struct {
+	// Object is the state after the command (nil when it deleted the object), with its resourceVersion.
+	Object *domain.Object
+	// Last is the post-image of the last event (also set for deletions).
+	Last *domain.Object
+	// Seq is the stream sequence of the object's last event.
+	Seq uint64
+	// Events are the events appended (none for a no-op or a duplicate).
+	Events []domain.Event
+	// Duplicate is true when the idempotency key had been applied already.
+	Duplicate bool
+}
+
+// Update loads an aggregate, lets decide turn its state into events, and appends
+// them with the loaded sequence as the expected one, so the store owns load,
+// concurrency and save. decide may run more than once (see Retries).
+func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, decide func(state *domain.Object) ([]domain.Event, error)) (Result, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := s.Load(ctx, ref)
+		if err != nil {
+			return Result{}, err
+		}
+		var state *domain.Object
+		var lastSeq uint64
+		if rec != nil {
+			state, lastSeq = rec.State(), rec.Seq
+			if opts.MsgID != "" && rec.MsgID == opts.MsgID {
+				return recordResult(rec, true), nil
+			}
+		}
+		events, err := decide(state)
+		if err != nil {
+			return Result{}, err
+		}
+		if len(events) == 0 {
+			return Result{Object: state, Last: state, Seq: lastSeq}, nil
+		}
+		seq, dup, err := s.Append(ctx, ref, lastSeq, opts.MsgID, events...)
+		if domain.IsConflict(err) {
+			if attempt < opts.Retries {
+				continue
+			}
+			// The conflict may be our own earlier attempt with the same key.
+			if opts.MsgID != "" {
+				if rec, lerr := s.Load(ctx, ref); lerr == nil && rec != nil && rec.MsgID == opts.MsgID {
+					return recordResult(rec, true), nil
+				}
+			}
+			return Result{}, err
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		if dup {
+			rec, err := s.Get(ctx, seq)
+			if err != nil {
+				return Result{}, err
+			}
+			return recordResult(rec, true), nil
+		}
+		last := events[len(events)-1]
+		img := last.Object.DeepCopy()
+		img.Metadata.ResourceVersion = strconv.FormatUint(seq, 10)
+		res := Result{Last: img, Seq: seq, Events: events}
+		if last.Action != domain.ActionDeleted {
+			res.Object = img
+		}
+		return res, nil
+	}
+}
+
+func recordResult(rec *Record, dup bool) Result {
+	img := rec.Event.Object.DeepCopy()
+	img.Metadata.ResourceVersion = strconv.FormatUint(rec.Seq, 10)
+	return Result{Object: rec.State(), Last: img, Seq: rec.Seq, Duplicate: dup}
+}
+
+// retryUnavailable retries what JetStream answers while it is electing a leader
+// or starting: no responders and 503s. It gives up when ctx ends or after ~10s.
+func retryUnavailable(ctx context.Context, op func() error) error {
+	backoff := 5 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		if err == nil || !temporarilyUnavailable(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func temporarilyUnavailable(err error) bool {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
+}
+
+// Execute runs a domain command: load, Decide, append.
+func (s *Store) Execute(ctx context.Context, cmd domain.Command, opts UpdateOptions) (Result, error) {
+	return s.Update(ctx, cmd.Ref, opts, func(state *domain.Object) ([]domain.Event, error) {
+		return domain.Decide(state, cmd)
+	})
+}

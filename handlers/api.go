@@ -1,0 +1,173 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// Config tunes the API. The zero value is usable; each field documents its default.
+type Config struct {
+	// MaxBodyBytes bounds request bodies; default 1 MiB. Larger bodies get 413.
+	MaxBodyBytes int64
+	// ReadAfterWriteTimeout is how long a write waits for this replica's read
+	// model to include it before answering; default 5s.
+	ReadAfterWriteTimeout time.Duration
+	// ConsistentReads makes every read wait until the read model has caught up
+	// with the stream, so a client reading from another replica sees its writes.
+	// Off by default (one replica answers both); on when several replicas share NATS.
+	ConsistentReads bool
+	// HeartbeatInterval is the SSE comment keeping idle watches alive; default 15s.
+	HeartbeatInterval time.Duration
+	// BookmarkInterval is how often a watch sends a BOOKMARK; default 30s.
+	BookmarkInterval time.Duration
+	// WatchWriteTimeout drops a watch whose client does not take an event in time; default 30s.
+	WatchWriteTimeout time.Duration
+	// Version is reported by /version.
+	Version string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// NewUID makes object uids; default random UUIDs.
+	NewUID func() string
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.ReadAfterWriteTimeout == 0 {
+		c.ReadAfterWriteTimeout = 5 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 15 * time.Second
+	}
+	if c.BookmarkInterval == 0 {
+		c.BookmarkInterval = 30 * time.Second
+	}
+	if c.WatchWriteTimeout == 0 {
+		c.WatchWriteTimeout = 30 * time.Second
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewUID == nil {
+		c.NewUID = func() string { return uuid.NewString() }
+	}
+}
+
+// Readiness is what /readyz asks of the projector.
+type Readiness interface {
+	CaughtUp() bool
+	Checkpoint() uint64
+}
+
+// Identity is the authenticated caller.
+type Identity struct {
+	Name   string
+	Groups []string
+}
+
+// Authenticator identifies the caller of a request, or fails with Unauthorized.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Identity, error)
+}
+
+// Deps are the parts the API is built on.
+type Deps struct {
+	Store     *eventstore.Store
+	Cache     *projections.Cache
+	Projector Readiness
+	Finalizer *projections.TenantFinalizer
+	Auth      Authenticator
+	Log       *slog.Logger
+}
+
+// API serves the REST API.
+type API struct {
+	cfg       Config
+	store     *eventstore.Store
+	cache     *projections.Cache
+	projector Readiness
+	finalizer *projections.TenantFinalizer
+	auth      Authenticator
+	log       *slog.Logger
+	metrics   *metrics
+	echo      *echo.Echo
+
+	// stopping ends watches when the server shuts down.
+	stopping context.Context
+	stop     context.CancelFunc
+}
+
+// New builds the API and its routes.
+func New(cfg Config, d Deps) *API {
+	cfg.setDefaults()
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
+		auth: d.Auth, log: d.Log}
+	a.stopping, a.stop = context.WithCancel(context.Background())
+	a.metrics = newMetrics(a)
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = a.errorHandler
+	e.Use(a.recoverMiddleware, a.metrics.middleware)
+	a.echo = e
+	a.routes()
+	return a
+}
+
+// Handler is the http.Handler of the API.
+func (a *API) Handler() http.Handler { return a.echo }
+
+// Echo exposes the router so the web UI can add its pages.
+func (a *API) Echo() *echo.Echo { return a.echo }
+
+// StopWatches ends every open watch; call it when shutting down, before waiting
+// for in-flight requests, since watches never finish on their own.
+func (a *API) StopWatches() { a.stop() }
+
+func (a *API) routes() {
+	e := a.echo
+	e.GET("/healthz", a.healthz)
+	e.GET("/readyz", a.readyz)
+	e.GET("/version", a.version)
+	e.GET("/metrics", a.metricsHandler, a.authenticate)
+
+	g := e.Group("/api/v1", a.authenticate)
+	for _, k := range domain.Kinds() {
+		r := &resource{api: a, kind: k}
+		var coll, item string
+		if k.TenantScoped {
+			coll = "/tenants/:tenant/" + k.Plural
+			item = coll + "/:name"
+			g.GET("/"+k.Plural, r.list) // across tenants
+		} else if k == domain.TenantKind {
+			coll, item = "/tenants", "/tenants/:tenant"
+		} else {
+			coll, item = "/"+k.Plural, "/"+k.Plural+"/:name"
+		}
+		g.GET(coll, r.list)
+		g.POST(coll, r.create)
+		g.GET(item, r.get)
+		g.PUT(item, r.update)
+		g.PATCH(item, r.patch)
+		g.DELETE(item, r.delete)
+		g.GET(item+"/status", r.get)
+		g.PUT(item+"/status", r.updateStatus)
+		g.PATCH(item+"/status", r.patchStatus)
+	}
+	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
+}

@@ -1,0 +1,459 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// resource serves the REST verbs of one kind.
+type resource struct {
+	api  *API
+	kind *domain.KindInfo
+}
+
+// ref reads the object reference from the URL, checking that the names in it
+// are names at all (they become NATS subject tokens).
+func (r *resource) ref(c echo.Context) (domain.Ref, error) {
+	ref := domain.Ref{Kind: r.kind.Kind}
+	if r.kind == domain.TenantKind {
+		ref.Name = c.Param("tenant")
+	} else {
+		ref.Name = c.Param("name")
+		if r.kind.TenantScoped {
+			ref.Tenant = c.Param("tenant")
+		}
+	}
+	if ref.Tenant != "" {
+		if causes := domain.ValidateName(ref.Tenant, "metadata.tenant"); causes != nil {
+			return ref, domain.NewBadRequest("invalid tenant name in the URL", causes...)
+		}
+	}
+	if c.Param("name") != "" || r.kind == domain.TenantKind && c.Param("tenant") != "" {
+		if causes := domain.ValidateName(ref.Name, "metadata.name"); causes != nil {
+			return ref, domain.NewBadRequest("invalid name in the URL", causes...)
+		}
+	}
+	return ref, nil
+}
+
+func (r *resource) get(c echo.Context) error {
+	ref, err := r.ref(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	if err := r.api.readBarrier(c.Request().Context()); err != nil {
+		return r.api.writeError(c, err)
+	}
+	raw, ok := r.api.cache.Get(ref)
+	if !ok {
+		return r.api.writeError(c, domain.NewNotFound(r.kind.Kind, ref.Name))
+	}
+	return c.JSONBlob(http.StatusOK, raw)
+}
+
+func (r *resource) list(c echo.Context) error {
+	q := c.QueryParams()
+	if w := q.Get("watch"); w == "true" || w == "1" {
+		return r.watch(c)
+	}
+	opts, err := r.listOptions(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	if lim := q.Get("limit"); lim != "" {
+		n, err := strconv.Atoi(lim)
+		if err != nil || n < 0 {
+			return r.api.writeError(c, domain.NewBadRequest("limit must be a non-negative integer",
+				domain.Cause{Field: "limit", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-negative integer", lim)}))
+		}
+		opts.Limit = n
+	}
+	opts.Continue = q.Get("continue")
+	if err := r.api.readBarrier(c.Request().Context()); err != nil {
+		return r.api.writeError(c, err)
+	}
+	res, err := r.api.cache.List(r.kind.Kind, opts)
+	if errors.Is(err, projections.ErrBadContinue) {
+		return r.api.writeError(c, domain.NewBadRequest("the continue token is not valid; start the list again",
+			domain.Cause{Field: "continue", Type: domain.CauseInvalid, Message: "not a token this server issued"}))
+	}
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	var b bytes.Buffer
+	b.Grow(64 + len(res.Items)*512)
+	b.WriteString(`{"apiVersion":"` + domain.APIVersion + `","kind":"` + r.kind.Kind + `List","metadata":{"resourceVersion":"`)
+	b.WriteString(strconv.FormatUint(res.Seq, 10))
+	b.WriteString(`"`)
+	if res.Continue != "" {
+		b.WriteString(`,"continue":"` + res.Continue + `"`)
+		if res.Remaining > 0 {
+			b.WriteString(`,"remainingItemCount":` + strconv.Itoa(res.Remaining))
+		}
+	}
+	b.WriteString(`},"items":[`)
+	for i, raw := range res.Items {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(raw)
+	}
+	b.WriteString("]}")
+	return c.JSONBlob(http.StatusOK, b.Bytes())
+}
+
+// listOptions reads the scope and label selector shared by list and watch.
+func (r *resource) listOptions(c echo.Context) (projections.ListOptions, error) {
+	var opts projections.ListOptions
+	if r.kind.TenantScoped && c.Param("tenant") != "" {
+		if causes := domain.ValidateName(c.Param("tenant"), "metadata.tenant"); causes != nil {
+			return opts, domain.NewBadRequest("invalid tenant name in the URL", causes...)
+		}
+		opts.Tenant = c.Param("tenant")
+	}
+	sel, err := domain.ParseSelector(c.QueryParam("labelSelector"))
+	if err != nil {
+		return opts, err
+	}
+	opts.Selector = sel
+	return opts, nil
+}
+
+func (r *resource) create(c echo.Context) error {
+	obj, err := r.api.readObject(c, "application/json")
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	ref := domain.Ref{Kind: r.kind.Kind, Name: obj.Metadata.Name}
+	if r.kind.TenantScoped {
+		tenant := c.Param("tenant")
+		if causes := domain.ValidateName(tenant, "metadata.tenant"); causes != nil {
+			return r.api.writeError(c, domain.NewBadRequest("invalid tenant name in the URL", causes...))
+		}
+		ref.Tenant = tenant
+		if err := r.api.tenantAcceptsObjects(c.Request().Context(), tenant); err != nil {
+			return r.api.writeError(c, err)
+		}
+	}
+	if ref.Name == "" {
+		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
+	}
+	if causes := domain.ValidateName(ref.Name, "metadata.name"); causes != nil {
+		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, ref.Name, causes))
+	}
+	cmd := r.api.command(c, domain.OpCreate, ref, obj)
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	return r.api.respond(c, http.StatusCreated, res)
+}
+
+func (r *resource) update(c echo.Context) error {
+	ref, err := r.ref(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	obj, err := r.api.readObject(c, "application/json")
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	if err := requireVersion(r.kind, ref, obj); err != nil {
+		return r.api.writeError(c, err)
+	}
+	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
+	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
+	cmd.Dependents = r.api.dependents(ref)
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	return r.api.respond(c, http.StatusOK, res)
+}
+
+func (r *resource) updateStatus(c echo.Context) error {
+	ref, err := r.ref(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	obj, err := r.api.readObject(c, "application/json")
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	if err := requireVersion(r.kind, ref, obj); err != nil {
+		return r.api.writeError(c, err)
+	}
+	cmd := r.api.command(c, domain.OpUpdateStatus, ref, obj)
+	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	return r.api.respond(c, http.StatusOK, res)
+}
+
+func requireVersion(kind *domain.KindInfo, ref domain.Ref, obj *domain.Object) error {
+	rv := obj.Metadata.ResourceVersion
+	if rv == "" {
+		return domain.NewInvalid(kind.Kind, ref.Name, []domain.Cause{{Field: "metadata.resourceVersion", Type: domain.CauseRequired,
+			Message: "must be specified for an update; read the object, change it and send it back"}})
+	}
+	if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+		return domain.NewInvalid(kind.Kind, ref.Name, []domain.Cause{{Field: "metadata.resourceVersion", Type: domain.CauseInvalid,
+			Message: fmt.Sprintf("%q is not a resourceVersion this server issued", rv)}})
+	}
+	return nil
+}
+
+// patch applies a JSON merge patch (RFC 7386) to the object. A patch that names
+// metadata.resourceVersion is a precondition; one that does not is retried on
+// conflicts against fresh state, as Kubernetes does.
+func (r *resource) patch(c echo.Context) error { return r.doPatch(c, false) }
+
+func (r *resource) patchStatus(c echo.Context) error { return r.doPatch(c, true) }
+
+func (r *resource) doPatch(c echo.Context, status bool) error {
+	ref, err := r.ref(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	body, err := r.api.readBody(c, "application/merge-patch+json")
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	var patch map[string]any
+	if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
+		return r.api.writeError(c, domain.NewBadRequest("the merge patch must be a JSON object"))
+	}
+	precondition := ""
+	if md, ok := patch["metadata"].(map[string]any); ok {
+		if rv, ok := md["resourceVersion"].(string); ok {
+			precondition = rv
+		}
+	}
+	op := domain.OpUpdate
+	if status {
+		op = domain.OpUpdateStatus
+	}
+	retries := 5
+	if precondition != "" {
+		retries = 0
+	}
+	ctx := c.Request().Context()
+	res, err := r.api.store.Update(ctx, ref, eventstore.UpdateOptions{MsgID: r.api.msgID(c), Retries: retries},
+		func(state *domain.Object) ([]domain.Event, error) {
+			if state == nil {
+				return nil, domain.NewNotFound(r.kind.Kind, ref.Name)
+			}
+			if precondition != "" && precondition != state.Metadata.ResourceVersion {
+				return nil, domain.NewConflict(r.kind.Kind, ref.Name, "the object has been modified; please apply your changes to the latest version and try again")
+			}
+			cur, err := json.Marshal(state)
+			if err != nil {
+				return nil, err
+			}
+			merged, err := mergePatch(cur, body)
+			if err != nil {
+				return nil, domain.NewBadRequest("applying the merge patch: " + err.Error())
+			}
+			obj := &domain.Object{}
+			if causes := domain.DecodeStrict(merged, obj, ""); causes != nil {
+				return nil, domain.NewBadRequest("the patched object is not valid JSON for "+r.kind.Kind, causes...)
+			}
+			cmd := r.api.command(c, op, ref, obj)
+			cmd.ExpectedVersion = state.Metadata.ResourceVersion
+			cmd.Dependents = r.api.dependents(ref)
+			return domain.Decide(state, cmd)
+		})
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	return r.api.respond(c, http.StatusOK, res)
+}
+
+func (r *resource) delete(c echo.Context) error {
+	ref, err := r.ref(c)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	ctx := c.Request().Context()
+	cmd := r.api.command(c, domain.OpDelete, ref, nil)
+	cmd.Dependents = r.api.dependents(ref)
+	if rv := c.QueryParam("resourceVersion"); rv != "" {
+		cmd.ExpectedVersion = rv
+	}
+	res, err := r.api.store.Execute(ctx, cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c), Retries: 3})
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	if r.kind == domain.TenantKind && res.Object != nil && r.api.finalizer != nil {
+		// Cascade now rather than on the finalizer's next pass, so that a tenant
+		// whose objects have no finalizers is gone when DELETE answers.
+		if err := r.api.cache.WaitFor(ctx, res.Seq); err == nil {
+			r.api.finalizer.Pass(ctx)
+			if rec, err := r.api.store.Load(ctx, ref); err == nil && rec != nil {
+				res = eventstore.Result{Object: rec.State(), Seq: rec.Seq}
+				if res.Object == nil {
+					img := rec.Event.Object.DeepCopy()
+					img.Metadata.ResourceVersion = strconv.FormatUint(rec.Seq, 10)
+					res.Last = img
+				}
+			}
+		}
+	}
+	if res.Object != nil {
+		return r.api.respond(c, http.StatusAccepted, res)
+	}
+	return r.api.respond(c, http.StatusOK, res)
+}
+
+// command fills in who, when and the correlation id of a request.
+func (a *API) command(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.Object) domain.Command {
+	return domain.Command{Op: op, Ref: ref, Object: obj, Actor: identityOf(c).Name,
+		CorrelationID: correlationID(c), Now: a.cfg.Now(), NewUID: a.cfg.NewUID()}
+}
+
+// dependents counts what must go before ref can: a tenant's objects.
+func (a *API) dependents(ref domain.Ref) int {
+	if ref.Kind != domain.TenantKind.Kind {
+		return 0
+	}
+	return len(a.cache.Children(ref.Name))
+}
+
+// tenantAcceptsObjects checks that a tenant exists and is not being deleted.
+func (a *API) tenantAcceptsObjects(ctx context.Context, tenant string) error {
+	if err := a.readBarrier(ctx); err != nil {
+		return err
+	}
+	t, ok := a.cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	if !ok {
+		return domain.NewNotFound(domain.TenantKind.Kind, tenant)
+	}
+	if t.Terminating() {
+		return domain.NewForbidden(domain.TenantKind.Kind, tenant, "it is being deleted; no new objects can be created in it")
+	}
+	return nil
+}
+
+// respond waits until this replica's read model includes the write, so the
+// client's next read sees it, then sends the object.
+func (a *API) respond(c echo.Context, code int, res eventstore.Result) error {
+	if res.Seq > 0 {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.ReadAfterWriteTimeout)
+		err := a.cache.WaitFor(ctx, res.Seq)
+		cancel()
+		if err != nil {
+			a.log.Warn("read model behind a write", "seq", res.Seq, "err", err)
+		}
+	}
+	if res.Duplicate {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	obj := res.Object
+	if obj == nil {
+		obj = res.Last
+	}
+	return c.JSON(code, obj)
+}
+
+func (a *API) readBarrier(ctx context.Context) error {
+	if !a.cfg.ConsistentReads {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ReadAfterWriteTimeout)
+	defer cancel()
+	if err := a.cache.Sync(ctx); err != nil {
+		return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "the read model is catching up; retry", RetryAfterSeconds: 1}
+	}
+	return nil
+}
+
+// readBody reads a bounded request body of the wanted media type.
+func (a *API) readBody(c echo.Context, mediaType string) ([]byte, error) {
+	req := c.Request()
+	if ct := req.Header.Get("Content-Type"); ct != "" || mediaType != "application/json" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != mediaType {
+			return nil, &domain.Error{Reason: domain.ReasonUnsupportedMediaType,
+				Message: fmt.Sprintf("content type %q is not supported here; use %s", ct, mediaType)}
+		}
+	}
+	if req.ContentLength > a.cfg.MaxBodyBytes {
+		return nil, tooLarge(a.cfg.MaxBodyBytes)
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, a.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, domain.NewBadRequest("reading the request body: " + err.Error())
+	}
+	if int64(len(body)) > a.cfg.MaxBodyBytes {
+		return nil, tooLarge(a.cfg.MaxBodyBytes)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, domain.NewBadRequest("the request body is empty")
+	}
+	return body, nil
+}
+
+func tooLarge(limit int64) error {
+	return &domain.Error{Reason: domain.ReasonRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
+}
+
+// readObject reads and strictly decodes an object body.
+func (a *API) readObject(c echo.Context, mediaType string) (*domain.Object, error) {
+	body, err := a.readBody(c, mediaType)
+	if err != nil {
+		return nil, err
+	}
+	obj := &domain.Object{}
+	if causes := domain.DecodeStrict(body, obj, ""); causes != nil {
+		return nil, domain.NewBadRequest("the request body is not a valid object: "+causeSummary(causes), causes...)
+	}
+	return obj, nil
+}
+
+func causeSummary(causes []domain.Cause) string {
+	parts := make([]string, 0, len(causes))
+	for _, c := range causes {
+		if c.Field != "" {
+			parts = append(parts, c.Field+": "+c.Message)
+		} else {
+			parts = append(parts, c.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// msgID turns the Idempotency-Key header into the event's Nats-Msg-Id, scoped to
+// the caller and the request line so keys of different clients never collide.
+func (a *API) msgID(c echo.Context) string {
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(identityOf(c).Name + "\x00" + c.Request().Method + "\x00" + c.Request().URL.Path + "\x00" + key))
+	return "idem-" + hex.EncodeToString(h[:16])
+}
+
+func correlationID(c echo.Context) string {
+	if id := c.Request().Header.Get("X-Correlation-Id"); id != "" && len(id) <= 128 {
+		return id
+	}
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}

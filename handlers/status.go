@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// writeError sends err as a Kubernetes Status with the matching HTTP code.
+// Internal errors are logged with the request and sent with a generic message.
+func (a *API) writeError(c echo.Context, err error) error {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		de = toDomainError(err)
+	}
+	if de.Reason == domain.ReasonInternalError {
+		a.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		de = &domain.Error{Reason: domain.ReasonInternalError, Message: "internal error; see the server log"}
+	}
+	st := domain.StatusOf(de)
+	if de.RetryAfterSeconds > 0 {
+		c.Response().Header().Set("Retry-After", fmt.Sprint(de.RetryAfterSeconds))
+	}
+	return c.JSON(st.Code, st)
+}
+
+// toDomainError maps echo's and the standard library's errors onto the vocabulary.
+func toDomainError(err error) *domain.Error {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg := fmt.Sprint(he.Message)
+		switch he.Code {
+		case http.StatusNotFound:
+			return &domain.Error{Reason: domain.ReasonNotFound, Message: "the server could not find the requested resource"}
+		case http.StatusMethodNotAllowed:
+			return &domain.Error{Reason: domain.ReasonMethodNotAllowed, Message: "the server does not allow this method on the requested resource"}
+		case http.StatusRequestEntityTooLarge:
+			return &domain.Error{Reason: domain.ReasonRequestEntityTooLarge, Message: "request body too large"}
+		case http.StatusUnauthorized:
+			return domain.NewUnauthorized(strings.ToLower(msg))
+		case http.StatusBadRequest:
+			return domain.NewBadRequest(strings.ToLower(msg))
+		case http.StatusServiceUnavailable:
+			return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: strings.ToLower(msg)}
+		}
+		if he.Code < 500 {
+			return &domain.Error{Reason: domain.ReasonBadRequest, Message: strings.ToLower(msg)}
+		}
+	}
+	return domain.NewInternal(err)
+}
+
+// errorHandler is echo's HTTPErrorHandler: every error leaves as a Status.
+func (a *API) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	_ = a.writeError(c, err)
+}
+
+func statusCodeOf(err error) int {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		return de.Reason.Code()
+	}
+	return toDomainError(err).Reason.Code()
+}

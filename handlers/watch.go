@@ -1,0 +1,148 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// watch streams changes as Server-Sent Events: "event: <TYPE>", "id: <resourceVersion>"
+// and "data: {type, object}". A client resumes with ?resourceVersion=N or the
+// Last-Event-ID header and gets exactly the changes after N. A version older than
+// the stream is an ERROR event carrying a 410 Status. Comments keep idle
+// connections alive and BOOKMARKs carry the current version.
+func (r *resource) watch(c echo.Context) error {
+	a := r.api
+	opts, err := r.listOptions(c)
+	if err != nil {
+		return a.writeError(c, err)
+	}
+	wopts := projections.WatchOptions{Kind: r.kind, Tenant: opts.Tenant, Selector: opts.Selector}
+	rv := c.QueryParam("resourceVersion")
+	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
+		rv = id
+	}
+	if rv != "" {
+		n, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			return a.writeError(c, domain.NewBadRequest("resourceVersion must be a version this server issued",
+				domain.Cause{Field: "resourceVersion", Type: domain.CauseInvalid, Message: strconv.Quote(rv) + " is not a resourceVersion"}))
+		}
+		wopts.ResourceVersion = n
+	}
+	var timeout time.Duration
+	if ts := c.QueryParam("timeoutSeconds"); ts != "" {
+		n, err := strconv.Atoi(ts)
+		if err != nil || n < 0 {
+			return a.writeError(c, domain.NewBadRequest("timeoutSeconds must be a non-negative integer",
+				domain.Cause{Field: "timeoutSeconds", Type: domain.CauseInvalid, Message: strconv.Quote(ts) + " is not a non-negative integer"}))
+		}
+		timeout = time.Duration(n) * time.Second
+	}
+
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	stop := context.AfterFunc(a.stopping, cancel)
+	defer stop()
+
+	if err := a.readBarrier(ctx); err != nil {
+		return a.writeError(c, err)
+	}
+	w, werr := a.cache.Watch(ctx, wopts)
+
+	resp := c.Response()
+	h := resp.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	resp.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(resp.Writer)
+	a.metrics.watches.Inc()
+	defer a.metrics.watches.Dec()
+
+	write := func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WatchWriteTimeout))
+		if _, err := resp.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if werr != nil {
+		_ = write(sseFrame(projections.WatchError, 0, statusObject(werr)))
+		return nil
+	}
+	defer w.Stop()
+	if err := write([]byte(": watching " + r.kind.Plural + "\n\n")); err != nil {
+		return nil
+	}
+
+	last := wopts.ResourceVersion
+	heartbeat := time.NewTicker(a.cfg.HeartbeatInterval)
+	defer heartbeat.Stop()
+	bookmark := time.NewTicker(a.cfg.BookmarkInterval)
+	defer bookmark.Stop()
+	for {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				if err := w.Err(); err != nil && ctx.Err() == nil {
+					a.log.Warn("watch ended", "kind", r.kind.Kind, "err", err)
+					_ = write(sseFrame(projections.WatchError, last, statusObject(err)))
+				}
+				return nil
+			}
+			if ev.Seq > last {
+				last = ev.Seq
+			}
+			if err := write(sseFrame(ev.Type, ev.Seq, ev.Object)); err != nil {
+				return nil
+			}
+		case <-heartbeat.C:
+			if err := write([]byte(": heartbeat\n\n")); err != nil {
+				return nil
+			}
+		case <-bookmark.C:
+			bm, _ := json.Marshal(map[string]any{"apiVersion": domain.APIVersion, "kind": r.kind.Kind,
+				"metadata": map[string]string{"resourceVersion": strconv.FormatUint(last, 10)}})
+			if err := write(sseFrame(projections.WatchBookmark, last, bm)); err != nil {
+				return nil
+			}
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func statusObject(err error) []byte {
+	b, _ := json.Marshal(domain.StatusOf(err))
+	return b
+}
+
+// sseFrame renders one event; the id lets EventSource resume with Last-Event-ID.
+func sseFrame(typ string, seq uint64, object []byte) []byte {
+	b := make([]byte, 0, len(object)+64)
+	if seq > 0 {
+		b = append(b, "id: "...)
+		b = strconv.AppendUint(b, seq, 10)
+		b = append(b, '\n')
+	}
+	b = append(b, "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: {\"type\":\""...)
+	b = append(b, typ...)
+	b = append(b, "\",\"object\":"...)
+	b = append(b, object...)
+	b = append(b, "}\n\n"...)
+	return b
+}

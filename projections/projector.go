@@ -1,0 +1,236 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// ProjectorConsumer is the durable consumer name of the KV projector. Renaming
+// it replays the whole stream into the buckets.
+const ProjectorConsumer = "projector-v1"
+
+// projectorLease is the lease key: one replica writes the buckets at a time, so
+// per-key order is the stream's order.
+const projectorLease = "projector"
+
+// BucketName returns the KV bucket of a kind's projection.
+func BucketName(k *domain.KindInfo) string { return "rezus-" + k.Plural }
+
+// CheckpointBucket holds the projector's progress (key "checkpoint": the last
+// stream sequence written to the buckets).
+const CheckpointBucket = "rezus-projections"
+
+// Projector is the durable consumer that writes one KV bucket per kind, keyed
+// "<tenant-or-_>.<name>", valued with the object's JSON (the same bytes the API
+// serves). Deletions delete the key.
+type Projector struct {
+	store  *eventstore.Store
+	log    *slog.Logger
+	holder string
+
+	checkpoint atomic.Uint64
+	caughtUp   atomic.Bool
+}
+
+// NewProjector returns a projector; holder identifies this replica in the lease.
+func NewProjector(store *eventstore.Store, log *slog.Logger, holder string) *Projector {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Projector{store: store, log: log, holder: holder}
+}
+
+// Provision creates the buckets and the durable consumer, idempotently.
+func (p *Projector) Provision(ctx context.Context) error {
+	js := p.store.JetStream()
+	for _, k := range domain.Kinds() {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: BucketName(k), Description: k.Kind + " projection", History: 1,
+			Storage: jetstream.FileStorage, Replicas: p.store.Replicas(),
+		}); err != nil {
+			return fmt.Errorf("provisioning bucket %s: %w", BucketName(k), err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: CheckpointBucket, Description: "projector progress", History: 1,
+		Storage: jetstream.FileStorage, Replicas: p.store.Replicas(),
+	}); err != nil {
+		return fmt.Errorf("provisioning bucket %s: %w", CheckpointBucket, err)
+	}
+	_, err := js.CreateOrUpdateConsumer(ctx, eventstore.StreamName, jetstream.ConsumerConfig{
+		Durable:       ProjectorConsumer,
+		Description:   "writes the KV projections",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		FilterSubject: domain.SubjectPrefix + ".>",
+		MaxAckPending: 4096,
+		AckWait:       time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("provisioning consumer %s: %w", ProjectorConsumer, err)
+	}
+	return nil
+}
+
+// Checkpoint is the last stream sequence written to the buckets.
+func (p *Projector) Checkpoint() uint64 { return p.checkpoint.Load() }
+
+// CaughtUp reports whether the projector has once drained the stream since start.
+func (p *Projector) CaughtUp() bool { return p.caughtUp.Load() }
+
+// Run writes the projections while this replica holds the projector lease,
+// until ctx ends.
+func (p *Projector) Run(ctx context.Context) error {
+	if err := p.Provision(ctx); err != nil {
+		return err
+	}
+	leases, err := eventstore.OpenLeases(ctx, p.store, eventstore.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	return leases.RunWhileHeld(ctx, projectorLease, p.holder, p.run)
+}
+
+func (p *Projector) run(ctx context.Context) error {
+	js := p.store.JetStream()
+	cons, err := js.Consumer(ctx, eventstore.StreamName, ProjectorConsumer)
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	ckpt, err := js.KeyValue(ctx, CheckpointBucket)
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+		p.checkpoint.Store(info.AckFloor.Stream)
+		p.caughtUp.Store(true)
+	}
+	buckets := map[string]string{}
+	for _, k := range domain.Kinds() {
+		buckets[k.Kind] = BucketName(k)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	defer it.Stop()
+	var futures []jetstream.PubAckFuture
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("projector: %w", err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("projector: %w", err)
+		}
+		f, err := p.project(buckets, msg, md.Sequence.Stream)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			futures = append(futures, f)
+		}
+		// Writes are pipelined; settle them, record progress and ack (AckAll) when
+		// the backlog is drained or the batch is large.
+		if md.NumPending > 0 && len(futures) < 512 {
+			continue
+		}
+		if err := p.settle(ctx, futures); err != nil {
+			return err
+		}
+		futures = futures[:0]
+		seq := md.Sequence.Stream
+		if _, err := ckpt.Put(ctx, "checkpoint", []byte(strconv.FormatUint(seq, 10))); err != nil {
+			return fmt.Errorf("projector: writing checkpoint: %w", err)
+		}
+		if err := msg.Ack(); err != nil {
+			return fmt.Errorf("projector: ack: %w", err)
+		}
+		p.checkpoint.Store(seq)
+		if md.NumPending == 0 {
+			p.caughtUp.Store(true)
+		}
+	}
+}
+
+// project publishes one event's effect on its bucket asynchronously.
+func (p *Projector) project(buckets map[string]string, msg jetstream.Msg, seq uint64) (jetstream.PubAckFuture, error) {
+	ev := &domain.Event{}
+	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
+		p.log.Error("projector: skipping undecodable event", "seq", seq, "subject", msg.Subject(), "err", err)
+		return nil, nil
+	}
+	bucket, ok := buckets[ev.Object.Kind]
+	if !ok {
+		return nil, nil
+	}
+	out := &nats.Msg{Subject: "$KV." + bucket + "." + ev.Ref().Key(), Header: nats.Header{}}
+	if state := domain.Evolve(nil, ev, seq); state != nil {
+		raw, err := json.Marshal(state)
+		if err != nil {
+			return nil, fmt.Errorf("projector: encoding %s: %w", ev.Ref(), err)
+		}
+		out.Data = raw
+	} else {
+		out.Header.Set("KV-Operation", "DEL")
+	}
+	f, err := p.store.JetStream().PublishMsgAsync(out)
+	if err != nil {
+		return nil, fmt.Errorf("projector: writing %s: %w", ev.Ref(), err)
+	}
+	return f, nil
+}
+
+func (p *Projector) settle(ctx context.Context, futures []jetstream.PubAckFuture) error {
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("projector: writing %s: %w", f.Msg().Subject, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Rebuild drops the buckets and the consumer and provisions them again, so the
+// next Run replays the whole stream into empty buckets. Stop Run first.
+func (p *Projector) Rebuild(ctx context.Context) error {
+	js := p.store.JetStream()
+	if err := js.DeleteConsumer(ctx, eventstore.StreamName, ProjectorConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("rebuild: deleting consumer: %w", err)
+	}
+	for _, b := range append(bucketNames(), CheckpointBucket) {
+		if err := js.DeleteKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("rebuild: deleting bucket %s: %w", b, err)
+		}
+	}
+	p.checkpoint.Store(0)
+	p.caughtUp.Store(false)
+	return p.Provision(ctx)
+}
+
+func bucketNames() []string {
+	var out []string
+	for _, k := range domain.Kinds() {
+		out = append(out, BucketName(k))
+	}
+	return out
+}
