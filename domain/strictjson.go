@@ -39,8 +39,9 @@ import (
 // types that decode themselves (json.Unmarshaler, encoding.TextUnmarshaler,
 // such as json.RawMessage or time.Time) or of type any are not looked into;
 // errors such types return are still reported at their path. Causes are
-// sorted by Field. v receives whatever could be decoded even when causes are
-// returned, as with json.Unmarshal, but callers should not use it then.
+// sorted by Field. Once the JSON is well-formed, v receives whatever could be
+// decoded even when causes are returned, as with json.Unmarshal, but callers
+// should not use it then.
 func DecodeStrict(data []byte, v any, root string) []Cause {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
@@ -79,8 +80,7 @@ func parseStrictJSON(data []byte, root string) (any, *Cause) {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &se):
-			// Offset counts the bytes read, the bad one included.
-			return nil, malformed(max(se.Offset-1, 0), se.Error())
+			return nil, malformed(max(se.Offset-syntaxOffsetPastBadByte(), 0), se.Error())
 		case errors.Is(err, io.EOF):
 			return nil, malformed(0, "empty document")
 		case errors.Is(err, io.ErrUnexpectedEOF):
@@ -98,6 +98,19 @@ func parseStrictJSON(data []byte, root string) (any, *Cause) {
 	}
 	return raw, nil
 }
+
+// syntaxOffsetPastBadByte is 1 when SyntaxError.Offset counts the bad byte
+// as read, as encoding/json does today, and 0 when it is the bad byte's own
+// offset, as with GOEXPERIMENT=jsonv2; asking once keeps messages right
+// under both.
+var syntaxOffsetPastBadByte = sync.OnceValue(func() int64 {
+	var v any
+	var se *json.SyntaxError
+	if errors.As(json.Unmarshal([]byte("x"), &v), &se) {
+		return se.Offset
+	}
+	return 1
+})
 
 // strictWalker walks a generically decoded document alongside the Go type it
 // is meant for, collecting causes.
@@ -404,7 +417,13 @@ func causeOfDecodeError(err error, path string, t reflect.Type) Cause {
 		if got == "bool" {
 			got = "boolean"
 		}
-		return Cause{Field: typeErrorPath(path, t, te.Field), Type: CauseTypeInvalid, Message: "must be " + describeType(te.Type) + ", got " + got}
+		msg := "must be " + describeType(te.Type) + ", got " + got
+		if describeType(te.Type) == got {
+			// The JSON type is right but Go cannot take it, as with a map
+			// whose key type encoding/json does not support.
+			msg = "cannot decode " + got + " into " + te.Type.String()
+		}
+		return Cause{Field: typeErrorPath(path, t, te.Field), Type: CauseTypeInvalid, Message: msg}
 	}
 	return Cause{Field: path, Type: CauseInvalid, Message: strings.TrimPrefix(err.Error(), "json: ")}
 }

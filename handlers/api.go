@@ -146,7 +146,9 @@ func (a *API) routes() {
 	e.GET("/version", a.version)
 	e.GET("/metrics", a.metricsHandler, a.authenticate)
 
-	g := e.Group("/api/v1", a.authenticate)
+	// Routes take the auth middleware one by one: an echo Group with middleware
+	// registers catch-all routes that would turn 405 answers into 404s.
+	g := &authed{e: e, prefix: "/api/v1", mw: a.authenticate}
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k}
 		var coll, item string
@@ -169,5 +171,17 @@ func (a *API) routes() {
 		g.PUT(item+"/status", r.updateStatus)
 		g.PATCH(item+"/status", r.patchStatus)
 	}
-	e.RouteNotFound("/*", func(c echo.Context) error { return echo.ErrNotFound })
 }
+
+// authed registers routes under a prefix with one middleware.
+type authed struct {
+	e      *echo.Echo
+	prefix string
+	mw     echo.MiddlewareFunc
+}
+
+func (g *authed) GET(p string, h echo.HandlerFunc)    { g.e.GET(g.prefix+p, h, g.mw) }
+func (g *authed) POST(p string, h echo.HandlerFunc)   { g.e.POST(g.prefix+p, h, g.mw) }
+func (g *authed) PUT(p string, h echo.HandlerFunc)    { g.e.PUT(g.prefix+p, h, g.mw) }
+func (g *authed) PATCH(p string, h echo.HandlerFunc)  { g.e.PATCH(g.prefix+p, h, g.mw) }
+func (g *authed) DELETE(p string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+p, h, g.mw) }
