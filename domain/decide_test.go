@@ -236,6 +236,19 @@ func TestDecideCreate(t *testing.T) {
 			},
 		},
 		{
+			name: "status in a create body is ignored",
+			ref:  refOf("Tenant", "", "t1"),
+			obj: func() *domain.Object {
+				o := newObject("Tenant", `{}`)
+				o.Status = json.RawMessage(`{"phase":"Ready"}`)
+				return o
+			},
+			wantType: "TenantCreated",
+			check: func(t *testing.T, o *domain.Object) {
+				require.JSONEq(t, `{"phase":"Pending"}`, string(o.Status))
+			},
+		},
+		{
 			name:     "apiVersion and kind may be omitted",
 			ref:      refOf("Tenant", "", "t1"),
 			obj:      func() *domain.Object { return &domain.Object{Spec: json.RawMessage(`{}`)} },
@@ -396,9 +409,11 @@ func TestDecideCreate(t *testing.T) {
 			wantFields: []string{"apiVersion", "kind", "metadata.name", "spec.network.podSubnets[0]", "spec.talosVersion"},
 		},
 		{
-			name:       "invalid spec value",
-			ref:        refOf("NodeGroup", "t1", "cp"),
-			obj:        func() *domain.Object { return newObject("NodeGroup", `{"role":"controlplane","count":2,"provider":"emu"}`) },
+			name: "invalid spec value",
+			ref:  refOf("NodeGroup", "t1", "cp"),
+			obj: func() *domain.Object {
+				return newObject("NodeGroup", `{"role":"controlplane","count":2,"provider":"emu"}`)
+			},
 			wantReason: domain.ReasonInvalid,
 			wantFields: []string{"spec.count"},
 		},
@@ -428,9 +443,11 @@ func TestDecideCreate(t *testing.T) {
 			wantFields: []string{"metadata.name", "spec.network.podSubnets"},
 		},
 		{
-			name:       "not-a-JSON-object providerConfig is a bad request",
-			ref:        refOf("NodeGroup", "t1", "workers"),
-			obj:        func() *domain.Object { return newObject("NodeGroup", `{"role":"worker","count":1,"provider":"emu","providerConfig":[1,2]}`) },
+			name: "not-a-JSON-object providerConfig is a bad request",
+			ref:  refOf("NodeGroup", "t1", "workers"),
+			obj: func() *domain.Object {
+				return newObject("NodeGroup", `{"role":"worker","count":1,"provider":"emu","providerConfig":[1,2]}`)
+			},
 			wantReason: domain.ReasonBadRequest,
 			wantFields: []string{"spec.providerConfig"},
 		},

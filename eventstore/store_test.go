@@ -247,40 +247,64 @@ func TestUpdateRetriesLoseNoUpdate(t *testing.T) {
 	const writers = 20
 	env := eventstoretest.Start(t)
 	ctx := testCtx(t)
-	ref := tenantRef("busy")
-	created := mustExecute(t, ctx, env.Store, createCmd(ref, "uid"))
 
-	start := make(chan struct{})
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	for i := range writers {
-		wg.Go(func() {
-			<-start
-			key := fmt.Sprintf("k%02d", i)
-			// A patch: re-read on every attempt, add one label, no resourceVersion.
-			_, errs[i] = env.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {
-				if state == nil {
-					return nil, domain.NewNotFound("Tenant", ref.Name)
+	tests := []struct {
+		name    string
+		retries int
+		// allSucceed: with writers-1 retries a writer can lose at most once to
+		// each other writer, so none runs out; with fewer, a lockstep burst can
+		// exhaust a writer's retries (a 409, as Kubernetes gives after 5).
+		allSucceed bool
+	}{
+		{name: "5 retries, as PATCH uses", retries: 5},
+		{name: "a retry per competitor", retries: writers - 1, allSucceed: true},
+	}
+	for n, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ref := tenantRef(fmt.Sprintf("busy%d", n))
+			created := mustExecute(t, ctx, env.Store, createCmd(ref, "uid"))
+
+			start := make(chan struct{})
+			errs := make([]error, writers)
+			var wg sync.WaitGroup
+			for i := range writers {
+				wg.Go(func() {
+					<-start
+					key := fmt.Sprintf("k%02d", i)
+					// A patch: re-read on every attempt, add one label, no resourceVersion.
+					_, errs[i] = env.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: tt.retries}, func(state *domain.Object) ([]domain.Event, error) {
+						if state == nil {
+							return nil, domain.NewNotFound("Tenant", ref.Name)
+						}
+						return domain.Decide(state, labelCmd(state, key, "v", ""))
+					})
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			rec, err := env.Store.Load(ctx, ref)
+			require.NoError(t, err)
+			labels := rec.State().Metadata.Labels
+			succeeded := 0
+			for i, err := range errs {
+				key := fmt.Sprintf("k%02d", i)
+				if err == nil {
+					succeeded++
+					require.Equal(t, "v", labels[key], "writer %d succeeded but its label was lost", i)
+					continue
 				}
-				return domain.Decide(state, labelCmd(state, key, "v", ""))
-			})
+				require.True(t, domain.IsConflict(err), "writer %d: %v", i, err)
+				require.False(t, tt.allSucceed, "writer %d ran out of retries: %v", i, err)
+				require.NotContains(t, labels, key, "writer %d failed but its label was stored", i)
+			}
+			t.Logf("%d of %d writers succeeded with %d retries", succeeded, writers, tt.retries)
+			require.Len(t, labels, succeeded, "labels: %v", labels)
+			require.GreaterOrEqual(t, succeeded, tt.retries+1, "every round of retries lets at least one writer through")
+			require.Equal(t, created.Seq+uint64(succeeded), rec.Seq, "one event per successful writer, none wasted")
+			require.Equal(t, rec.Seq, lastSeq(t, ctx, env.Store))
 		})
 	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		require.NoError(t, err, "writer %d", i)
-	}
-
-	rec, err := env.Store.Load(ctx, ref)
-	require.NoError(t, err)
-	labels := rec.State().Metadata.Labels
-	require.Len(t, labels, writers, "every writer's label survived: %v", labels)
-	for i := range writers {
-		require.Equal(t, "v", labels[fmt.Sprintf("k%02d", i)])
-	}
-	require.Equal(t, created.Seq+writers, rec.Seq, "one event per writer, none wasted")
-	require.Equal(t, created.Seq+writers, lastSeq(t, ctx, env.Store))
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -370,12 +394,52 @@ func TestIdempotencyKey(t *testing.T) {
 		seq, dup, err := env.Store.Append(ctx, ref, res.Seq, "append-key", ev)
 		require.NoError(t, err)
 		require.False(t, dup)
-		// The retry still carries the old expected sequence; the key wins over the stale check.
+
+		// A verbatim retry still carries the old expected sequence. JetStream checks
+		// that before the message id, so the retry may come back as a conflict;
+		// what must not happen is a second event.
 		again, dup, err := env.Store.Append(ctx, ref, res.Seq, "append-key", ev)
+		if err == nil {
+			require.True(t, dup)
+			require.Equal(t, seq, again)
+		} else {
+			require.True(t, domain.IsConflict(err), "verbatim retry: %v", err)
+		}
+		require.Equal(t, seq, lastSeq(t, ctx, env.Store), "the verbatim retry appended nothing")
+
+		// A retry that re-read the aggregate is recognised by its id.
+		again, dup, err = env.Store.Append(ctx, ref, seq, "append-key", ev)
 		require.NoError(t, err)
 		require.True(t, dup)
 		require.Equal(t, seq, again)
-		require.Equal(t, seq, lastSeq(t, ctx, env.Store))
+		require.Equal(t, seq, lastSeq(t, ctx, env.Store), "the re-read retry appended nothing")
+	})
+
+	t.Run("retry after another writer", func(t *testing.T) {
+		ref := tenantRef("later")
+		res := mustExecute(t, ctx, env.Store, createCmd(ref, "uid-later"))
+		// A patch without a resourceVersion, retried after someone else wrote, so
+		// the request's event is no longer the aggregate's last.
+		opts := eventstore.UpdateOptions{MsgID: "patch-key", Retries: 5}
+		first, err := env.Store.Update(ctx, ref, opts, func(state *domain.Object) ([]domain.Event, error) {
+			return domain.Decide(state, labelCmd(state, "mine", "x", ""))
+		})
+		require.NoError(t, err)
+		require.False(t, first.Duplicate)
+		other := mustExecute(t, ctx, env.Store, labelCmd(first.Object, "theirs", "y", first.Object.Metadata.ResourceVersion))
+
+		// Re-decided on the new state the retry still yields an event (a second
+		// label keeps it from being a no-op); JetStream's dedupe must drop it.
+		second, err := env.Store.Update(ctx, ref, opts, func(state *domain.Object) ([]domain.Event, error) {
+			cmd := labelCmd(state, "mine", "x", "")
+			cmd.Object.Metadata.Labels["retry"] = "1"
+			return domain.Decide(state, cmd)
+		})
+		require.NoError(t, err)
+		require.True(t, second.Duplicate, "the key was applied already")
+		require.Equal(t, first.Seq, second.Seq)
+		require.Equal(t, other.Seq, lastSeq(t, ctx, env.Store), "the retry appended nothing")
+		require.Less(t, res.Seq, first.Seq)
 	})
 }
 
@@ -906,7 +970,7 @@ func TestLeases(t *testing.T) {
 			<-renew.C
 			select {
 			case s := <-p.started:
-				t.Fatalf("%s started working while the intruder held the lease", s.holder)
+				t.Fatalf("%s started working again while the intruder held the lease: the old holder released a lease that was no longer its own", s.holder)
 			default:
 			}
 			next, err := kv.Update(ctx, "stolen", []byte("intruder"), rev)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -100,7 +101,64 @@ func (p *Projector) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return leases.RunWhileHeld(ctx, projectorLease, p.holder, p.run)
+	_, last, err := p.store.Bounds(ctx)
+	if err != nil {
+		return err
+	}
+	// Every replica follows the checkpoint, so each can tell when the
+	// projections have caught up, whichever replica holds the lease.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.followCheckpoint(gctx, last) })
+	g.Go(func() error { return leases.RunWhileHeld(gctx, projectorLease, p.holder, p.run) })
+	return g.Wait()
+}
+
+// followCheckpoint tracks the checkpoint key and marks the projections caught up
+// once it reaches last, the stream's last sequence when this replica started.
+func (p *Projector) followCheckpoint(ctx context.Context, last uint64) error {
+	if last == 0 {
+		p.caughtUp.Store(true)
+	}
+	kv, err := p.store.JetStream().KeyValue(ctx, CheckpointBucket)
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	w, err := kv.Watch(ctx, "checkpoint")
+	if err != nil {
+		return fmt.Errorf("projector: watching checkpoint: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				continue
+			}
+			seq, err := strconv.ParseUint(string(e.Value()), 10, 64)
+			if err != nil {
+				continue
+			}
+			p.advance(seq)
+			if seq >= last {
+				p.caughtUp.Store(true)
+			}
+		}
+	}
+}
+
+// advance moves the checkpoint forward, never back.
+func (p *Projector) advance(seq uint64) {
+	for {
+		cur := p.checkpoint.Load()
+		if seq <= cur || p.checkpoint.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 func (p *Projector) run(ctx context.Context) error {
@@ -114,7 +172,7 @@ func (p *Projector) run(ctx context.Context) error {
 		return fmt.Errorf("projector: %w", err)
 	}
 	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-		p.checkpoint.Store(info.AckFloor.Stream)
+		p.advance(info.AckFloor.Stream)
 		p.caughtUp.Store(true)
 	}
 	buckets := map[string]string{}
@@ -162,7 +220,7 @@ func (p *Projector) run(ctx context.Context) error {
 		if err := msg.Ack(); err != nil {
 			return fmt.Errorf("projector: ack: %w", err)
 		}
-		p.checkpoint.Store(seq)
+		p.advance(seq)
 		if md.NumPending == 0 {
 			p.caughtUp.Store(true)
 		}
