@@ -115,7 +115,9 @@ func decideCreate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 		Spec: spec,
 	}
 	if kind.InitialStatus != nil {
-		obj.Status = kind.InitialStatus()
+		// Through the normaliser, so the stored status is canonical and writing it
+		// back unchanged is a no-op.
+		obj.Status, _ = kind.NormalizeStatus(kind.InitialStatus())
 	}
 	return []Event{cmd.event(kind.Kind+"Created", ActionCreated, obj)}, nil
 }

@@ -106,11 +106,11 @@ func (s *NodeGroupSpec) Validate(f string) []Cause {
 		p := fmt.Sprintf("%s.taints[%d]", f, i)
 		if t.Key == "" {
 			causes = append(causes, Cause{Field: p + ".key", Type: CauseRequired, Message: "key is required"})
-		} else if c := ValidateLabels(map[string]string{t.Key: t.Value}, p); len(c) > 0 {
-			for _, x := range c {
-				x.Field = p + ".key"
-				causes = append(causes, x)
-			}
+		} else if probs := labelKeyProblems(t.Key); len(probs) > 0 {
+			causes = append(causes, labelCause(p+".key", "key", probs))
+		}
+		if probs := labelValueProblems(t.Value); len(probs) > 0 {
+			causes = append(causes, labelCause(p+".value", "value", probs))
 		}
 		causes = append(causes, oneOf(t.Effect, p+".effect", "NoSchedule", "PreferNoSchedule", "NoExecute")...)
 	}

@@ -21,7 +21,9 @@ var TenantKind = register(&KindInfo{
 	Kind: "Tenant", Plural: "tenants", Subject: "tenant",
 	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[TenantSpec](raw, "spec") },
 	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[TenantStatus](raw, "status") },
-	InitialStatus:   func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
+	InitialStatus: func() json.RawMessage {
+		return json.RawMessage(`{"phase":"Pending","machines":{"total":0,"ready":0,"controlPlane":0,"workers":0}}`)
+	},
 })
 
 // Tenant is the typed view of a Tenant object.

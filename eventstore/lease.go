@@ -99,7 +99,9 @@ func (l *Leases) renew(ctx context.Context, name, holder string, rev uint64) uin
 		case <-t.C:
 			next, err := l.kv.Update(ctx, name, []byte(holder), rev)
 			if err != nil {
-				return 0
+				// Lost (or unreachable): the release will be conditional on rev,
+				// so it cannot delete a lease someone else took meanwhile.
+				return rev
 			}
 			rev = next
 		}

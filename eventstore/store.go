@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -147,6 +148,9 @@ func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
 
 // Get returns the event at a stream sequence.
 func (s *Store) Get(ctx context.Context, seq uint64) (*Record, error) {
+	if seq == 0 {
+		return nil, domain.NewGone("there is no event 0; sequences start at 1")
+	}
 	msg, err := s.stream.GetMsg(ctx, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -192,7 +196,7 @@ func (s *Store) Append(ctx context.Context, ref domain.Ref, expected uint64, msg
 			msg.Header.Set(headerMsgID, id)
 		}
 		var ack *jetstream.PubAck
-		err = retryUnavailable(ctx, func() error {
+		err = retryWrite(ctx, func() error {
 			var err error
 			ack, err = s.js.PublishMsg(ctx, msg)
 			return err
@@ -266,6 +270,10 @@ func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, 
 		seq, dup, err := s.Append(ctx, ref, lastSeq, opts.MsgID, events...)
 		if domain.IsConflict(err) {
 			if attempt < opts.Retries {
+				// Writers that collided would collide again in lockstep; spread them.
+				if err := sleepCtx(ctx, jitter(attempt)); err != nil {
+					return Result{}, err
+				}
 				continue
 			}
 			// The conflict may be our own earlier attempt with the same key.
@@ -301,6 +309,43 @@ func recordResult(rec *Record, dup bool) Result {
 	img := rec.Event.Object.DeepCopy()
 	img.Metadata.ResourceVersion = strconv.FormatUint(rec.Seq, 10)
 	return Result{Object: rec.State(), Last: img, Seq: rec.Seq, Duplicate: dup}
+}
+
+// jitter is a random backoff growing with the attempt: 0.5..1ms, 1..2ms, ... capped at 64ms.
+func jitter(attempt int) time.Duration {
+	base := time.Millisecond << min(attempt, 6)
+	return base/2 + rand.N(base/2)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryWrite retries a publish only when it surely did not reach the stream
+// (no responders, a 503 answer); a timeout may have been stored, and retrying it
+// would conflict with our own write.
+func retryWrite(ctx context.Context, op func() error) error {
+	backoff := 5 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		var apiErr *jetstream.APIError
+		retry := errors.Is(err, nats.ErrNoResponders) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+		if err == nil || !retry || time.Now().After(deadline) {
+			return err
+		}
+		if sleepCtx(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(backoff*2, time.Second)
+	}
 }
 
 // retryUnavailable retries what JetStream answers while it is electing a leader

@@ -31,18 +31,6 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not true after %s: "+msg, append([]any{timeout}, args...)...)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // recv waits for one value from ch, failing the test after timeout.
 func recv[T any](t *testing.T, ch <-chan T, timeout time.Duration, what string) T {
 	t.Helper()
@@ -491,7 +479,7 @@ func TestFollow(t *testing.T) {
 	env := eventstoretest.Start(t)
 	ctx := testCtx(t)
 
-	// seqs[subject] lists the sequences written on each subject, in order.
+	// all lists every event written, in stream order.
 	type written struct {
 		seq     uint64
 		subject string

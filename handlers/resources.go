@@ -251,7 +251,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 	if status {
 		op = domain.OpUpdateStatus
 	}
-	retries := 5
+	retries := 10
 	if precondition != "" {
 		retries = 0
 	}

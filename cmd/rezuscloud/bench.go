@@ -1,8 +1,522 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/urfave/cli/v2"
+)
 
 func benchCommand() *cli.Command {
-	return &cli.Command{Name: "bench", Usage: "measure the event store and the API (see docs/benchmarks.md)",
-		Action: func(c *cli.Context) error { return runBench(c) }}
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure the event store and the API on one embedded server (figures for docs/benchmarks.md)",
+		Description: "Starts `rezuscloud serve` as a child process on a temporary data dir with the embedded NATS\n" +
+			"listening on loopback, then measures (a) raw JetStream synchronous publishes carrying\n" +
+			"Nats-Expected-Last-Subject-Sequence and (b) creates and updates through the HTTP API at 1, 8\n" +
+			"and 64 concurrent clients, the p99 of writes at a fixed rate, list latency with many tenants\n" +
+			"and the server's RSS.",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "duration", Value: 5 * time.Second, Usage: "length of each throughput phase"},
+			&cli.IntFlag{Name: "tenants", Value: 10000, Usage: "tenants present for the list and RSS measurements"},
+			&cli.IntFlag{Name: "nodegroups", Value: 50000, Usage: "node groups present for the RSS measurement"},
+			&cli.IntFlag{Name: "rate", Value: 1000, Usage: "writes per second of the fixed-rate latency phase"},
+			&cli.StringFlag{Name: "clients", Value: "1,8,64", Usage: "concurrency levels"},
+			&cli.StringFlag{Name: "data-dir", Usage: "data dir for the server (default: a new temp dir, removed afterwards)"},
+		},
+		Action: runBench,
+	}
+}
+
+type benchEnv struct {
+	url   string
+	token string
+	http  *http.Client
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	pid   int
+}
+
+func runBench(c *cli.Context) error {
+	ctx := c.Context
+	var levels []int
+	for _, s := range strings.Split(c.String("clients"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("--clients: %q is not a positive number", s)
+		}
+		levels = append(levels, n)
+	}
+	dir := c.String("data-dir")
+	if dir == "" {
+		d, err := os.MkdirTemp("", "rezus-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	env, stop, err := startBenchServer(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	dur := c.Duration("duration")
+
+	fmt.Printf("# rezuscloud bench\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d\n\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid)
+	fmt.Println("| phase | clients | ops | ops/s | p50 | p99 | b/a |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	raw := map[int]float64{}
+	for _, n := range levels {
+		r, err := env.rawPublish(ctx, n, dur)
+		if err != nil {
+			return err
+		}
+		raw[n] = r.rate()
+		r.print("a: JetStream publish + expected seq", n, 0)
+	}
+	for _, n := range levels {
+		r, err := env.apiCreates(ctx, n, dur, fmt.Sprintf("c%d", n))
+		if err != nil {
+			return err
+		}
+		r.print("b: API create (POST)", n, r.rate()/raw[n])
+		u, err := env.apiUpdates(ctx, n, dur, fmt.Sprintf("c%d", n))
+		if err != nil {
+			return err
+		}
+		u.print("b: API update (PATCH)", n, u.rate()/raw[n])
+	}
+	fixed, err := env.fixedRate(ctx, c.Int("rate"), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fixed.print(fmt.Sprintf("API writes at %d/s (latency from schedule)", c.Int("rate")), 0, 0)
+
+	fmt.Println()
+	have, err := env.count(ctx, "/api/v1/tenants")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := env.populate(ctx, c.Int("tenants")-have, c.Int("nodegroups")); err != nil {
+		return err
+	}
+	fmt.Printf("populated to %d tenants and %d node groups in %s\n\n", c.Int("tenants"), c.Int("nodegroups"), time.Since(start).Round(time.Millisecond))
+	fmt.Println("| list | items | runs | p50 | p99 | bytes |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, q := range []string{"/api/v1/tenants", "/api/v1/tenants?limit=500", "/api/v1/tenants?labelSelector=bench%3Dyes,shard%20in%20(s1,s2)", "/api/v1/nodegroups"} {
+		if err := env.listLatency(ctx, q, 20); err != nil {
+			return err
+		}
+	}
+	rss, hwm := procRSS(env.pid)
+	fmt.Printf("\nserver RSS with the data above: %.1f MiB (peak %.1f MiB)\n", float64(rss)/(1<<20), float64(hwm)/(1<<20))
+	return nil
+}
+
+// startBenchServer runs this binary's serve command as a child process.
+func startBenchServer(ctx context.Context, dir string) (*benchEnv, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	httpAddr, natsAddr, err := twoFreePorts()
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := make([]byte, 16)
+	_, _ = rand.Read(buf)
+	token := hex.EncodeToString(buf)
+	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", httpAddr, "--data-dir", dir, "--nats-listen", natsAddr,
+		"--admin-token", token, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if os.Getenv("REZUS_TEST_MAIN") != "" {
+		cmd.Env = os.Environ()
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}
+	env := &benchEnv{url: "http://" + httpAddr, token: token, pid: cmd.Process.Pid,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := env.http.Get(env.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, fmt.Errorf("bench: server not ready in 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	env.nc, err = nats.Connect("nats://" + natsAddr)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	env.js, _ = jetstream.New(env.nc)
+	return env, func() { env.nc.Close(); stop() }, nil
+}
+
+func twoFreePorts() (string, string, error) {
+	var addrs []string
+	var lns []net.Listener
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", "", err
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs[0], addrs[1], nil
+}
+
+// result collects latencies of one phase.
+type result struct {
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+func (r *result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
+
+func (r *result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
+}
+
+func (r *result) print(phase string, clients int, ratio float64) {
+	cl, ra := "-", "-"
+	if clients > 0 {
+		cl = strconv.Itoa(clients)
+	}
+	if ratio > 0 {
+		ra = fmt.Sprintf("%.2f", ratio)
+	}
+	fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %s |\n", phase, cl, len(r.lat), r.rate(),
+		r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), ra)
+}
+
+// closedLoop runs n clients, each calling op back to back until d has passed.
+func closedLoop(ctx context.Context, n int, d time.Duration, op func(client, i int) error) (*result, error) {
+	var mu sync.Mutex
+	res := &result{}
+	var firstErr atomic.Value
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 4096)
+			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				if err := op(c, i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					break
+				}
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// rawPublish is the floor: what JetStream does for a write like ours, minus
+// everything RezusCloud adds. Each client appends to its own aggregate subject
+// with the expected last subject sequence, as the event store does.
+func (e *benchEnv) rawPublish(ctx context.Context, n int, d time.Duration) (*result, error) {
+	name := fmt.Sprintf("BENCH_RAW_%d", n)
+	if _, err := e.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench" + strconv.Itoa(n) + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+		return nil, err
+	}
+	defer e.js.DeleteStream(context.Background(), name)
+	last := make([]uint64, n)
+	payload := bytes.Repeat([]byte("x"), 600) // about the size of an event
+	return closedLoop(ctx, n, d, func(c, i int) error {
+		msg := &nats.Msg{Subject: fmt.Sprintf("bench%d.raw.%d", n, c), Data: payload, Header: nats.Header{}}
+		msg.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(last[c], 10))
+		ack, err := e.js.PublishMsg(ctx, msg)
+		if err != nil {
+			return err
+		}
+		last[c] = ack.Sequence
+		return nil
+	})
+}
+
+func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	if body != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := e.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func tenantJSON(name string, i int) string {
+	return fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"bench":"yes","shard":"s%d"}},"spec":{"talosVersion":"v1.13.0"}}`, name, i%4)
+}
+
+func (e *benchEnv) apiCreates(ctx context.Context, n int, d time.Duration, prefix string) (*result, error) {
+	return closedLoop(ctx, n, d, func(c, i int) error {
+		code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON(fmt.Sprintf("%s-%d-%d", prefix, c, i), i))
+		if err != nil {
+			return err
+		}
+		if code != http.StatusCreated {
+			return fmt.Errorf("create: %d %s", code, b)
+		}
+		return nil
+	})
+}
+
+// apiUpdates changes a label of the tenants each client created, round robin.
+func (e *benchEnv) apiUpdates(ctx context.Context, n int, d time.Duration, prefix string) (*result, error) {
+	return closedLoop(ctx, n, d, func(c, i int) error {
+		path := fmt.Sprintf("/api/v1/tenants/%s-%d-%d", prefix, c, i%20)
+		code, b, err := e.request(ctx, http.MethodPatch, path, "application/merge-patch+json", fmt.Sprintf(`{"metadata":{"labels":{"rev":"r%d"}}}`, i))
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("update %s: %d %s", path, code, b)
+		}
+		return nil
+	})
+}
+
+// fixedRate sends writes on a fixed schedule and measures each from the time
+// it was due, so queueing behind a slow write counts (no coordinated omission).
+func (e *benchEnv) fixedRate(ctx context.Context, rate int, d time.Duration) (*result, error) {
+	total := int(d.Seconds() * float64(rate))
+	interval := time.Second / time.Duration(rate)
+	due := make(chan time.Time, total)
+	res := &result{lat: make([]time.Duration, 0, total)}
+	var mu sync.Mutex
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for at := range due {
+				i := seq.Add(1)
+				code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON(fmt.Sprintf("rate-%d", i), int(i)))
+				if err == nil && code != http.StatusCreated {
+					err = fmt.Errorf("create: %d %s", code, b)
+				}
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				l := time.Since(at)
+				mu.Lock()
+				res.lat = append(res.lat, l)
+				mu.Unlock()
+			}
+		}()
+	}
+	start := time.Now()
+	for i := range total {
+		at := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(at))
+		due <- at
+	}
+	close(due)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	if err, _ := firstErr.Load().(error); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (e *benchEnv) count(ctx context.Context, path string) (int, error) {
+	code, b, err := e.request(ctx, http.MethodGet, path, "", "")
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("list %s: %d", path, code)
+	}
+	var l struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return 0, err
+	}
+	return len(l.Items), nil
+}
+
+// populate adds tenants (to reach the wanted count) and node groups spread over them.
+func (e *benchEnv) populate(ctx context.Context, tenants, nodeGroups int) error {
+	work := make(chan func() error, 1024)
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := f(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	names := make([]string, 0, max(tenants, 1))
+	for i := range tenants {
+		names = append(names, fmt.Sprintf("pop-%05d", i))
+	}
+	for i, name := range names {
+		work <- func() error {
+			code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON(name, i))
+			if err == nil && code != http.StatusCreated {
+				err = fmt.Errorf("create tenant: %d %s", code, b)
+			}
+			return err
+		}
+	}
+	// Node groups go into the populated tenants once those exist.
+	close(work)
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	if len(names) == 0 || nodeGroups == 0 {
+		return nil
+	}
+	work = make(chan func() error, 1024)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := f(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for i := range nodeGroups {
+		tenant := names[i%len(names)]
+		body := fmt.Sprintf(`{"metadata":{"name":"ng-%d","labels":{"pool":"p%d"}},"spec":{"role":"worker","count":%d,"provider":"emu","providerConfig":{"shape":"VM.Standard.E4.Flex","ocpus":2}}}`, i/len(names), i%3, 1+i%5)
+		work <- func() error {
+			code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants/"+tenant+"/nodegroups", "application/json", body)
+			if err == nil && code != http.StatusCreated {
+				err = fmt.Errorf("create node group: %d %s", code, b)
+			}
+			return err
+		}
+	}
+	close(work)
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e *benchEnv) listLatency(ctx context.Context, path string, runs int) error {
+	res := &result{}
+	var items, size int
+	start := time.Now()
+	for range runs {
+		t0 := time.Now()
+		code, b, err := e.request(ctx, http.MethodGet, path, "", "")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("list %s: %d", path, code)
+		}
+		res.lat = append(res.lat, time.Since(t0))
+		size = len(b)
+		items = bytes.Count(b, []byte(`"uid":`))
+	}
+	res.elapsed = time.Since(start)
+	fmt.Printf("| `GET %s` | %d | %d | %s | %s | %d |\n", path, items, runs, res.pct(0.5).Round(time.Microsecond), res.pct(0.99).Round(time.Microsecond), size)
+	return nil
+}
+
+// procRSS reads the resident set size and its peak from /proc.
+func procRSS(pid int) (rss, hwm int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = v << 10
+		case "VmHWM:":
+			hwm = v << 10
+		}
+	}
+	return rss, hwm
 }

@@ -57,7 +57,7 @@ func serveCommand() *cli.Command {
 
 type serveConfig struct {
 	Listen, DataDir, NATSURL, NATSCreds, NATSListen, AdminToken string
-	Replicas                                                   int
+	Replicas                                                    int
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
 }
