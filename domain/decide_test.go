@@ -133,7 +133,7 @@ func TestDecideCreate(t *testing.T) {
 			wantType: "TenantCreated",
 			check: func(t *testing.T, o *domain.Object) {
 				require.JSONEq(t, tenantDefaultSpec, string(o.Spec))
-				require.JSONEq(t, `{"phase":"Pending"}`, string(o.Status))
+				require.JSONEq(t, `{"phase":"Pending","machines":{"total":0,"ready":0,"controlPlane":0,"workers":0}}`, string(o.Status))
 				require.Empty(t, o.Metadata.Tenant)
 			},
 		},
