@@ -227,6 +227,17 @@ type UpdateOptions struct {
 	// Retries is how many times a conflicting append is re-decided on fresh state;
 	// 0 returns the conflict (what a PUT carrying a resourceVersion wants).
 	Retries int
+	// Hint, when set, supplies a cached state to decide on instead of loading it
+	// from the stream. The append's expected sequence proves the hint current; if
+	// it was stale (or deciding on it failed), Update loads and decides again, so
+	// a hint saves a round trip and never changes an answer. Not used with MsgID.
+	Hint StateHint
+}
+
+// StateHint is a cache of aggregate states.
+type StateHint interface {
+	// Peek returns the cached state (nil when absent) and its last event's sequence (0 when absent).
+	Peek(ref domain.Ref) (*domain.Object, uint64)
 }
 
 // Result is the outcome of Update.
@@ -247,20 +258,31 @@ type Result struct {
 // them with the loaded sequence as the expected one, so the store owns load,
 // concurrency and save. decide may run more than once (see Retries).
 func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, decide func(state *domain.Object) ([]domain.Event, error)) (Result, error) {
-	for attempt := 0; ; attempt++ {
-		rec, err := s.Load(ctx, ref)
-		if err != nil {
-			return Result{}, err
-		}
+	hinted := opts.Hint != nil && opts.MsgID == ""
+	for attempt := 0; ; {
 		var state *domain.Object
 		var lastSeq uint64
-		if rec != nil {
-			state, lastSeq = rec.State(), rec.Seq
-			if opts.MsgID != "" && rec.MsgID == opts.MsgID {
-				return recordResult(rec, true), nil
+		if hinted {
+			state, lastSeq = opts.Hint.Peek(ref)
+		} else {
+			rec, err := s.Load(ctx, ref)
+			if err != nil {
+				return Result{}, err
+			}
+			if rec != nil {
+				state, lastSeq = rec.State(), rec.Seq
+				if opts.MsgID != "" && rec.MsgID == opts.MsgID {
+					return recordResult(rec, true), nil
+				}
 			}
 		}
 		events, err := decide(state)
+		if hinted && (err != nil || len(events) == 0) {
+			// Only a successful append proves the hint was current; answer
+			// errors and no-ops from the stream's own state.
+			hinted = false
+			continue
+		}
 		if err != nil {
 			return Result{}, err
 		}
@@ -269,7 +291,12 @@ func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, 
 		}
 		seq, dup, err := s.Append(ctx, ref, lastSeq, opts.MsgID, events...)
 		if domain.IsConflict(err) {
+			if hinted {
+				hinted = false
+				continue
+			}
 			if attempt < opts.Retries {
+				attempt++
 				// Writers that collided would collide again in lockstep; spread them.
 				if err := sleepCtx(ctx, jitter(attempt)); err != nil {
 					return Result{}, err

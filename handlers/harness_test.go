@@ -25,7 +25,7 @@ const testToken = "test-token"
 
 // stack is the whole server on a real embedded NATS in a temp dir.
 type stack struct {
-	t         *testing.T
+	t         testing.TB
 	env       *eventstoretest.Env
 	cache     *projections.Cache
 	projector *projections.Projector
@@ -35,7 +35,7 @@ type stack struct {
 	wg        sync.WaitGroup
 }
 
-func newStack(t *testing.T, mutate ...func(*handlers.Config)) *stack {
+func newStack(t testing.TB, mutate ...func(*handlers.Config)) *stack {
 	t.Helper()
 	env := eventstoretest.Start(t)
 	s := &stack{t: t, env: env}
@@ -85,14 +85,14 @@ type response struct {
 	Header http.Header
 }
 
-func (r response) object(t *testing.T) *domain.Object {
+func (r response) object(t testing.TB) *domain.Object {
 	t.Helper()
 	o := &domain.Object{}
 	require.NoError(t, json.Unmarshal(r.Body, o), string(r.Body))
 	return o
 }
 
-func (r response) status(t *testing.T) domain.Status {
+func (r response) status(t testing.TB) domain.Status {
 	t.Helper()
 	var st domain.Status
 	require.NoError(t, json.Unmarshal(r.Body, &st), string(r.Body))

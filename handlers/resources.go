@@ -158,7 +158,7 @@ func (r *resource) create(c echo.Context) error {
 		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, ref.Name, causes))
 	}
 	cmd := r.api.command(c, domain.OpCreate, ref, obj)
-	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
@@ -180,7 +180,7 @@ func (r *resource) update(c echo.Context) error {
 	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	cmd.Dependents = r.api.dependents(ref)
-	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
@@ -201,7 +201,7 @@ func (r *resource) updateStatus(c echo.Context) error {
 	}
 	cmd := r.api.command(c, domain.OpUpdateStatus, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
-	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c)})
+	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
@@ -256,7 +256,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 		retries = 0
 	}
 	ctx := c.Request().Context()
-	res, err := r.api.store.Update(ctx, ref, eventstore.UpdateOptions{MsgID: r.api.msgID(c), Retries: retries},
+	res, err := r.api.store.Update(ctx, ref, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: retries},
 		func(state *domain.Object) ([]domain.Event, error) {
 			if state == nil {
 				return nil, domain.NewNotFound(r.kind.Kind, ref.Name)
@@ -298,7 +298,7 @@ func (r *resource) delete(c echo.Context) error {
 	if rv := c.QueryParam("resourceVersion"); rv != "" {
 		cmd.ExpectedVersion = rv
 	}
-	res, err := r.api.store.Execute(ctx, cmd, eventstore.UpdateOptions{MsgID: r.api.msgID(c), Retries: 3})
+	res, err := r.api.store.Execute(ctx, cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: 3})
 	if err != nil {
 		return r.api.writeError(c, err)
 	}

@@ -381,3 +381,23 @@ func (c *Cache) Orphans() []domain.Ref {
 	}
 	return out
 }
+
+// Peek returns the cached state of an object and its last event's sequence, for
+// eventstore.UpdateOptions.Hint: a write decides on it and the stream confirms it.
+func (c *Cache) Peek(ref domain.Ref) (*domain.Object, uint64) {
+	c.mu.RLock()
+	idx := c.kinds[ref.Kind]
+	var e *entry
+	if idx != nil {
+		e = idx.items[ref.Key()]
+	}
+	c.mu.RUnlock()
+	if e == nil {
+		return nil, 0
+	}
+	obj := &domain.Object{}
+	if err := json.Unmarshal(e.raw, obj); err != nil {
+		return nil, 0
+	}
+	return obj, e.seq
+}

@@ -77,7 +77,7 @@ func (f *TenantFinalizer) finalize(ctx context.Context, tenant string) error {
 	_, err := f.Store.Execute(ctx, domain.Command{
 		Op: domain.OpDelete, Ref: domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant},
 		Actor: "system:tenant-finalizer", Now: f.Now(), Dependents: remaining,
-	}, eventstore.UpdateOptions{Retries: 3})
+	}, eventstore.UpdateOptions{Retries: 3, Hint: f.Cache})
 	if domain.IsNotFound(err) {
 		return nil
 	}
@@ -87,7 +87,7 @@ func (f *TenantFinalizer) finalize(ctx context.Context, tenant string) error {
 func (f *TenantFinalizer) delete(ctx context.Context, ref domain.Ref, dependents int) {
 	res, err := f.Store.Execute(ctx, domain.Command{
 		Op: domain.OpDelete, Ref: ref, Actor: "system:tenant-finalizer", Now: f.Now(), Dependents: dependents,
-	}, eventstore.UpdateOptions{Retries: 3})
+	}, eventstore.UpdateOptions{Retries: 3, Hint: f.Cache})
 	if err != nil && !domain.IsNotFound(err) {
 		f.Log.Warn("tenant finalizer: deleting", "object", ref.String(), "err", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,17 +195,23 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	events := 0
+	var events atomic.Int32
+	all := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "event: ") {
-				events++
+			if strings.HasPrefix(sc.Text(), "event: ") && events.Add(1) == 20 {
+				close(all)
 			}
 		}
 	}()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not deliver the 20 tenants")
+	}
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -218,7 +225,7 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("watch did not end")
 	}
-	require.Equal(t, 20, events, "the watch saw the 20 tenants before shutdown")
+	require.Equal(t, int32(20), events.Load(), "nothing more after the 20 tenants")
 	require.Contains(t, p.logs.String(), `"msg":"stopped"`)
 
 	p2 := startServer(t, dir)
