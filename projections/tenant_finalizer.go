@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -25,19 +26,27 @@ type TenantFinalizer struct {
 	Now func() time.Time
 	// Interval bounds how often a pass runs while events arrive; default 200ms.
 	Interval time.Duration
+
+	defaults sync.Once
+}
+
+func (f *TenantFinalizer) setDefaults() {
+	f.defaults.Do(func() {
+		if f.Now == nil {
+			f.Now = time.Now
+		}
+		if f.Interval == 0 {
+			f.Interval = 200 * time.Millisecond
+		}
+		if f.Log == nil {
+			f.Log = slog.Default()
+		}
+	})
 }
 
 // Run makes passes whenever the cache moves, until ctx ends.
 func (f *TenantFinalizer) Run(ctx context.Context) error {
-	if f.Now == nil {
-		f.Now = time.Now
-	}
-	if f.Interval == 0 {
-		f.Interval = 200 * time.Millisecond
-	}
-	if f.Log == nil {
-		f.Log = slog.Default()
-	}
+	f.setDefaults()
 	var seen uint64
 	for {
 		if f.Cache.Ready() {
@@ -58,6 +67,7 @@ func (f *TenantFinalizer) Run(ctx context.Context) error {
 
 // Pass reconciles every terminating tenant and every orphaned object once.
 func (f *TenantFinalizer) Pass(ctx context.Context) {
+	f.setDefaults()
 	for _, t := range f.Cache.Terminating(domain.TenantKind.Kind) {
 		if err := f.finalize(ctx, t.Name); err != nil && ctx.Err() == nil {
 			f.Log.Warn("tenant finalizer", "tenant", t.Name, "err", err)
