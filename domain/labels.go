@@ -176,6 +176,10 @@ type selectorRequirement struct {
 
 func (r selectorRequirement) matches(labels map[string]string) bool {
 	v, ok := labels[r.key]
+	return r.matchesValue(v, ok)
+}
+
+func (r selectorRequirement) matchesValue(v string, ok bool) bool {
 	switch r.op {
 	case selOpEquals, selOpIn:
 		return ok && r.has(v)
@@ -280,6 +284,48 @@ func (s Selector) Matches(labels map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// MatchesPairs is Matches for labels kept as LabelPairs.
+func (s Selector) MatchesPairs(labels LabelPairs) bool {
+	for _, r := range s.reqs {
+		v, ok := labels.Get(r.key)
+		if !r.matchesValue(v, ok) {
+			return false
+		}
+	}
+	return true
+}
+
+// LabelPairs holds labels as key, value, key, value, ... sorted by key: a
+// fraction of a map's memory, for read models that keep many objects' labels.
+type LabelPairs []string
+
+// NewLabelPairs copies a label map into pairs.
+func NewLabelPairs(m map[string]string) LabelPairs {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	p := make(LabelPairs, 0, 2*len(m))
+	for _, k := range keys {
+		p = append(p, k, m[k])
+	}
+	return p
+}
+
+// Get returns the value of a label.
+func (p LabelPairs) Get(key string) (string, bool) {
+	for i := 0; i+1 < len(p); i += 2 {
+		if p[i] == key {
+			return p[i+1], true
+		}
+	}
+	return "", false
 }
 
 // Empty reports whether the selector has no requirements, so that callers can

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,6 +32,8 @@ type Config struct {
 	BookmarkInterval time.Duration
 	// WatchWriteTimeout drops a watch whose client does not take an event in time; default 30s.
 	WatchWriteTimeout time.Duration
+	// MaxWatches bounds concurrently open watches; more get 429. Default 1000.
+	MaxWatches int
 	// Version is reported by /version.
 	Version string
 	// Now is the clock; default time.Now.
@@ -54,6 +57,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WatchWriteTimeout == 0 {
 		c.WatchWriteTimeout = 30 * time.Second
+	}
+	if c.MaxWatches == 0 {
+		c.MaxWatches = 1000
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -105,6 +111,9 @@ type API struct {
 	metrics   *metrics
 	echo      *echo.Echo
 
+	// watches counts open watches against MaxWatches.
+	watches atomic.Int64
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -123,7 +132,7 @@ func New(cfg Config, d Deps) *API {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler
-	e.Use(a.recoverMiddleware, a.metrics.middleware)
+	e.Use(a.recoverMiddleware, a.requestID, a.metrics.middleware)
 	a.echo = e
 	a.routes()
 	return a

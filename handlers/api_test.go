@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -242,4 +243,24 @@ func TestAuthHealthVersionMetrics(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, nf.Code)
 	require.Equal(t, "Status", nf.status(t).Kind)
 	require.True(t, strings.HasPrefix(nf.Header.Get("Content-Type"), "application/json"))
+}
+
+// TestEventsCarryActorAndCorrelation checks the stored event names who did what
+// and carries the request id, and that the post-image is in the event.
+func TestEventsCarryActorAndCorrelation(t *testing.T) {
+	s := newStack(t)
+	r := s.do(http.MethodPost, "/api/v1/tenants", tenantBody("who", nil), "X-Request-Id", "req-42")
+	require.Equal(t, http.StatusCreated, r.Code)
+	require.Equal(t, "req-42", r.Header.Get("X-Request-Id"))
+	rec, err := s.env.Store.Load(context.Background(), domain.Ref{Kind: "Tenant", Name: "who"})
+	require.NoError(t, err)
+	require.Equal(t, "TenantCreated", rec.Event.Type)
+	require.Equal(t, "tester", rec.Event.Actor)
+	require.Equal(t, "req-42", rec.Event.CorrelationID)
+	require.Equal(t, "who", rec.Event.Object.Metadata.Name)
+	require.Equal(t, r.object(t).Metadata.UID, rec.Event.Object.Metadata.UID)
+
+	// Without a request id one is made up and returned.
+	r = s.do(http.MethodPost, "/api/v1/tenants", tenantBody("who2", nil))
+	require.NotEmpty(t, r.Header.Get("X-Request-Id"))
 }

@@ -26,6 +26,9 @@ func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return a.writeError(c, err)
 		}
 		c.Set(identityKey, id)
+		if err := checkIdempotencyKey(c); err != nil {
+			return a.writeError(c, err)
+		}
 		return next(c)
 	}
 }

@@ -83,6 +83,8 @@ func TestBadInputs(t *testing.T) {
 		{"delete missing", "DELETE", "/api/v1/tenants/nope", ``, nil, 404, domain.ReasonNotFound, ""},
 		{"delete with stale precondition", "DELETE", "/api/v1/tenants/acme?resourceVersion=999999", ``, nil, 409, domain.ReasonConflict, ""},
 		{"method not allowed", "POST", "/api/v1/tenants/acme", `{}`, nil, 405, domain.ReasonMethodNotAllowed, ""},
+		{"idempotency key too long", "POST", "/api/v1/tenants", `{"metadata":{"name":"k"}}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, domain.ReasonBadRequest, "Idempotency-Key"},
+		{"idempotency key with spaces", "POST", "/api/v1/tenants", `{"metadata":{"name":"k"}}`, []string{"Idempotency-Key", "a b"}, 400, domain.ReasonBadRequest, "Idempotency-Key"},
 	}
 	require.GreaterOrEqual(t, len(cases), 25)
 	for _, tc := range cases {

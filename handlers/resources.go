@@ -447,8 +447,28 @@ func (a *API) msgID(c echo.Context) string {
 	if key == "" {
 		return ""
 	}
+	// Length is checked by checkIdempotencyKey before any handler runs.
 	h := sha256.Sum256([]byte(identityOf(c).Name + "\x00" + c.Request().Method + "\x00" + c.Request().URL.Path + "\x00" + key))
 	return "idem-" + hex.EncodeToString(h[:16])
+}
+
+// MaxIdempotencyKey bounds the Idempotency-Key header.
+const MaxIdempotencyKey = 255
+
+// checkIdempotencyKey refuses keys that are too long or not printable ASCII.
+func checkIdempotencyKey(c echo.Context) error {
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > MaxIdempotencyKey {
+		return domain.NewBadRequest(fmt.Sprintf("the Idempotency-Key header must be at most %d characters", MaxIdempotencyKey),
+			domain.Cause{Field: "Idempotency-Key", Type: domain.CauseTooLong, Message: "too long"})
+	}
+	for _, r := range key {
+		if r < 0x21 || r > 0x7e {
+			return domain.NewBadRequest("the Idempotency-Key header must be printable ASCII without spaces",
+				domain.Cause{Field: "Idempotency-Key", Type: domain.CauseInvalid, Message: "not printable ASCII"})
+		}
+	}
+	return nil
 }
 
 func correlationID(c echo.Context) string {

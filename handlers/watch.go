@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -56,6 +57,12 @@ func (r *resource) watch(c echo.Context) error {
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 
+	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
+		a.watches.Add(-1)
+		return a.writeError(c, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
+			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
+	}
+	defer a.watches.Add(-1)
 	if err := a.readBarrier(ctx); err != nil {
 		return a.writeError(c, err)
 	}

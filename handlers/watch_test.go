@@ -247,3 +247,13 @@ func TestListPagesStayCorrectUnderChange(t *testing.T) {
 	}
 	require.Greater(t, page, 8)
 }
+
+func TestWatchLimit(t *testing.T) {
+	s := newStack(t, func(c *handlers.Config) { c.MaxWatches = 2 })
+	s.watch("/api/v1/tenants?watch=true")
+	s.watch("/api/v1/providers?watch=true")
+	r := s.do(http.MethodGet, "/api/v1/tenants?watch=true", nil)
+	require.Equal(t, http.StatusTooManyRequests, r.Code)
+	require.Equal(t, domain.ReasonTooManyRequests, r.status(t).Reason)
+	require.Equal(t, "5", r.Header.Get("Retry-After"))
+}

@@ -29,6 +29,9 @@ type Cache struct {
 	seq   uint64
 	// advanced is closed and replaced whenever seq moves, waking WaitFor callers.
 	advanced chan struct{}
+	// children counts each tenant's tenant-scoped objects, so orphans are found
+	// without scanning every object.
+	children map[string]int
 
 	ready   atomic.Bool
 	applied atomic.Uint64
@@ -40,7 +43,7 @@ type entry struct {
 	raw        []byte
 	tenant     string
 	name       string
-	labels     map[string]string
+	labels     domain.LabelPairs
 	finalizers int
 	deleting   bool
 	seq        uint64
@@ -48,6 +51,8 @@ type entry struct {
 
 type kindIndex struct {
 	items map[string]*entry
+	// terminating holds the keys of objects whose deletion was requested.
+	terminating map[string]struct{}
 	// keys is items' keys in order; rebuilt lazily when dirty.
 	keys  []string
 	dirty bool
@@ -58,9 +63,9 @@ func NewCache(store *eventstore.Store, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Cache{store: store, log: log, kinds: map[string]*kindIndex{}, advanced: make(chan struct{})}
+	c := &Cache{store: store, log: log, kinds: map[string]*kindIndex{}, advanced: make(chan struct{}), children: map[string]int{}}
 	for _, k := range domain.Kinds() {
-		c.kinds[k.Kind] = &kindIndex{items: map[string]*entry{}}
+		c.kinds[k.Kind] = &kindIndex{items: map[string]*entry{}, terminating: map[string]struct{}{}}
 	}
 	return c
 }
@@ -113,7 +118,7 @@ func (c *Cache) apply(rec *eventstore.Record) {
 			c.log.Error("cache: encoding object", "seq", rec.Seq, "err", err)
 		} else {
 			e = &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
-				labels: state.Metadata.Labels, finalizers: len(state.Metadata.Finalizers),
+				labels: domain.NewLabelPairs(state.Metadata.Labels), finalizers: len(state.Metadata.Finalizers),
 				deleting: state.Terminating(), seq: rec.Seq}
 		}
 	}
@@ -125,12 +130,24 @@ func (c *Cache) apply(rec *eventstore.Record) {
 		if e == nil {
 			if existed {
 				delete(idx.items, key)
+				delete(idx.terminating, key)
 				idx.dirty = true
+				if ref.Tenant != "" {
+					if c.children[ref.Tenant]--; c.children[ref.Tenant] <= 0 {
+						delete(c.children, ref.Tenant)
+					}
+				}
 			}
 		} else {
 			idx.items[key] = e
+			if e.deleting {
+				idx.terminating[key] = struct{}{}
+			}
 			if !existed {
 				idx.dirty = true
+				if ref.Tenant != "" {
+					c.children[ref.Tenant]++
+				}
 			}
 		}
 	}
@@ -298,7 +315,7 @@ func (c *Cache) List(kind string, opts ListOptions) (ListResult, error) {
 	for i := lo; i < hi; i++ {
 		k := idx.keys[i]
 		e := idx.items[k]
-		if e == nil || !opts.Selector.Matches(e.labels) {
+		if e == nil || !opts.Selector.MatchesPairs(e.labels) {
 			continue
 		}
 		if opts.Limit > 0 && len(res.Items) == opts.Limit {
@@ -338,10 +355,10 @@ func (c *Cache) Terminating(kind string) []domain.Ref {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var out []domain.Ref
-	for _, e := range c.kinds[kind].items {
-		if e.deleting {
-			out = append(out, domain.Ref{Kind: kind, Tenant: e.tenant, Name: e.name})
-		}
+	idx := c.kinds[kind]
+	for key := range idx.terminating {
+		e := idx.items[key]
+		out = append(out, domain.Ref{Kind: kind, Tenant: e.tenant, Name: e.name})
 	}
 	return out
 }
@@ -366,18 +383,17 @@ func seqString(seq uint64) string { return strconv.FormatUint(seq, 10) }
 // Orphans returns tenant-scoped objects whose tenant does not exist.
 func (c *Cache) Orphans() []domain.Ref {
 	c.mu.RLock()
-	defer c.mu.RUnlock()
 	tenants := c.kinds[domain.TenantKind.Kind].items
+	var gone []string
+	for t := range c.children {
+		if _, ok := tenants[domain.ClusterScope+"."+t]; !ok {
+			gone = append(gone, t)
+		}
+	}
+	c.mu.RUnlock()
 	var out []domain.Ref
-	for _, k := range domain.Kinds() {
-		if !k.TenantScoped {
-			continue
-		}
-		for _, e := range c.kinds[k.Kind].items {
-			if _, ok := tenants[domain.ClusterScope+"."+e.tenant]; !ok {
-				out = append(out, domain.Ref{Kind: k.Kind, Tenant: e.tenant, Name: e.name})
-			}
-		}
+	for _, t := range gone {
+		out = append(out, c.Children(t)...)
 	}
 	return out
 }

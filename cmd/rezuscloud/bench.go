@@ -41,6 +41,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "rate", Value: 1000, Usage: "writes per second of the fixed-rate latency phase"},
 			&cli.StringFlag{Name: "clients", Value: "1,8,64", Usage: "concurrency levels"},
 			&cli.StringFlag{Name: "data-dir", Usage: "data dir for the server (default: a new temp dir, removed afterwards)"},
+			&cli.StringFlag{Name: "server-cpu-profile", Usage: "have the server write <path>.cpu and <path>.heap profiles"},
 		},
 		Action: runBench,
 	}
@@ -74,7 +75,7 @@ func runBench(c *cli.Context) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	env, stop, err := startBenchServer(ctx, dir)
+	env, stop, err := startBenchServer(ctx, dir, c.String("server-cpu-profile"))
 	if err != nil {
 		return err
 	}
@@ -83,6 +84,26 @@ func runBench(c *cli.Context) error {
 
 	fmt.Printf("# rezuscloud bench\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d\n\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid)
+	have, err := env.count(ctx, "/api/v1/tenants")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := env.populate(ctx, c.Int("tenants")-have, c.Int("nodegroups")); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	fmt.Printf("populated %d tenants and %d node groups through the API (64 clients) in %s: %.0f creates/s\n\n",
+		c.Int("tenants")-have, c.Int("nodegroups"), took.Round(time.Millisecond), float64(c.Int("tenants")-have+c.Int("nodegroups"))/took.Seconds())
+	fmt.Println("| list | items | runs | p50 | p99 | bytes |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, q := range []string{"/api/v1/tenants", "/api/v1/tenants?limit=500", "/api/v1/tenants?labelSelector=bench%3Dyes,shard%20in%20(s1,s2)", "/api/v1/nodegroups"} {
+		if err := env.listLatency(ctx, q, 20); err != nil {
+			return err
+		}
+	}
+	rss, hwm := procRSS(env.pid)
+	fmt.Printf("\nserver RSS with the data above: %.1f MiB (peak %.1f MiB)\n\n", float64(rss)/(1<<20), float64(hwm)/(1<<20))
 	fmt.Println("| phase | clients | ops | ops/s | p50 | p99 | b/a |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	raw := map[int]float64{}
@@ -112,30 +133,10 @@ func runBench(c *cli.Context) error {
 	}
 	fixed.print(fmt.Sprintf("API writes at %d/s (latency from schedule)", c.Int("rate")), 0, 0)
 
-	fmt.Println()
-	have, err := env.count(ctx, "/api/v1/tenants")
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := env.populate(ctx, c.Int("tenants")-have, c.Int("nodegroups")); err != nil {
-		return err
-	}
-	fmt.Printf("populated to %d tenants and %d node groups in %s\n\n", c.Int("tenants"), c.Int("nodegroups"), time.Since(start).Round(time.Millisecond))
-	fmt.Println("| list | items | runs | p50 | p99 | bytes |")
-	fmt.Println("|---|---|---|---|---|---|")
-	for _, q := range []string{"/api/v1/tenants", "/api/v1/tenants?limit=500", "/api/v1/tenants?labelSelector=bench%3Dyes,shard%20in%20(s1,s2)", "/api/v1/nodegroups"} {
-		if err := env.listLatency(ctx, q, 20); err != nil {
-			return err
-		}
-	}
-	rss, hwm := procRSS(env.pid)
-	fmt.Printf("\nserver RSS with the data above: %.1f MiB (peak %.1f MiB)\n", float64(rss)/(1<<20), float64(hwm)/(1<<20))
 	return nil
 }
-
 // startBenchServer runs this binary's serve command as a child process.
-func startBenchServer(ctx context.Context, dir string) (*benchEnv, func(), error) {
+func startBenchServer(ctx context.Context, dir, profile string) (*benchEnv, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -147,8 +148,11 @@ func startBenchServer(ctx context.Context, dir string) (*benchEnv, func(), error
 	buf := make([]byte, 16)
 	_, _ = rand.Read(buf)
 	token := hex.EncodeToString(buf)
-	cmd := exec.CommandContext(ctx, exe, "serve", "--listen", httpAddr, "--data-dir", dir, "--nats-listen", natsAddr,
-		"--admin-token", token, "--log-level", "warn")
+	args := []string{"serve", "--listen", httpAddr, "--data-dir", dir, "--nats-listen", natsAddr, "--admin-token", token, "--log-level", "warn"}
+	if profile != "" {
+		args = append(args, "--cpu-profile", profile+".cpu", "--mem-profile", profile+".heap")
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	if os.Getenv("REZUS_TEST_MAIN") != "" {
 		cmd.Env = os.Environ()

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "bootstrap admin bearer token; default: generated into <data-dir>/admin-token"},
+			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
+			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
 		},
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c.String("log-level"))
@@ -46,6 +49,25 @@ func serveCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if path := c.String("cpu-profile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			if path := c.String("mem-profile"); path != "" {
+				defer func() {
+					if f, err := os.Create(path); err == nil {
+						_ = pprof.Lookup("heap").WriteTo(f, 0)
+						f.Close()
+					}
+				}()
+			}
 			return serve(ctx, log, serveConfig{
 				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
