@@ -135,6 +135,7 @@ func runBench(c *cli.Context) error {
 
 	return nil
 }
+
 // startBenchServer runs this binary's serve command as a child process.
 func startBenchServer(ctx context.Context, dir, profile string) (*benchEnv, func(), error) {
 	exe, err := os.Executable()
