@@ -41,6 +41,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "rate", Value: 1000, Usage: "writes per second of the fixed-rate latency phase"},
 			&cli.StringFlag{Name: "clients", Value: "1,8,64", Usage: "concurrency levels"},
 			&cli.StringFlag{Name: "data-dir", Usage: "data dir for the server (default: a new temp dir, removed afterwards)"},
+			&cli.StringFlag{Name: "server-memory-limit", Usage: "GOMEMLIMIT for the server process (e.g. 256MiB); default: none"},
 			&cli.StringFlag{Name: "server-cpu-profile", Usage: "have the server write <path>.cpu and <path>.heap profiles"},
 		},
 		Action: runBench,
@@ -75,15 +76,15 @@ func runBench(c *cli.Context) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	env, stop, err := startBenchServer(ctx, dir, c.String("server-cpu-profile"))
+	env, stop, err := startBenchServer(ctx, dir, c.String("server-cpu-profile"), c.String("server-memory-limit"))
 	if err != nil {
 		return err
 	}
 	defer stop()
 	dur := c.Duration("duration")
 
-	fmt.Printf("# rezuscloud bench\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d\n\n",
-		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid)
+	fmt.Printf("# rezuscloud bench\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d, server GOMEMLIMIT=%q\n\n",
+		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid, c.String("server-memory-limit"))
 	have, err := env.count(ctx, "/api/v1/tenants")
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func runBench(c *cli.Context) error {
 }
 
 // startBenchServer runs this binary's serve command as a child process.
-func startBenchServer(ctx context.Context, dir, profile string) (*benchEnv, func(), error) {
+func startBenchServer(ctx context.Context, dir, profile, memLimit string) (*benchEnv, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -155,8 +156,9 @@ func startBenchServer(ctx context.Context, dir, profile string) (*benchEnv, func
 	}
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
-	if os.Getenv("REZUS_TEST_MAIN") != "" {
-		cmd.Env = os.Environ()
+	cmd.Env = os.Environ()
+	if memLimit != "" {
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+memLimit)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err

@@ -12,17 +12,21 @@ import (
 var version = "dev"
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "rezuscloud:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
 		Name:    "rezuscloud",
 		Usage:   "the RezusCloud management plane for Talos Linux Kubernetes clusters",
 		Version: version,
 		Commands: []*cli.Command{
 			serveCommand(),
+			rebuildCommand(),
 			benchCommand(),
 		},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "rezuscloud:", err)
-		os.Exit(1)
 	}
 }

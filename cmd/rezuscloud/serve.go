@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,32 +99,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	var emb *eventstore.Embedded
-	var nc *nats.Conn
-	var err error
-	if cfg.NATSURL != "" {
-		opts := []nats.Option{nats.Name("rezuscloud"), nats.MaxReconnects(-1)}
-		if cfg.NATSCreds != "" {
-			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
-		}
-		nc, err = nats.Connect(cfg.NATSURL, opts...)
-		if err != nil {
-			return fmt.Errorf("connecting to %s: %w", cfg.NATSURL, err)
-		}
-		log.Info("connected to external NATS", "url", nc.ConnectedUrlRedacted())
-	} else {
-		emb, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log})
-		if err != nil {
-			return err
-		}
-		defer emb.Shutdown(context.Background())
-		nc, err = emb.Connect("rezuscloud")
-		if err != nil {
-			return fmt.Errorf("connecting to embedded NATS: %w", err)
-		}
-		log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
+	nc, closeNATS, err := connectNATS(ctx, log, cfg)
+	if err != nil {
+		return err
 	}
-	defer nc.Close()
+	defer closeNATS()
 
 	store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, Logger: log})
 	if err != nil {
@@ -181,12 +161,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
 		runErr = err
 	}
-	if err := nc.Drain(); err != nil {
-		log.Warn("nats drain", "err", err)
-	}
-	if emb != nil {
-		emb.Shutdown(shCtx)
-	}
+	closeNATS()
 	log.Info("stopped")
 	return runErr
 }
@@ -210,4 +185,58 @@ func adminToken(cfg serveConfig) (string, error) {
 		return "", fmt.Errorf("writing %s: %w", path, err)
 	}
 	return tok, nil
+}
+
+// connectNATS connects to --nats-url or starts the embedded server under the
+// data dir. The returned func drains the connection and stops the embedded
+// server; it is safe to call twice.
+func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.Conn, func(), error) {
+	if cfg.NATSURL != "" {
+		opts := []nats.Option{nats.Name("rezuscloud"), nats.MaxReconnects(-1)}
+		if cfg.NATSCreds != "" {
+			opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+		}
+		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to %s: %w", cfg.NATSURL, err)
+		}
+		log.Info("connected to external NATS", "url", nc.ConnectedUrlRedacted())
+		var once sync.Once
+		return nc, func() { once.Do(func() { drain(log, nc) }) }, nil
+	}
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := emb.Connect("rezuscloud")
+	if err != nil {
+		emb.Shutdown(ctx)
+		return nil, nil, fmt.Errorf("connecting to embedded NATS: %w", err)
+	}
+	log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
+	var once sync.Once
+	return nc, func() {
+		once.Do(func() {
+			drain(log, nc)
+			shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			emb.Shutdown(shCtx)
+		})
+	}, nil
+}
+
+// drain flushes what the connection has pending and closes it.
+func drain(log *slog.Logger, nc *nats.Conn) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		log.Warn("nats drain", "err", err)
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		nc.Close()
+	}
 }

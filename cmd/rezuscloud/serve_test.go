@@ -275,3 +275,42 @@ func TestExternalNATS(t *testing.T) {
 	c2, _ := p2.do(http.MethodPut, "/api/v1/tenants/ext", fmt.Sprintf(stale, "two"))
 	require.ElementsMatch(t, []int{http.StatusOK, http.StatusConflict}, []int{c1, c2})
 }
+
+// TestRebuildProjectionsCommand stops a server, rebuilds its projections
+// offline, and checks a restarted server is ready and serves the same objects.
+func TestRebuildProjectionsCommand(t *testing.T) {
+	dir := t.TempDir()
+	p := startServer(t, dir)
+	for i := range 10 {
+		code, _ := p.do(http.MethodPost, "/api/v1/tenants", fmt.Sprintf(`{"metadata":{"name":"r%d"}}`, i))
+		require.Equal(t, http.StatusCreated, code)
+	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done)
+
+	out, err := runSelf(t, "rebuild-projections", "--data-dir", dir)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "rebuilt the projections from 10 events")
+
+	p2 := startServer(t, dir)
+	code, _ := p2.do(http.MethodGet, "/api/v1/tenants/r9", "")
+	require.Equal(t, http.StatusOK, code)
+}
+
+// TestBenchCommandRuns runs `rezuscloud bench` with small numbers, so the
+// command behind docs/benchmarks.md keeps working.
+func TestBenchCommandRuns(t *testing.T) {
+	out, err := runSelf(t, "bench", "--duration", "300ms", "--tenants", "50", "--nodegroups", "100", "--rate", "50", "--clients", "1,4")
+	require.NoError(t, err, out)
+	for _, want := range []string{"a: JetStream publish + expected seq", "b: API create (POST)", "b: API update (PATCH)",
+		"`GET /api/v1/tenants` | 50 |", "`GET /api/v1/nodegroups` | 100 |", "server RSS"} {
+		require.Contains(t, out, want)
+	}
+}
+
+func runSelf(t *testing.T, args ...string) (string, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
