@@ -46,25 +46,23 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 // Next blocks for the next event. Pending is how many matching events are
 // still behind it in the stream at the time it was delivered.
 func (c *Cursor) Next(ctx context.Context) (*Record, error) {
-	for {
-		msg, err := c.it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, err
+	msg, err := c.it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return nil, fmt.Errorf("reading message metadata: %w", err)
-		}
-		rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
-		if err != nil {
-			return nil, err
-		}
-		rec.Pending = md.NumPending
-		return rec, nil
+		return nil, err
 	}
+	md, err := msg.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("reading message metadata: %w", err)
+	}
+	rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
+	if err != nil {
+		return nil, err
+	}
+	rec.Pending = md.NumPending
+	return rec, nil
 }
 
 // Stop ends the cursor.

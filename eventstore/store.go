@@ -359,42 +359,33 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // (no responders, a 503 answer); a timeout may have been stored, and retrying it
 // would conflict with our own write.
 func retryWrite(ctx context.Context, op func() error) error {
+	return retry(ctx, op, func(err error) bool {
+		var apiErr *jetstream.APIError
+		return errors.Is(err, nats.ErrNoResponders) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+	})
+}
+
+// retryUnavailable retries what JetStream answers while it is electing a leader
+// or starting: no responders, timeouts and 503s. Only for reads and idempotent
+// requests.
+func retryUnavailable(ctx context.Context, op func() error) error {
+	return retry(ctx, op, temporarilyUnavailable)
+}
+
+// retry runs op until it succeeds, fails in a way retryable does not accept,
+// ctx ends, or about 10s have passed, backing off from 5ms to 1s.
+func retry(ctx context.Context, op func() error, retryable func(error) bool) error {
 	backoff := 5 * time.Millisecond
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := op()
-		var apiErr *jetstream.APIError
-		retry := errors.Is(err, nats.ErrNoResponders) || (errors.As(err, &apiErr) && apiErr.Code == 503)
-		if err == nil || !retry || time.Now().After(deadline) {
+		if err == nil || !retryable(err) || time.Now().After(deadline) {
 			return err
 		}
 		if sleepCtx(ctx, backoff) != nil {
 			return err
 		}
 		backoff = min(backoff*2, time.Second)
-	}
-}
-
-// retryUnavailable retries what JetStream answers while it is electing a leader
-// or starting: no responders and 503s. It gives up when ctx ends or after ~10s.
-func retryUnavailable(ctx context.Context, op func() error) error {
-	backoff := 5 * time.Millisecond
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := op()
-		if err == nil || !temporarilyUnavailable(err) || time.Now().After(deadline) {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		if backoff < time.Second {
-			backoff *= 2
-		}
 	}
 }
 

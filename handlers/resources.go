@@ -366,6 +366,12 @@ func (a *API) respond(c echo.Context, code int, res eventstore.Result) error {
 	if res.Duplicate {
 		c.Response().Header().Set("Idempotent-Replayed", "true")
 	}
+	if res.Object != nil {
+		// The read model already holds these bytes; send them rather than encode again.
+		if raw, seq, ok := a.cache.GetAt(res.Object.Ref()); ok && seq == res.Seq {
+			return c.JSONBlob(code, raw)
+		}
+	}
 	obj := res.Object
 	if obj == nil {
 		obj = res.Last

@@ -40,13 +40,12 @@ type Cache struct {
 // entry is one object as the cache keeps it: the JSON served to clients plus
 // the few fields queries need, instead of a decoded object, to keep memory low.
 type entry struct {
-	raw        []byte
-	tenant     string
-	name       string
-	labels     domain.LabelPairs
-	finalizers int
-	deleting   bool
-	seq        uint64
+	raw      []byte
+	tenant   string
+	name     string
+	labels   domain.LabelPairs
+	deleting bool
+	seq      uint64
 }
 
 type kindIndex struct {
@@ -118,8 +117,7 @@ func (c *Cache) apply(rec *eventstore.Record) {
 			c.log.Error("cache: encoding object", "seq", rec.Seq, "err", err)
 		} else {
 			e = &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
-				labels: domain.NewLabelPairs(state.Metadata.Labels), finalizers: len(state.Metadata.Finalizers),
-				deleting: state.Terminating(), seq: rec.Seq}
+				labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: rec.Seq}
 		}
 	}
 	ref := rec.Event.Ref()
@@ -202,6 +200,21 @@ func (c *Cache) Get(ref domain.Ref) ([]byte, bool) {
 	return e.raw, true
 }
 
+// GetAt returns the JSON of one object and the sequence of its last event.
+func (c *Cache) GetAt(ref domain.Ref) ([]byte, uint64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[ref.Kind]
+	if idx == nil {
+		return nil, 0, false
+	}
+	e, ok := idx.items[ref.Key()]
+	if !ok {
+		return nil, 0, false
+	}
+	return e.raw, e.seq, true
+}
+
 // GetObject returns one decoded object.
 func (c *Cache) GetObject(ref domain.Ref) (*domain.Object, bool) {
 	raw, ok := c.Get(ref)
@@ -271,7 +284,9 @@ type ListOptions struct {
 
 // ListResult is one page of raw objects.
 type ListResult struct {
-	Items    [][]byte
+	Items [][]byte
+	// Keys are the items' "<tenant-or-_>.<name>" keys, in the same order.
+	Keys     []string
 	Seq      uint64
 	Continue string
 	// Remaining is how many more objects follow, when known without a selector.
@@ -326,6 +341,7 @@ func (c *Cache) List(kind string, opts ListOptions) (ListResult, error) {
 			break
 		}
 		res.Items = append(res.Items, e.raw)
+		res.Keys = append(res.Keys, k)
 		last = k
 	}
 	return res, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -84,12 +85,13 @@ func (c *Cache) Watch(ctx context.Context, opts WatchOptions) (*Watcher, error) 
 		if err != nil {
 			return nil, err
 		}
-		for _, raw := range res.Items {
-			if opts.Name != "" && objectName(raw) != opts.Name {
+		for i, raw := range res.Items {
+			key := res.Keys[i]
+			if opts.Name != "" && !strings.HasSuffix(key, "."+opts.Name) {
 				continue
 			}
 			initial = append(initial, raw)
-			matched[objectKey(raw)] = true
+			matched[key] = true
 		}
 		from = res.Seq + 1
 	}
@@ -172,25 +174,4 @@ func watchEventFor(ev *domain.Event, seq uint64, sel domain.Selector, matched ma
 		return WatchEvent{}, false
 	}
 	return WatchEvent{Type: typ, Object: raw, Seq: seq}, true
-}
-
-func objectName(raw []byte) string {
-	var m struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(raw, &m)
-	return m.Metadata.Name
-}
-
-func objectKey(raw []byte) string {
-	var m struct {
-		Metadata struct {
-			Name   string `json:"name"`
-			Tenant string `json:"tenant"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(raw, &m)
-	return domain.Ref{Tenant: m.Metadata.Tenant, Name: m.Metadata.Name}.Key()
 }

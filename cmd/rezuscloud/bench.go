@@ -417,66 +417,62 @@ func (e *benchEnv) count(ctx context.Context, path string) (int, error) {
 
 // populate adds tenants (to reach the wanted count) and node groups spread over them.
 func (e *benchEnv) populate(ctx context.Context, tenants, nodeGroups int) error {
-	work := make(chan func() error, 1024)
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				if err := f(); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
 	names := make([]string, 0, max(tenants, 1))
+	var work []func() error
 	for i := range tenants {
-		names = append(names, fmt.Sprintf("pop-%05d", i))
+		name := fmt.Sprintf("pop-%05d", i)
+		names = append(names, name)
+		work = append(work, func() error {
+			return e.expect(ctx, http.StatusCreated, "/api/v1/tenants", tenantJSON(name, i))
+		})
 	}
-	for i, name := range names {
-		work <- func() error {
-			code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON(name, i))
-			if err == nil && code != http.StatusCreated {
-				err = fmt.Errorf("create tenant: %d %s", code, b)
-			}
-			return err
-		}
-	}
-	// Node groups go into the populated tenants once those exist.
-	close(work)
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	if err := parallel(64, work); err != nil {
 		return err
 	}
-	if len(names) == 0 || nodeGroups == 0 {
+	if len(names) == 0 {
 		return nil
 	}
-	work = make(chan func() error, 1024)
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				if err := f(); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
+	// Node groups go into the populated tenants once those exist.
+	work = work[:0]
 	for i := range nodeGroups {
 		tenant := names[i%len(names)]
 		body := fmt.Sprintf(`{"metadata":{"name":"ng-%d","labels":{"pool":"p%d"}},"spec":{"role":"worker","count":%d,"provider":"emu","providerConfig":{"shape":"VM.Standard.E4.Flex","ocpus":2}}}`, i/len(names), i%3, 1+i%5)
-		work <- func() error {
-			code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants/"+tenant+"/nodegroups", "application/json", body)
-			if err == nil && code != http.StatusCreated {
-				err = fmt.Errorf("create node group: %d %s", code, b)
-			}
-			return err
-		}
+		work = append(work, func() error {
+			return e.expect(ctx, http.StatusCreated, "/api/v1/tenants/"+tenant+"/nodegroups", body)
+		})
 	}
-	close(work)
+	return parallel(64, work)
+}
+
+// expect POSTs body to path and fails unless the answer has the wanted code.
+func (e *benchEnv) expect(ctx context.Context, code int, path, body string) error {
+	got, b, err := e.request(ctx, http.MethodPost, path, "application/json", body)
+	if err == nil && got != code {
+		err = fmt.Errorf("POST %s: %d %s", path, got, b)
+	}
+	return err
+}
+
+// parallel runs work on n goroutines and returns the first error.
+func parallel(n int, work []func() error) error {
+	ch := make(chan func() error)
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range ch {
+				if err := f(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for _, f := range work {
+		ch <- f
+	}
+	close(ch)
 	wg.Wait()
 	if err, _ := firstErr.Load().(error); err != nil {
 		return err
