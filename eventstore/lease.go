@@ -107,3 +107,24 @@ func (l *Leases) renew(ctx context.Context, name, holder string, rev uint64) uin
 		}
 	}
 }
+
+// Do acquires the lease name for holder (waiting while someone else holds it),
+// runs work once while holding it, and releases it.
+func (l *Leases) Do(ctx context.Context, name, holder string, work func(context.Context) error) error {
+	rev, err := l.acquire(ctx, name, holder)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	renewDone := make(chan struct{})
+	lastRev := rev
+	go func() {
+		defer close(renewDone)
+		lastRev = l.renew(wctx, name, holder, rev)
+	}()
+	err = work(wctx)
+	cancel()
+	<-renewDone
+	_ = l.kv.Delete(context.WithoutCancel(ctx), name, jetstream.LastRevision(lastRev))
+	return err
+}

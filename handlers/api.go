@@ -80,8 +80,12 @@ type Readiness interface {
 
 // Identity is the authenticated caller.
 type Identity struct {
-	Name   string
-	Groups []string
+	Name string
+	// Role is admin, edit or view (domain.RoleAdmin, ...).
+	Role string
+	// AuthMethod is how the caller proved who they are: session, apitoken or static-token.
+	AuthMethod string
+	Groups     []string
 }
 
 // Authenticator identifies the caller of a request, or fails with Unauthorized.
@@ -95,8 +99,14 @@ type Deps struct {
 	Cache     *projections.Cache
 	Projector Readiness
 	Finalizer *projections.TenantFinalizer
-	Auth      Authenticator
-	Log       *slog.Logger
+	// Auth authenticates requests; when Identity is set it is used instead and
+	// login, sessions, users' passwords and API tokens are served.
+	Auth     Authenticator
+	Identity *IdentityService
+	// Audit records every mutating request and credential download and serves
+	// /api/v1/audit; nil keeps no audit trail (tests that do not need one).
+	Audit *eventstore.AuditLog
+	Log   *slog.Logger
 }
 
 // API serves the REST API.
@@ -107,6 +117,8 @@ type API struct {
 	projector Readiness
 	finalizer *projections.TenantFinalizer
 	auth      Authenticator
+	identity  *IdentityService
+	audit     *eventstore.AuditLog
 	log       *slog.Logger
 	metrics   *metrics
 	echo      *echo.Echo
@@ -126,13 +138,19 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, log: d.Log}
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, log: d.Log}
+	if d.Identity != nil {
+		a.auth = d.Identity
+	}
 	a.stopping, a.stop = context.WithCancel(context.Background())
 	a.metrics = newMetrics(a)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler
-	e.Use(a.recoverMiddleware, a.requestID, a.metrics.middleware)
+	// The client address (audit records, login rate limits) is the peer's: headers
+	// such as X-Forwarded-For are set by the client and not trusted.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(a.recoverMiddleware, a.requestID, a.auditRequests, a.metrics.middleware)
 	a.echo = e
 	a.routes()
 	return a
@@ -153,13 +171,16 @@ func (a *API) routes() {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET("/version", a.version)
-	e.GET("/metrics", a.metricsHandler, a.authenticate)
+	e.GET("/metrics", a.metricsHandler, a.authenticate, a.authorize)
 
 	// Routes take the auth middleware one by one: an echo Group with middleware
 	// registers catch-all routes that would turn 405 answers into 404s.
-	g := &authed{e: e, prefix: "/api/v1", mw: a.authenticate}
+	g := &authed{e: e, prefix: "/api/v1", mw: []echo.MiddlewareFunc{a.authenticate, a.authorize}}
+	a.accountRoutes(g)
+	g.GET("/audit", a.auditTrail)
+	g.GET("/events", a.events)
 	for _, k := range domain.Kinds() {
-		r := &resource{api: a, kind: k}
+		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string
 		if k.TenantScoped {
 			coll = "/tenants/:tenant/" + k.Plural
@@ -186,11 +207,11 @@ func (a *API) routes() {
 type authed struct {
 	e      *echo.Echo
 	prefix string
-	mw     echo.MiddlewareFunc
+	mw     []echo.MiddlewareFunc
 }
 
-func (g *authed) GET(p string, h echo.HandlerFunc)    { g.e.GET(g.prefix+p, h, g.mw) }
-func (g *authed) POST(p string, h echo.HandlerFunc)   { g.e.POST(g.prefix+p, h, g.mw) }
-func (g *authed) PUT(p string, h echo.HandlerFunc)    { g.e.PUT(g.prefix+p, h, g.mw) }
-func (g *authed) PATCH(p string, h echo.HandlerFunc)  { g.e.PATCH(g.prefix+p, h, g.mw) }
-func (g *authed) DELETE(p string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+p, h, g.mw) }
+func (g *authed) GET(p string, h echo.HandlerFunc)    { g.e.GET(g.prefix+p, h, g.mw...) }
+func (g *authed) POST(p string, h echo.HandlerFunc)   { g.e.POST(g.prefix+p, h, g.mw...) }
+func (g *authed) PUT(p string, h echo.HandlerFunc)    { g.e.PUT(g.prefix+p, h, g.mw...) }
+func (g *authed) PATCH(p string, h echo.HandlerFunc)  { g.e.PATCH(g.prefix+p, h, g.mw...) }
+func (g *authed) DELETE(p string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+p, h, g.mw...) }

@@ -255,7 +255,7 @@ func TestEventsCarryActorAndCorrelation(t *testing.T) {
 	rec, err := s.env.Store.Load(context.Background(), domain.Ref{Kind: "Tenant", Name: "who"})
 	require.NoError(t, err)
 	require.Equal(t, "TenantCreated", rec.Event.Type)
-	require.Equal(t, "tester", rec.Event.Actor)
+	require.Equal(t, "admin", rec.Event.Actor) // the static token acts as admin
 	require.Equal(t, "req-42", rec.Event.CorrelationID)
 	require.Equal(t, "who", rec.Event.Object.Metadata.Name)
 	require.Equal(t, r.object(t).Metadata.UID, rec.Event.Object.Metadata.UID)

@@ -33,12 +33,46 @@ type stack struct {
 	srv       *httptest.Server
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+	identity  *handlers.IdentityService
+	clock     *testClock
+	// identityMutators adjust the identity service's config (set by newStackWith).
+	identityMutators []func(*handlers.IdentityConfig)
+}
+
+// testClock is a settable clock for expiry tests.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.now.IsZero() {
+		return time.Now()
+	}
+	return c.now
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
 }
 
 func newStack(t testing.TB, mutate ...func(*handlers.Config)) *stack {
 	t.Helper()
+	return newStackWith(t, nil, mutate...)
+}
+
+// newStackWith is newStack with the identity service's config adjusted.
+func newStackWith(t testing.TB, idm func(*handlers.IdentityConfig), mutate ...func(*handlers.Config)) *stack {
+	t.Helper()
 	env := eventstoretest.Start(t)
-	s := &stack{t: t, env: env}
+	s := &stack{t: t, env: env, clock: &testClock{}}
+	if idm != nil {
+		s.identityMutators = append(s.identityMutators, idm)
+	}
 	s.cache = projections.NewCache(env.Store, nil)
 	s.projector = projections.NewProjector(env.Store, nil, "test")
 	fin := &projections.TenantFinalizer{Cache: s.cache, Store: env.Store, Interval: 20 * time.Millisecond}
@@ -46,8 +80,16 @@ func newStack(t testing.TB, mutate ...func(*handlers.Config)) *stack {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	s.api = handlers.New(cfg, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin,
-		Auth: handlers.NewStaticToken(testToken, handlers.Identity{Name: "tester"})})
+	idctx, idcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer idcancel()
+	idcfg := handlers.IdentityConfig{StaticToken: testToken, Now: s.clock.Now}
+	for _, m := range s.identityMutators {
+		m(&idcfg)
+	}
+	id, err := handlers.NewIdentityService(idctx, idcfg, env.Store, s.cache)
+	require.NoError(t, err)
+	s.identity = id
+	s.api = handlers.New(cfg, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin, Identity: id})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for _, run := range []func(context.Context) error{s.cache.Run, s.projector.Run, fin.Run} {

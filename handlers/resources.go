@@ -23,8 +23,9 @@ import (
 
 // resource serves the REST verbs of one kind.
 type resource struct {
-	api  *API
-	kind *domain.KindInfo
+	api   *API
+	kind  *domain.KindInfo
+	hooks kindHooks
 }
 
 // ref reads the object reference from the URL, checking that the names in it
@@ -61,7 +62,7 @@ func (r *resource) get(c echo.Context) error {
 		return r.api.writeError(c, err)
 	}
 	raw, ok := r.api.cache.Get(ref)
-	if !ok {
+	if !ok || !r.hooks.visible(c, raw) {
 		return r.api.writeError(c, domain.NewNotFound(r.kind.Kind, ref.Name))
 	}
 	return c.JSONBlob(http.StatusOK, raw)
@@ -95,6 +96,15 @@ func (r *resource) list(c echo.Context) error {
 	}
 	if err != nil {
 		return r.api.writeError(c, err)
+	}
+	if _, filtered := r.hooks.(noHooks); !filtered {
+		kept := res.Items[:0]
+		for _, raw := range res.Items {
+			if r.hooks.visible(c, raw) {
+				kept = append(kept, raw)
+			}
+		}
+		res.Items, res.Remaining = kept, 0
 	}
 	var b bytes.Buffer
 	b.Grow(64 + len(res.Items)*512)
@@ -140,7 +150,7 @@ func (r *resource) create(c echo.Context) error {
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
-	ref := domain.Ref{Kind: r.kind.Kind, Name: obj.Metadata.Name}
+	ref := domain.Ref{Kind: r.kind.Kind}
 	if r.kind.TenantScoped {
 		tenant := c.Param("tenant")
 		if causes := domain.ValidateName(tenant, "metadata.tenant"); causes != nil {
@@ -151,6 +161,11 @@ func (r *resource) create(c echo.Context) error {
 			return r.api.writeError(c, err)
 		}
 	}
+	after, err := r.hooks.admit(c, domain.OpCreate, ref, obj)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
+	ref.Name = obj.Metadata.Name
 	if ref.Name == "" {
 		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
 	}
@@ -162,7 +177,7 @@ func (r *resource) create(c echo.Context) error {
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
-	return r.api.respond(c, http.StatusCreated, res)
+	return r.api.respondAfter(c, http.StatusCreated, res, after)
 }
 
 func (r *resource) update(c echo.Context) error {
@@ -177,6 +192,10 @@ func (r *resource) update(c echo.Context) error {
 	if err := requireVersion(r.kind, ref, obj); err != nil {
 		return r.api.writeError(c, err)
 	}
+	after, err := r.hooks.admit(c, domain.OpUpdate, ref, obj)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
 	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	cmd.Dependents = r.api.dependents(ref)
@@ -184,7 +203,7 @@ func (r *resource) update(c echo.Context) error {
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
-	return r.api.respond(c, http.StatusOK, res)
+	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
 
 func (r *resource) updateStatus(c echo.Context) error {
@@ -241,6 +260,15 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 	if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
 		return r.api.writeError(c, domain.NewBadRequest("the merge patch must be a JSON object"))
 	}
+	var after afterWrite
+	if !status {
+		if after, err = r.hooks.admitPatch(c, ref, patch); err != nil {
+			return r.api.writeError(c, err)
+		}
+		if after != nil {
+			body, _ = json.Marshal(patch) // without the write-only fields the hook took
+		}
+	}
 	precondition := ""
 	if md, ok := patch["metadata"].(map[string]any); ok {
 		if rv, ok := md["resourceVersion"].(string); ok {
@@ -284,7 +312,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 	if err != nil {
 		return r.api.writeError(c, err)
 	}
-	return r.api.respond(c, http.StatusOK, res)
+	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
 
 func (r *resource) delete(c echo.Context) error {
@@ -293,6 +321,10 @@ func (r *resource) delete(c echo.Context) error {
 		return r.api.writeError(c, err)
 	}
 	ctx := c.Request().Context()
+	after, err := r.hooks.admit(c, domain.OpDelete, ref, nil)
+	if err != nil {
+		return r.api.writeError(c, err)
+	}
 	cmd := r.api.command(c, domain.OpDelete, ref, nil)
 	cmd.Dependents = r.api.dependents(ref)
 	if rv := c.QueryParam("resourceVersion"); rv != "" {
@@ -317,14 +349,16 @@ func (r *resource) delete(c echo.Context) error {
 			}
 		}
 	}
+	code := http.StatusOK
 	if res.Object != nil {
-		return r.api.respond(c, http.StatusAccepted, res)
+		code = http.StatusAccepted
 	}
-	return r.api.respond(c, http.StatusOK, res)
+	return r.api.respondAfter(c, code, res, after)
 }
 
 // command fills in who, when and the correlation id of a request.
 func (a *API) command(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.Object) domain.Command {
+	auditObject(c, ref)
 	return domain.Command{Op: op, Ref: ref, Object: obj, Actor: identityOf(c).Name,
 		CorrelationID: correlationID(c), Now: a.cfg.Now(), NewUID: a.cfg.NewUID()}
 }
@@ -350,6 +384,42 @@ func (a *API) tenantAcceptsObjects(ctx context.Context, tenant string) error {
 		return domain.NewForbidden(domain.TenantKind.Kind, tenant, "it is being deleted; no new objects can be created in it")
 	}
 	return nil
+}
+
+// respondAfter runs a kind's after-write work, then responds; fields it returns
+// (a new API token, shown once) are added to the answer.
+func (a *API) respondAfter(c echo.Context, code int, res eventstore.Result, after afterWrite) error {
+	if after == nil || res.Duplicate {
+		return a.respond(c, code, res)
+	}
+	extra, err := after(c.Request().Context(), res)
+	if err != nil {
+		return a.writeError(c, err)
+	}
+	if len(extra) == 0 {
+		return a.respond(c, code, res)
+	}
+	if res.Seq > 0 {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.ReadAfterWriteTimeout)
+		_ = a.cache.WaitFor(ctx, res.Seq)
+		cancel()
+	}
+	obj := res.Object
+	if obj == nil {
+		obj = res.Last
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return a.writeError(c, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return a.writeError(c, err)
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return c.JSON(code, m)
 }
 
 // respond waits until this replica's read model includes the write, so the

@@ -112,6 +112,9 @@ func (r *resource) watch(c echo.Context) error {
 			if ev.Seq > last {
 				last = ev.Seq
 			}
+			if !r.hooks.visible(c, ev.Object) {
+				continue
+			}
 			if err := write(sseFrame(ev.Type, ev.Seq, ev.Object)); err != nil {
 				return nil
 			}

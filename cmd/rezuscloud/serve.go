@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +37,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"REZUSCLOUD_NATS_LISTEN"}, Usage: "open a client listener on the embedded NATS server (host:port); off by default"},
 			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
-			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "bootstrap admin bearer token; default: generated into <data-dir>/admin-token"},
+			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "break-glass admin bearer token for automation bootstrap; off unless set"},
+			&cli.DurationFlag{Name: "audit-retention", Value: eventstore.DefaultAuditRetention, EnvVars: []string{"REZUSCLOUD_AUDIT_RETENTION"}, Usage: "how long audit records are kept"},
+			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
@@ -77,7 +76,8 @@ func serveCommand() *cli.Command {
 			return serve(ctx, log, serveConfig{
 				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
-				AdminToken: c.String("admin-token"),
+				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
+				SigningKey: os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
 			})
 		},
 	}
@@ -85,7 +85,12 @@ func serveCommand() *cli.Command {
 
 type serveConfig struct {
 	Listen, DataDir, NATSURL, NATSCreds, NATSListen, AdminToken string
-	Replicas                                                    int
+	// SigningKey overrides the generated session signing key (REZUSCLOUD_SESSION_SIGNING_KEY, >= 32 bytes).
+	SigningKey string
+	SessionTTL time.Duration
+	// AuditRetention is how long audit records are kept.
+	AuditRetention time.Duration
+	Replicas       int
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
 }
@@ -114,7 +119,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	token, err := adminToken(cfg)
+	audit, err := eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -123,9 +128,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	cache := projections.NewCache(store, log)
 	projector := projections.NewProjector(store, log, holder)
 	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
+	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{
+		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
+	}, store, cache)
+	if err != nil {
+		return err
+	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != ""}, handlers.Deps{
-		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Log: log,
-		Auth: handlers.NewStaticToken(token, handlers.Identity{Name: "admin", Groups: []string{"system:admins"}}),
+		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Log: log,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -140,6 +150,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return cache.Run(gctx) })
 	g.Go(func() error { return projector.Run(gctx) })
 	g.Go(func() error { return finalizer.Run(gctx) })
+	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir)
@@ -162,6 +173,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := srv.Shutdown(shCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	if err := audit.Close(shCtx); err != nil {
+		log.Warn("audit log flush", "err", err)
+	}
 	stopWork()
 	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
 		runErr = err
@@ -171,25 +185,30 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	return runErr
 }
 
-// adminToken returns the bootstrap token: the flag's, or one kept in the data
-// dir (created on first start, mode 0600). The token itself is never logged.
-func adminToken(cfg serveConfig) (string, error) {
-	if cfg.AdminToken != "" {
-		return cfg.AdminToken, nil
+// bootstrapAdmin creates the first admin once the read model has caught up and
+// shows there are no users. The generated password goes to a 0600 file, never
+// to the log.
+func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Cache, identity *handlers.IdentityService, cfg serveConfig) error {
+	for !cache.Ready() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	path := filepath.Join(cfg.DataDir, "admin-token")
-	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), nil
+	file := filepath.Join(cfg.DataDir, "initial-admin-password")
+	created, err := identity.Bootstrap(ctx, os.Getenv("REZUSCLOUD_ADMIN_PASSWORD"), file)
+	if err != nil {
+		return fmt.Errorf("creating the first admin: %w", err)
 	}
-	buf := make([]byte, 32)
-	if _, err := rand.Read(buf); err != nil {
-		return "", err
+	if created {
+		if os.Getenv("REZUSCLOUD_ADMIN_PASSWORD") != "" {
+			log.Info("created user admin with the password from REZUSCLOUD_ADMIN_PASSWORD")
+		} else {
+			log.Info("created user admin; its initial password is in a file readable only by this user", "file", file)
+		}
 	}
-	tok := hex.EncodeToString(buf)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing %s: %w", path, err)
-	}
-	return tok, nil
+	return nil
 }
 
 // connectNATS connects to --nats-url or starts the embedded server under the

@@ -236,10 +236,22 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	}
 	code, _ = p2.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"after-restart"}}`)
 	require.Equal(t, http.StatusCreated, code)
-	// The admin token is not written to the data dir when given by flag, and never logged.
-	_, err = os.Stat(filepath.Join(dir, "admin-token"))
-	require.True(t, os.IsNotExist(err))
+	// The break-glass token is never logged; the first admin's generated password
+	// is in a 0600 file and not in the log either.
 	require.NotContains(t, p.logs.String(), token)
+	st, err := os.Stat(filepath.Join(dir, "initial-admin-password"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	pw, err := os.ReadFile(filepath.Join(dir, "initial-admin-password"))
+	require.NoError(t, err)
+	require.NotContains(t, p.logs.String()+p2.logs.String(), strings.TrimSpace(string(pw)))
+	require.Contains(t, p.logs.String(), "initial-admin-password")
+	req, _ = http.NewRequest(http.MethodPost, p2.url+"/api/v1/auth/login", strings.NewReader(`{"username":"admin","password":"`+strings.TrimSpace(string(pw))+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
 // TestExternalNATS runs the server against a separately started nats-server
@@ -290,7 +302,7 @@ func TestRebuildProjectionsCommand(t *testing.T) {
 
 	out, err := runSelf(t, "rebuild-projections", "--data-dir", dir)
 	require.NoError(t, err, out)
-	require.Contains(t, out, "rebuilt the projections from 10 events")
+	require.Contains(t, out, "rebuilt the projections from 11 events") // 10 tenants and the first admin
 
 	p2 := startServer(t, dir)
 	code, _ := p2.do(http.MethodGet, "/api/v1/tenants/r9", "")

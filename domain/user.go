@@ -1,0 +1,121 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Roles, from least to most allowed.
+const (
+	RoleView  = "view"
+	RoleEdit  = "edit"
+	RoleAdmin = "admin"
+)
+
+// MinPasswordLength is the shortest password a user may set.
+const MinPasswordLength = 12
+
+// UserKind is a person (or robot) who logs in. The password is never part of the
+// object: it is write-only in the API and kept hashed outside events.
+var UserKind = register(&KindInfo{
+	Kind: "User", Plural: "users", Subject: "user",
+	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[UserSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[EmptyStatus](raw, "status") },
+})
+
+// UserSpec declares a user.
+type UserSpec struct {
+	// Role is admin, edit or view.
+	Role string `json:"role"`
+	// DisplayName is shown in the UI.
+	DisplayName string `json:"displayName,omitempty"`
+	// Disabled users cannot log in and their sessions and tokens are refused.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// Default does nothing: a role must be chosen.
+func (s *UserSpec) Default() {}
+
+// Validate reports every bad field.
+func (s *UserSpec) Validate(f string) []Cause {
+	causes := oneOf(s.Role, f+".role", RoleAdmin, RoleEdit, RoleView)
+	if len(s.DisplayName) > 256 {
+		causes = append(causes, Cause{Field: f + ".displayName", Type: CauseTooLong, Message: "must be no more than 256 characters"})
+	}
+	return causes
+}
+
+// ValidatePassword checks a new password.
+func ValidatePassword(pw, field string) []Cause {
+	switch {
+	case len(pw) < MinPasswordLength:
+		return []Cause{{Field: field, Type: CauseInvalid, Message: fmt.Sprintf("must be at least %d characters", MinPasswordLength)}}
+	case len(pw) > 72:
+		// bcrypt ignores everything after 72 bytes; refuse rather than pretend.
+		return []Cause{{Field: field, Type: CauseTooLong, Message: "must be no more than 72 bytes"}}
+	}
+	return nil
+}
+
+// APITokenKind is a long-lived credential of a user for programs. The secret
+// is shown once at creation and kept only as a hash, outside events.
+var APITokenKind = register(&KindInfo{
+	Kind: "APIToken", Plural: "apitokens", Subject: "apitoken",
+	NormalizeSpec: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[APITokenSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) {
+		return normalizeAs[APITokenStatus](raw, "status")
+	},
+	InitialStatus: func() json.RawMessage { return json.RawMessage(`{}`) },
+})
+
+// APITokenSpec declares a token.
+type APITokenSpec struct {
+	// User is the token's owner; it acts with the owner's role.
+	User string `json:"user"`
+	// Description says what the token is for.
+	Description string `json:"description,omitempty"`
+	// ExpiresAt, when set, is when the token stops working.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Default does nothing: the API fills the owner in.
+func (s *APITokenSpec) Default() {}
+
+// Validate reports every bad field.
+func (s *APITokenSpec) Validate(f string) []Cause {
+	causes := ValidateName(s.User, f+".user")
+	if len(s.Description) > 1024 {
+		causes = append(causes, Cause{Field: f + ".description", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+	}
+	return causes
+}
+
+// APITokenStatus is what the server observed about a token.
+type APITokenStatus struct {
+	// LastUsed is when the token last authenticated a request (updated at most every few minutes).
+	LastUsed *time.Time `json:"lastUsed,omitempty"`
+}
+
+// Default does nothing.
+func (s *APITokenStatus) Default() {}
+
+// Validate accepts any status.
+func (s *APITokenStatus) Validate(string) []Cause { return nil }
+
+// User is the typed view of a User object.
+type User struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   ObjectMeta `json:"metadata"`
+	Spec       UserSpec   `json:"spec"`
+}
+
+// APIToken is the typed view of an APIToken object.
+type APIToken struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Metadata   ObjectMeta     `json:"metadata"`
+	Spec       APITokenSpec   `json:"spec"`
+	Status     APITokenStatus `json:"status"`
+}

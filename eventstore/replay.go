@@ -1,0 +1,192 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Position is where a replay starts: after a stream sequence, or at a time.
+// The zero value is the oldest message the stream holds.
+type Position struct {
+	// After starts with the first message after this stream sequence; 0 is the oldest.
+	After uint64
+	// Time, when set, starts with the first message stored at or after it
+	// (JetStream's own timestamp); After is then ignored.
+	Time time.Time
+}
+
+// deliver is the consumer start for the position.
+func (p Position) deliver() (policy jetstream.DeliverPolicy, seq uint64, at *time.Time) {
+	if !p.Time.IsZero() {
+		t := p.Time
+		return jetstream.DeliverByStartTimePolicy, 0, &t
+	}
+	return jetstream.DeliverByStartSequencePolicy, p.After + 1, nil
+}
+
+// Window is a stretch of a stream: from a position to an optional end. Both
+// ends compare with the stream's sequence and storage time, not with
+// timestamps inside the payload.
+type Window struct {
+	From Position
+	// UntilSeq, when set, ends the window with this sequence (inclusive).
+	UntilSeq uint64
+	// Until, when set, ends the window with the last message stored at or before it.
+	Until time.Time
+}
+
+// past reports whether a message lies beyond the window's end.
+func (w Window) past(seq uint64, stored time.Time) bool {
+	return (w.UntilSeq > 0 && seq > w.UntilSeq) || (!w.Until.IsZero() && stored.After(w.Until))
+}
+
+// ReplayOptions select the events Replay returns.
+type ReplayOptions struct {
+	Window
+	// Subjects narrow the events (nil: every resource event); see domain.SubjectFilter.
+	// JetStream refuses overlapping filters.
+	Subjects []string
+	// Limit is the most events returned; it must be positive.
+	Limit int
+}
+
+// Replay returns up to opts.Limit events of the window in stream order. It
+// reads what the stream holds now and never waits for new events (FollowFrom
+// does). more says matching events follow the last one returned; resume after
+// its sequence.
+func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record, more bool, err error) {
+	if opts.Limit <= 0 {
+		return nil, false, fmt.Errorf("replaying %s: limit must be positive, got %d", StreamName, opts.Limit)
+	}
+	err = scan(ctx, s.js, StreamName, opts.Window, opts.Subjects, func(m scanned) (bool, error) {
+		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
+		if err != nil {
+			return false, err
+		}
+		recs = append(recs, rec)
+		if len(recs) == opts.Limit {
+			more = m.pending > 0
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("replaying %s: %w", StreamName, err)
+	}
+	return recs, more, nil
+}
+
+// FollowFrom is Follow starting at a position: after a sequence, or at the
+// first event stored at or after a time. It follows new events until Stop.
+func (s *Store) FollowFrom(ctx context.Context, from Position, subjects []string) (*Cursor, error) {
+	cons, it, err := followStream(ctx, s.js, StreamName, from, subjects)
+	if err != nil {
+		return nil, err
+	}
+	return &Cursor{cons: cons, it: it}, nil
+}
+
+// followStream opens an ordered consumer on stream at a position and starts
+// pulling from it, a bounded number of messages ahead.
+func followStream(ctx context.Context, js jetstream.JetStream, stream string, from Position, subjects []string) (jetstream.Consumer, jetstream.MessagesContext, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects}
+	var seq uint64
+	cfg.DeliverPolicy, seq, cfg.OptStartTime = from.deliver()
+	if cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		cfg.OptStartSeq = seq
+	}
+	var cons jetstream.Consumer
+	err := retryUnavailable(ctx, func() error {
+		var err error
+		cons, err = js.OrderedConsumer(ctx, stream, cfg)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating ordered consumer on %s: %w", stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting ordered consumer on %s: %w", stream, err)
+	}
+	return cons, it, nil
+}
+
+// scanned is one message as scan hands it over.
+type scanned struct {
+	msg    jetstream.Msg
+	seq    uint64
+	stored time.Time
+	// pending counts the matching messages behind this one.
+	pending uint64
+}
+
+// scanBatch is how many messages one pull of a scan asks for.
+const scanBatch = 512
+
+// scan reads the window of a stream in order through a short-lived pull
+// consumer and hands each message to visit, until visit says stop, the
+// window ends or the stream has nothing more. Unlike an ordered consumer's
+// iterator it never waits for messages that are not there yet, which is
+// what a bounded read wants.
+func scan(ctx context.Context, js jetstream.JetStream, stream string, w Window, subjects []string, visit func(scanned) (bool, error)) error {
+	cfg := jetstream.ConsumerConfig{
+		AckPolicy:      jetstream.AckNonePolicy,
+		FilterSubjects: subjects,
+		MemoryStorage:  true,
+		Replicas:       1,
+		// Removed by the server if this process dies before deleting it.
+		InactiveThreshold: time.Minute,
+	}
+	var seq uint64
+	cfg.DeliverPolicy, seq, cfg.OptStartTime = w.From.deliver()
+	if cfg.DeliverPolicy == jetstream.DeliverByStartSequencePolicy {
+		cfg.OptStartSeq = seq
+	}
+	var cons jetstream.Consumer
+	err := retryUnavailable(ctx, func() error {
+		var err error
+		cons, err = js.CreateConsumer(ctx, stream, cfg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("creating consumer: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := cons.FetchNoWait(scanBatch)
+		if err != nil {
+			return fmt.Errorf("fetching: %w", err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return fmt.Errorf("reading message metadata: %w", err)
+			}
+			if w.past(md.Sequence.Stream, md.Timestamp) {
+				return nil
+			}
+			more, err := visit(scanned{msg: msg, seq: md.Sequence.Stream, stored: md.Timestamp, pending: md.NumPending})
+			if err != nil || !more {
+				return err
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("fetching: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package handlers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// permission is what a route needs of the caller's role.
+type permission int
+
+const (
+	// permAuthenticated: any identity; the handler checks ownership where it matters.
+	permAuthenticated permission = iota
+	// permRead: view, edit and admin.
+	permRead
+	// permWrite: edit and admin (changing resources, downloading cluster credentials).
+	permWrite
+	// permAdmin: admin only (users, providers, other users' tokens, audit).
+	permAdmin
+)
+
+func (p permission) String() string {
+	return [...]string{"authenticated", "read", "write", "admin"}[p]
+}
+
+// roleAllows is the whole role model: view reads, edit also writes, admin also administers.
+func roleAllows(role string, p permission) bool {
+	switch role {
+	case domain.RoleAdmin:
+		return true
+	case domain.RoleEdit:
+		return p <= permWrite
+	case domain.RoleView:
+		return p <= permRead
+	}
+	return false
+}
+
+// adminKinds can be changed by admins only.
+var adminKinds = map[string]bool{"users": true, "providers": true}
+
+// requiredPermission is the policy for one route (echo's route pattern) and method.
+func requiredPermission(method, route string) permission {
+	rest := strings.TrimPrefix(route, "/api/v1/")
+	read := method == http.MethodGet || method == http.MethodHead
+	switch {
+	case route == "/metrics":
+		return permRead
+	case strings.HasPrefix(rest, "auth/"):
+		return permAuthenticated
+	case strings.HasPrefix(rest, "audit"):
+		return permAdmin
+	case strings.HasPrefix(rest, "events"):
+		return permRead
+	case rest == "users/:name/password":
+		return permAuthenticated // self, or admin for anyone: checked by the handler
+	case strings.HasPrefix(rest, "apitokens"):
+		if strings.HasSuffix(rest, "/status") && !read {
+			return permAdmin
+		}
+		return permAuthenticated // own tokens, or admin for anyone: checked by the handler
+	case strings.HasSuffix(rest, "/kubeconfig"), strings.HasSuffix(rest, "/talosconfig"):
+		return permWrite // downloading cluster credentials
+	}
+	if read {
+		return permRead
+	}
+	if adminKinds[strings.SplitN(rest, "/", 2)[0]] {
+		return permAdmin
+	}
+	return permWrite
+}
+
+// authorize refuses callers whose role does not allow the route.
+func (a *API) authorize(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := identityOf(c)
+		need := requiredPermission(c.Request().Method, c.Path())
+		if !roleAllows(id.Role, need) {
+			return a.writeError(c, &domain.Error{Reason: domain.ReasonForbidden,
+				Message: "user \"" + id.Name + "\" with role \"" + id.Role + "\" may not " + strings.ToLower(c.Request().Method) + " " + c.Request().URL.Path + " (needs " + need.String() + ")"})
+		}
+		return next(c)
+	}
+}
+
+// isAdmin reports whether the caller is an admin.
+func isAdmin(c echo.Context) bool { return identityOf(c).Role == domain.RoleAdmin }
