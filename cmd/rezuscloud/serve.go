@@ -38,6 +38,9 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "break-glass admin bearer token for automation bootstrap; off unless set"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"REZUSCLOUD_TLS_CERT"}, Usage: "serve HTTPS with this certificate (PEM)"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"REZUSCLOUD_TLS_KEY"}, Usage: "the certificate's private key (PEM)"},
+			&cli.BoolFlag{Name: "tls-self-signed", EnvVars: []string{"REZUSCLOUD_TLS_SELF_SIGNED"}, Usage: "serve HTTPS with a certificate generated once under <data-dir>/tls (trust it with rezusctl --certificate-authority <data-dir>/tls/tls.crt)"},
 			&cli.DurationFlag{Name: "audit-retention", Value: eventstore.DefaultAuditRetention, EnvVars: []string{"REZUSCLOUD_AUDIT_RETENTION"}, Usage: "how long audit records are kept"},
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
@@ -76,6 +79,7 @@ func serveCommand() *cli.Command {
 			return serve(ctx, log, serveConfig{
 				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
+				TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
 				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
 				SigningKey: os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
 			})
@@ -88,6 +92,7 @@ type serveConfig struct {
 	// SigningKey overrides the generated session signing key (REZUSCLOUD_SESSION_SIGNING_KEY, >= 32 bytes).
 	SigningKey string
 	SessionTTL time.Duration
+	TLS        tlsFlags
 	// AuditRetention is how long audit records are kept.
 	AuditRetention time.Duration
 	Replicas       int
@@ -128,7 +133,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	cache := projections.NewCache(store, log)
 	projector := projections.NewProjector(store, log, holder)
 	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
-	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{
+	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
+	if err != nil {
+		return err
+	}
+	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{SecureCookies: tlsConfig != nil,
 		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
 	}, store, cache)
 	if err != nil {
@@ -142,7 +151,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
@@ -152,8 +161,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return finalizer.Run(gctx) })
 	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- srv.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir)
+	go func() {
+		if tlsConfig != nil {
+			httpErr <- srv.ServeTLS(ln, "", "")
+		} else {
+			httpErr <- srv.Serve(ln)
+		}
+	}()
+	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "tls", tlsConfig != nil, "certificate", certFile)
 	if cfg.ready != nil {
 		cfg.ready(ln.Addr().String())
 	}

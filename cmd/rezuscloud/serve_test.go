@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,11 +37,12 @@ func TestMain(m *testing.M) {
 }
 
 type proc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	url  string
-	logs *bytes.Buffer
-	done chan error
+	client *http.Client
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	logs   *bytes.Buffer
+	done   chan error
 }
 
 func freePort(t *testing.T) string {
@@ -55,7 +58,12 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
+	for _, a := range extra {
+		if a == "--tls-self-signed" {
+			p.url = "https://" + addr
+		}
+	}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
 	require.NoError(t, cmd.Start())
 	go func() { p.done <- cmd.Wait() }()
@@ -70,7 +78,14 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(p.url + "/readyz")
+		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
+			if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(pem)
+				p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			}
+		}
+		resp, err := p.client.Get(p.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -100,7 +115,7 @@ func (p *proc) do(method, path, body string) (int, map[string]any) {
 	require.NoError(p.t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.client.Do(req)
 	if err != nil {
 		return 0, nil
 	}
@@ -325,4 +340,41 @@ func runSelf(t *testing.T, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestSelfSignedTLS serves HTTPS with a generated certificate that clients can
+// pin, kept across restarts; the session cookie is Secure over TLS.
+func TestSelfSignedTLS(t *testing.T) {
+	dir := t.TempDir()
+	p := startServer(t, dir, "--tls-self-signed")
+	code, _ := p.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"tls"}}`)
+	require.Equal(t, http.StatusCreated, code)
+	// A client that does not trust the certificate is refused.
+	_, err := http.Get(p.url + "/healthz")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "certificate")
+	before, err := os.ReadFile(filepath.Join(dir, "tls", "tls.crt"))
+	require.NoError(t, err)
+	st, err := os.Stat(filepath.Join(dir, "tls", "tls.key"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+
+	pw, err := os.ReadFile(filepath.Join(dir, "initial-admin-password"))
+	require.NoError(t, err)
+	req, _ := http.NewRequest(http.MethodPost, p.url+"/api/v1/auth/login", strings.NewReader(`{"username":"admin","password":"`+strings.TrimSpace(string(pw))+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Set-Cookie"), "Secure")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done)
+	p2 := startServer(t, dir, "--tls-self-signed")
+	after, err := os.ReadFile(filepath.Join(dir, "tls", "tls.crt"))
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the certificate is kept across restarts")
+	code, _ = p2.do(http.MethodGet, "/api/v1/tenants/tls", "")
+	require.Equal(t, http.StatusOK, code)
 }
