@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 
 type proc struct {
 	client *http.Client
+	out    *lockedWriter
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
@@ -64,7 +65,8 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			p.url = "https://" + addr
 		}
 	}
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: p.logs}, &lockedWriter{w: p.logs}
+	p.out = &lockedWriter{w: p.logs}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, cmd.Start())
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -73,7 +75,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.logs.String())
+			t.Logf("server log:\n%s", p.log())
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -93,7 +95,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not ready in 30s:\n%s", p.logs.String())
+			t.Fatalf("server not ready in 30s:\n%s", p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -108,6 +110,29 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
+}
+
+// log returns what the server wrote so far; safe while it is still writing.
+func (p *proc) log() string {
+	p.out.mu.Lock()
+	defer p.out.mu.Unlock()
+	return p.logs.String()
+}
+
+// waitFile waits for a file the server writes in the background.
+func waitFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written within 30s: %v", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (p *proc) do(method, path, body string) (int, map[string]any) {
@@ -241,7 +266,7 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 		t.Fatal("watch did not end")
 	}
 	require.Equal(t, int32(20), events.Load(), "nothing more after the 20 tenants")
-	require.Contains(t, p.logs.String(), `"msg":"stopped"`)
+	require.Contains(t, p.log(), `"msg":"stopped"`)
 
 	p2 := startServer(t, dir)
 	for name, version := range versions {
@@ -253,14 +278,13 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code)
 	// The break-glass token is never logged; the first admin's generated password
 	// is in a 0600 file and not in the log either.
-	require.NotContains(t, p.logs.String(), token)
+	require.NotContains(t, p.log(), token)
+	pw := waitFile(t, filepath.Join(dir, "initial-admin-password"))
 	st, err := os.Stat(filepath.Join(dir, "initial-admin-password"))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
-	pw, err := os.ReadFile(filepath.Join(dir, "initial-admin-password"))
-	require.NoError(t, err)
-	require.NotContains(t, p.logs.String()+p2.logs.String(), strings.TrimSpace(string(pw)))
-	require.Contains(t, p.logs.String(), "initial-admin-password")
+	require.NotContains(t, p.log()+p2.log(), strings.TrimSpace(string(pw)))
+	require.Contains(t, p.log()+p2.log(), "initial-admin-password")
 	req, _ = http.NewRequest(http.MethodPost, p2.url+"/api/v1/auth/login", strings.NewReader(`{"username":"admin","password":"`+strings.TrimSpace(string(pw))+`"}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)
@@ -359,8 +383,7 @@ func TestSelfSignedTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 
-	pw, err := os.ReadFile(filepath.Join(dir, "initial-admin-password"))
-	require.NoError(t, err)
+	pw := waitFile(t, filepath.Join(dir, "initial-admin-password"))
 	req, _ := http.NewRequest(http.MethodPost, p.url+"/api/v1/auth/login", strings.NewReader(`{"username":"admin","password":"`+strings.TrimSpace(string(pw))+`"}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.client.Do(req)
