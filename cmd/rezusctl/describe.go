@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// describeEvents is how many of an object's latest events describe shows.
+const describeEvents = 10
+
+func (r *rezusctl) describeCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "describe",
+		Usage:        "show one object in detail: metadata, spec, status, conditions and its recent events",
+		ArgsUsage:    "KIND NAME",
+		Flags:        []cli.Flag{tenantFlag()},
+		BashComplete: completeKinds,
+		Action: func(c *cli.Context) error {
+			s, cl, err := r.connect(c)
+			if err != nil {
+				return err
+			}
+			k, tenant, name, err := kindAndName(c, s)
+			if err != nil {
+				return err
+			}
+			obj, err := cl.getObject(c.Context, k, tenant, name)
+			if err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			describeObject(&b, k, obj, r.env.Now())
+			events, evErr := objectEvents(c.Context, cl, k, obj)
+			describeEventsSection(&b, events, evErr)
+			_, err = r.env.Stdout.Write(b.Bytes())
+			return err
+		},
+	}
+}
+
+// kindAndName reads the KIND NAME arguments and the tenant of commands that
+// act on one object.
+func kindAndName(c *cli.Context, s *session) (k kind, tenant, name string, err error) {
+	if c.NArg() != 2 {
+		return kind{}, "", "", fmt.Errorf("give KIND NAME, e.g. rezusctl %s tenant acme", c.Command.Name)
+	}
+	if k, err = resolveKind(c.Args().Get(0)); err != nil {
+		return kind{}, "", "", err
+	}
+	if k.TenantScoped {
+		if tenant = s.tenant(c); tenant == "" {
+			return kind{}, "", "", k.errTenantRequired(false)
+		}
+	}
+	return k, tenant, c.Args().Get(1), nil
+}
+
+func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
+	m := o.Metadata
+	row := func(label, value string) {
+		if value == "" {
+			value = "<none>"
+		}
+		fmt.Fprintf(w, "%-18s %s\n", label+":", value)
+	}
+	row("Name", m.Name)
+	row("Kind", o.Kind)
+	if k.TenantScoped {
+		row("Tenant", m.Tenant)
+	}
+	row("UID", m.UID)
+	row("Resource Version", m.ResourceVersion)
+	row("Generation", fmt.Sprint(m.Generation))
+	if m.CreationTimestamp != nil {
+		row("Created", fmt.Sprintf("%s (%s ago)", m.CreationTimestamp.UTC().Format(time.RFC3339), humanDuration(now.Sub(*m.CreationTimestamp))))
+	}
+	if m.DeletionTimestamp != nil {
+		row("Deleting Since", m.DeletionTimestamp.UTC().Format(time.RFC3339))
+	}
+	row("Labels", mapLines(m.Labels))
+	row("Annotations", mapLines(m.Annotations))
+	row("Finalizers", strings.Join(m.Finalizers, ", "))
+
+	fmt.Fprintln(w, "Spec:")
+	writeIndentedYAML(w, o.Spec)
+
+	// Conditions get a table of their own, so the status block leaves them out.
+	var conds []domain.Condition
+	var status struct {
+		Conditions []domain.Condition `json:"conditions"`
+	}
+	if json.Unmarshal(o.Status, &status) == nil {
+		conds = status.Conditions
+	}
+	fmt.Fprintln(w, "Status:")
+	writeIndentedYAML(w, o.Status, "conditions")
+	fmt.Fprintln(w, "Conditions:")
+	if len(conds) == 0 {
+		fmt.Fprintln(w, "  <none>")
+	} else {
+		rows := [][]string{{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}}
+		for _, c := range conds {
+			age := ""
+			if !c.LastTransitionTime.IsZero() {
+				age = humanDuration(now.Sub(c.LastTransitionTime))
+			}
+			rows = append(rows, []string{c.Type, c.Status, orNone(c.Reason), orNone(age), orNone(c.Message)})
+		}
+		indentTable(w, rows)
+	}
+}
+
+// objectEvents reads the object's latest events from the event stream.
+func objectEvents(ctx context.Context, cl *client, k kind, o *domain.Object) ([]record, error) {
+	q := url.Values{"kind": {k.Kind}, "name": {o.Metadata.Name}}
+	if k.TenantScoped {
+		q.Set("tenant", o.Metadata.Tenant)
+	}
+	var mine []record
+	err := fetchRecords(ctx, cl, "/api/v1/events", q, true, func(recs []record) error {
+		// The filter is the server's; keep only this object's in case it is coarser.
+		for _, r := range recs {
+			if n := r.first("object.metadata.name", "name"); n == "" || n == o.Metadata.Name {
+				mine = append(mine, r)
+			}
+		}
+		if len(mine) > describeEvents {
+			mine = mine[len(mine)-describeEvents:]
+		}
+		return nil
+	})
+	return mine, err
+}
+
+func describeEventsSection(w io.Writer, events []record, err error) {
+	fmt.Fprint(w, "Events:")
+	switch {
+	case err != nil && (httpCode(err) == http.StatusNotFound || httpCode(err) == http.StatusMethodNotAllowed):
+		fmt.Fprintln(w, " not available")
+		return
+	case err != nil:
+		fmt.Fprintf(w, " not available (%v)\n", err)
+		return
+	case len(events) == 0:
+		fmt.Fprintln(w, " <none>")
+		return
+	}
+	fmt.Fprintln(w)
+	rows := [][]string{{"SEQ", "TIME", "ACTOR", "TYPE"}}
+	for _, e := range events {
+		rows = append(rows, []string{fmt.Sprint(e.Seq), orNone(recordTimeCell(e)), orNone(e.str("actor")), orNone(e.str("type"))})
+	}
+	indentTable(w, rows)
+}
+
+func indentTable(w io.Writer, rows [][]string) {
+	var b bytes.Buffer
+	t := table{w: &b}
+	_ = t.write(rows)
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			fmt.Fprint(w, "  "+line)
+		}
+	}
+}
+
+// writeIndentedYAML writes a JSON object as YAML indented under a heading,
+// leaving out the top-level keys named in skip.
+func writeIndentedYAML(w io.Writer, raw json.RawMessage, skip ...string) {
+	n, err := yamlNode(raw)
+	if err != nil || n.Kind != yaml.MappingNode {
+		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+			fmt.Fprintln(w, "  <none>")
+		} else {
+			fmt.Fprintf(w, "  %s\n", raw)
+		}
+		return
+	}
+	var kept []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !slices.Contains(skip, n.Content[i].Value) {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+	if len(kept) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return
+	}
+	y, err := encodeYAML(n)
+	if err != nil {
+		fmt.Fprintf(w, "  %s\n", raw)
+		return
+	}
+	for _, line := range strings.SplitAfter(string(y), "\n") {
+		if line != "" {
+			fmt.Fprint(w, "  "+line)
+		}
+	}
+}
+
+func mapLines(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, "\n"+strings.Repeat(" ", 19))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// The end-to-end test runs the real server as a child process (its package
+// main cannot be imported), built once per test binary.
+var (
+	serverBuild    sync.Once
+	serverBin      string
+	serverBuildErr error
+	serverBuildDir string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if serverBuildDir != "" {
+		os.RemoveAll(serverBuildDir)
+	}
+	os.Exit(code)
+}
+
+func buildServer(t *testing.T) string {
+	t.Helper()
+	serverBuild.Do(func() {
+		serverBuildDir, serverBuildErr = os.MkdirTemp("", "rezusctl-e2e-")
+		if serverBuildErr != nil {
+			return
+		}
+		root, err := filepath.Abs(filepath.Join("..", ".."))
+		if err != nil {
+			serverBuildErr = err
+			return
+		}
+		serverBin = filepath.Join(serverBuildDir, "rezuscloud")
+		cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/rezuscloud")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			serverBuildErr = fmt.Errorf("go build ./cmd/rezuscloud: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, serverBuildErr)
+	return serverBin
+}
+
+// e2eServer is a running rezuscloud.
+type e2eServer struct {
+	url, token, adminPassword string
+	log                       *syncBuffer
+}
+
+const e2eAdminPassword = "e2e-admin-password-123"
+
+func startServer(t *testing.T) *e2eServer {
+	bin := buildServer(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	s := &e2eServer{url: "http://" + addr, token: "e2e-admin-token-0123456789", adminPassword: e2eAdminPassword, log: &syncBuffer{}}
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD="+e2eAdminPassword)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.log.String())
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("the server exited: %v\n%s", err, s.log.String())
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "the server did not become ready:\n%s", s.log.String())
+		time.Sleep(50 * time.Millisecond) // polling a child process; there is nothing to wait on
+	}
+}
+
+// api calls the server directly, standing in for another user.
+func (s *e2eServer) api(t *testing.T, method, path, contentType, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// runAsync runs a command line in the background to its own end.
+func (tc *testCLI) runAsync(args ...string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		var out, errb syncBuffer
+		code := newRezusctl(tc.cliEnv(&out, &errb)).run(context.Background(), append([]string{"rezusctl"}, args...))
+		ch <- result{stdout: out.String(), stderr: errb.String(), code: code}
+	}()
+	return ch
+}
+
+func waitResult(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not finish")
+		return result{}
+	}
+}
+
+func writeScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/sh\nset -e\n"+body), 0o755))
+	return p
+}
+
+// TestEndToEnd drives a real server through the CLI as a person would.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server")
+	}
+	srv := startServer(t)
+	tc := newTestCLI(t)
+	tc.now = time.Now()
+	scripts := t.TempDir()
+
+	t.Run("contexts", func(t *testing.T) {
+		tc := tc.with(t)
+		tc.ok("config", "set-context", "e2e", "--server", srv.url, "--token", srv.token, "--tenant", "acme")
+		tc.ok("config", "use-context", "e2e")
+		assert.Equal(t, "e2e\n", tc.ok("config", "current-context"))
+		out := tc.ok("version")
+		assert.Contains(t, out, "Client Version: dev")
+		assert.Contains(t, out, "Server Version: ")
+		assert.Contains(t, out, "API rezuscloud.io/v1")
+	})
+
+	t.Run("create and apply", func(t *testing.T) {
+		tc := tc.with(t)
+		assert.Equal(t, "tenant/acme created\n", tc.ok("create", "-f", "testdata/e2e/tenant.yaml"))
+		r := tc.run("create", "-f", "testdata/e2e/tenant.yaml")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, `Error from server (AlreadyExists): tenant "acme" already exists`)
+
+		assert.Equal(t, "tenant/acme configured\nnodegroup/workers created\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
+		assert.Equal(t, "tenant/acme unchanged\nnodegroup/workers unchanged\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
+	})
+
+	t.Run("get in every format", func(t *testing.T) {
+		tc := tc.with(t)
+		table := tc.ok("get", "tenants")
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		require.Len(t, lines, 2, table)
+		assert.Equal(t, []string{"NAME", "TALOS", "KUBERNETES", "PHASE", "AGE"}, strings.Fields(lines[0]))
+		assert.Equal(t, []string{"acme", "v1.13.0", "v1.36.0", "Pending"}, strings.Fields(lines[1])[:4])
+
+		wide := tc.ok("get", "tn", "-o", "wide")
+		assert.Contains(t, wide, "LABELS")
+		assert.Contains(t, wide, "env=prod,tier=gold")
+
+		var list domain.List
+		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "tenants", "-o", "json")), &list))
+		assert.Equal(t, "TenantList", list.Kind)
+		require.Len(t, list.Items, 1)
+		assert.Equal(t, map[string]string{"env": "prod", "tier": "gold"}, list.Items[0].Metadata.Labels)
+
+		var ng domain.NodeGroup
+		require.NoError(t, yaml.Unmarshal([]byte(tc.ok("get", "ng", "workers", "-o", "yaml")), &ng))
+		assert.Equal(t, "acme", ng.Metadata.Tenant)
+		assert.Equal(t, 2, ng.Spec.Count)
+
+		assert.Equal(t, "nodegroup/workers\n", tc.ok("get", "nodegroups", "-o", "name"))
+		assert.Equal(t, "tenant/acme\n", tc.ok("get", "tenants", "-l", "tier=gold", "-o", "name"))
+		r := tc.run("get", "tenants", "-l", "tier=silver")
+		assert.Equal(t, "no tenants\n", r.stderr)
+
+		all := tc.ok("get", "ng", "-A")
+		assert.Equal(t, []string{"TENANT", "NAME", "ROLE", "COUNT", "PROVIDER", "AGE"}, strings.Fields(strings.Split(all, "\n")[0]))
+		assert.Equal(t, []string{"acme", "workers", "worker", "2", "emu"}, strings.Fields(strings.Split(all, "\n")[1])[:5])
+
+		// Pagination against the real server: more tenants than one page.
+		for _, n := range []string{"page-a", "page-b", "page-c"} {
+			tc.stdin = "kind: Tenant\nmetadata: {name: " + n + "}\n"
+			tc.ok("apply", "-f", "-")
+		}
+		assert.Equal(t, "tenant/acme\ntenant/page-a\ntenant/page-b\ntenant/page-c\n", tc.ok("get", "tn", "-o", "name", "--chunk-size", "1"))
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		tc := tc.with(t)
+		out, errOut, stop := tc.start("get", "ng", "-w", "--output-watch-events")
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), "workers") }, 10*time.Second, 10*time.Millisecond)
+		code, body := srv.api(t, http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", "application/merge-patch+json", `{"spec":{"count":3}}`)
+		require.Equal(t, http.StatusOK, code, string(body))
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), "MODIFIED") }, 10*time.Second, 10*time.Millisecond)
+		assert.Equal(t, 0, stop(), errOut.String())
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		require.Len(t, lines, 3, out.String())
+		assert.Equal(t, []string{"ADDED", "workers", "worker", "2"}, strings.Fields(lines[1])[:4])
+		assert.Equal(t, []string{"MODIFIED", "workers", "worker", "3"}, strings.Fields(lines[2])[:4])
+	})
+
+	t.Run("edit", func(t *testing.T) {
+		tc := tc.with(t)
+		tc.env["EDITOR"] = writeScript(t, scripts, "edit-count.sh", `sed 's/^  count: 3$/  count: 5/' "$1" > "$1.new"
+mv "$1.new" "$1"
+`)
+		assert.Equal(t, "nodegroup/workers edited\n", tc.ok("edit", "ng", "workers"))
+		assert.Contains(t, tc.ok("get", "ng", "workers", "-o", "yaml"), "\n  count: 5\n")
+
+		tc.env["EDITOR"] = "true" // saves nothing
+		assert.Equal(t, "edit cancelled, no changes made\n", tc.ok("edit", "ng", "workers"))
+	})
+
+	t.Run("edit conflict", func(t *testing.T) {
+		tc := tc.with(t)
+		started, proceed := filepath.Join(scripts, "started"), filepath.Join(scripts, "proceed")
+		// The editor says it has the file, waits until the test has changed the
+		// object behind its back, then makes its own change.
+		tc.env["EDITOR"] = writeScript(t, scripts, "edit-slow.sh", fmt.Sprintf(`touch %q
+while [ ! -f %q ]; do sleep 0.01; done
+sed 's/^  count: 5$/  count: 7/' "$1" > "$1.new"
+mv "$1.new" "$1"
+`, started, proceed))
+		done := tc.runAsync("edit", "nodegroup", "workers")
+		require.Eventually(t, func() bool { _, err := os.Stat(started); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		code, body := srv.api(t, http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", "application/merge-patch+json", `{"metadata":{"labels":{"changed":"meanwhile"}}}`)
+		require.Equal(t, http.StatusOK, code, string(body))
+		require.NoError(t, os.WriteFile(proceed, nil, 0o600))
+
+		r := waitResult(t, done)
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, `error: nodegroup "workers" in tenant "acme" was changed on the server while you were editing it, so your edit was not saved`)
+		assert.Contains(t, r.stderr, `Run "rezusctl edit nodegroup workers -t acme" again to edit the current version.`)
+		i := strings.Index(r.stderr, "Your edits are in ")
+		require.GreaterOrEqual(t, i, 0, r.stderr)
+		kept := strings.TrimSuffix(strings.SplitN(r.stderr[i+len("Your edits are in "):], "\n", 2)[0], ".")
+		b, err := os.ReadFile(kept)
+		require.NoError(t, err, "the edited file is kept")
+		assert.Contains(t, string(b), "\n  count: 7\n")
+		os.Remove(kept)
+
+		// The other writer's change stands and the edit did not land.
+		out := tc.ok("get", "ng", "workers", "-o", "yaml")
+		assert.Contains(t, out, "changed: meanwhile")
+		assert.Contains(t, out, "\n  count: 5\n")
+	})
+
+	t.Run("invalid object", func(t *testing.T) {
+		tc := tc.with(t)
+		r := tc.run("create", "-f", "testdata/e2e/invalid.yaml")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "Error from server (Invalid): nodegroup \"cp\" is invalid: spec.count: a control-plane group needs an odd count of at least 1 for etcd quorum, got 2\n")
+		assert.Contains(t, r.stderr, "\n  spec.count: a control-plane group needs an odd count of at least 1 for etcd quorum, got 2\n")
+		assert.Empty(t, r.stdout)
+	})
+
+	t.Run("describe and events", func(t *testing.T) {
+		tc := tc.with(t)
+		out := tc.ok("describe", "ng", "workers")
+		assert.Contains(t, out, "Name:              workers\nKind:              NodeGroup\nTenant:            acme\n")
+		assert.Contains(t, out, "Labels:            changed=meanwhile\n")
+		assert.Contains(t, out, "Spec:\n  role: worker\n  count: 5\n")
+		if code, _ := srv.api(t, http.MethodGet, "/api/v1/events?limit=1", "", ""); code == http.StatusNotFound {
+			assert.Contains(t, out, "Events: not available\n")
+			return
+		}
+		assert.Contains(t, out, "NodeGroupCreated")
+		assert.Contains(t, out, "NodeGroupScaled")
+		ev := tc.ok("events", "--kind", "ng", "-t", "acme", "--name", "workers")
+		assert.Regexp(t, `(?m)^\d+ +\S+ +\S+ +NodeGroupCreated +nodegroup/acme/workers$`, ev)
+	})
+
+	t.Run("delete --wait", func(t *testing.T) {
+		tc := tc.with(t)
+		assert.Equal(t, "nodegroup/workers deleted\n", tc.ok("delete", "ng", "workers", "--wait"))
+		r := tc.run("get", "ng", "workers")
+		assert.Equal(t, 1, r.code)
+		assert.Equal(t, "Error from server (NotFound): nodegroup \"workers\" not found\n", r.stderr)
+
+		// A tenant held by a finalizer goes when the finalizer is removed.
+		code, body := srv.api(t, http.MethodPatch, "/api/v1/tenants/page-a", "application/merge-patch+json", `{"metadata":{"finalizers":["e2e.test/hold"]}}`)
+		require.Equal(t, http.StatusOK, code, string(body))
+		done := tc.runAsync("delete", "tenant", "page-a", "--wait")
+		require.Eventually(t, func() bool {
+			_, b := srv.api(t, http.MethodGet, "/api/v1/tenants/page-a", "", "")
+			return bytes.Contains(b, []byte("deletionTimestamp"))
+		}, 10*time.Second, 10*time.Millisecond)
+		code, body = srv.api(t, http.MethodPatch, "/api/v1/tenants/page-a", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`)
+		require.Equal(t, http.StatusOK, code, string(body))
+		r = waitResult(t, done)
+		assert.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "tenant/page-a deleted\n", r.stdout)
+		assert.Contains(t, r.stderr, "tenant/page-a deletion requested; waiting for finalizers e2e.test/hold")
+	})
+
+	t.Run("login whoami logout", func(t *testing.T) {
+		tc := tc.with(t)
+		tc.stdin = srv.adminPassword + "\n"
+		out := tc.ok("login", "--server", srv.url, "--context", "pw", "--password-stdin")
+		assert.Contains(t, out, "logged in to "+srv.url+" as admin (admin)")
+		tc.ok("config", "use-context", "pw")
+		assert.Equal(t, "user:        admin\nrole:        admin\nauth method: session\n", tc.ok("whoami"))
+		assert.Contains(t, tc.ok("get", "tenants", "-o", "name"), "tenant/acme\n")
+		assert.Contains(t, tc.ok("logout"), "logged out of "+srv.url)
+		r := tc.run("get", "tenants")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "Error from server (Unauthorized)")
+
+		tc.stdin = "not-the-password\n"
+		r = tc.run("login", "--password-stdin")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "login failed")
+	})
+}

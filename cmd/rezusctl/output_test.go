@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// golden compares got with testdata/<name>.golden (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), got)
+}
+
+// sampleObjects is one object of each kind with a table column of its own.
+func sampleObjects() map[string][]*item {
+	created := time.Date(2026, 5, 1, 9, 30, 0, 0, time.UTC)
+	mk := func(kind, tenant, name, spec, status string, labels map[string]string) *item {
+		o := obj(kind, tenant, name, created, spec, status, labels)
+		raw := objectBytes(o)
+		return &item{Raw: raw, Obj: o}
+	}
+	return map[string][]*item{
+		"tenants": {
+			mk("Tenant", "", "acme", `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0"}`, `{"phase":"Ready","machines":{"total":3}}`, map[string]string{"env": "prod", "team": "a"}),
+			mk("Tenant", "", "beta-long-name", `{"talosVersion":"v1.12.1","kubernetesVersion":"v1.35.0"}`, `{"phase":"Pending"}`, nil),
+		},
+		"nodegroups": {
+			mk("NodeGroup", "acme", "cp", `{"role":"controlplane","count":3,"provider":"emu"}`, ``, nil),
+			mk("NodeGroup", "beta", "workers", `{"role":"worker","count":10,"provider":"oci-fra"}`, ``, map[string]string{"pool": "a"}),
+		},
+		"machines": {
+			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true}`, nil),
+			mk("Machine", "acme", "cp-1", `{"nodeGroup":"cp","role":"controlplane"}`, `{"stage":"Unknown","ready":false}`, nil),
+		},
+		"configpatches": {
+			mk("ConfigPatch", "acme", "ntp", `{"target":{"kind":"all"},"format":"strategic","enabled":true,"patch":"machine:\n  time: {}\n"}`, ``, nil),
+			mk("ConfigPatch", "acme", "gpu", `{"target":{"kind":"nodeGroup","name":"gpu"},"format":"json6902","enabled":false,"patch":"[]"}`, ``, nil),
+		},
+		"providers": {mk("Provider", "", "emu", `{"type":"emulated"}`, ``, nil)},
+		"users":     {mk("User", "", "alice", `{"role":"edit"}`, ``, nil)},
+		"apitokens": {
+			mk("APIToken", "", "ci-1a2b", `{"user":"alice","expiresAt":"2026-06-01T00:00:00Z"}`, `{}`, nil),
+			mk("APIToken", "", "forever", `{"user":"bob"}`, `{}`, nil),
+		},
+	}
+}
+
+func TestPrinterFormats(t *testing.T) {
+	now := func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
+	samples := sampleObjects()
+	for _, plural := range []string{"tenants", "nodegroups", "machines", "configpatches", "providers", "users", "apitokens"} {
+		k, err := resolveKind(plural)
+		require.NoError(t, err)
+		var items []item
+		for _, it := range samples[plural] {
+			items = append(items, *it)
+		}
+		for _, format := range []string{outTable, outWide, outName, outJSON, outYAML} {
+			all := k.TenantScoped
+			t.Run(plural+"/"+format, func(t *testing.T) {
+				var b bytes.Buffer
+				p := newPrinter(&b, format, k, all, now)
+				require.NoError(t, p.printList(items, "42"))
+				golden(t, plural+"."+format, b.String())
+			})
+		}
+	}
+}
+
+// A watch prints rows as changes come, aligned with the rows before them.
+func TestPrinterWatchRows(t *testing.T) {
+	now := func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
+	k, _ := resolveKind("ng")
+	s := sampleObjects()["nodegroups"]
+	var b bytes.Buffer
+	p := newPrinter(&b, outTable, k, false, now)
+	p.watchEvents = true
+	require.NoError(t, p.printList([]item{*s[0]}, "1"))
+	require.NoError(t, p.printOne(*s[1], "MODIFIED"))
+	require.NoError(t, p.printOne(*s[0], "DELETED"))
+	golden(t, "watch.table", b.String())
+
+	b.Reset()
+	p = newPrinter(&b, outYAML, k, false, now)
+	require.NoError(t, p.printOne(*s[0], "ADDED"))
+	require.NoError(t, p.printOne(*s[1], "MODIFIED"))
+	golden(t, "watch.yaml", b.String())
+}
+
+func TestHumanDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Second, "0s"},
+		{0, "0s"},
+		{45 * time.Second, "45s"},
+		{119 * time.Second, "119s"},
+		{3*time.Minute + 20*time.Second, "3m20s"},
+		{5 * time.Minute, "5m"},
+		{90 * time.Minute, "90m"},
+		{5*time.Hour + 10*time.Minute, "5h10m"},
+		{6 * time.Hour, "6h"},
+		{30 * time.Hour, "30h"},
+		{3*24*time.Hour + 4*time.Hour, "3d4h"},
+		{12 * 24 * time.Hour, "12d"},
+		{(2*365 + 30) * 24 * time.Hour, "2y30d"},
+		{10 * 365 * 24 * time.Hour, "10y"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, humanDuration(tt.d), tt.d.String())
+	}
+}

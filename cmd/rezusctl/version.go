@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+
+	"github.com/urfave/cli/v2"
+)
+
+func (r *rezusctl) versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the client's version and the server's",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "client", Usage: "only the client's version"}},
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(r.env.Stdout, "Client Version: %s (%s)\n", version, runtime.Version())
+			if c.Bool("client") {
+				return nil
+			}
+			_, cl, err := r.connect(c)
+			if err != nil {
+				return err
+			}
+			var v struct {
+				Version    string `json:"version"`
+				GoVersion  string `json:"goVersion"`
+				APIVersion string `json:"apiVersion"`
+			}
+			if err := cl.call(c.Context, request{method: http.MethodGet, path: "/version"}, &v); err != nil {
+				return err
+			}
+			fmt.Fprintf(r.env.Stdout, "Server Version: %s (%s, API %s)\n", v.Version, v.GoVersion, v.APIVersion)
+			return nil
+		},
+	}
+}
