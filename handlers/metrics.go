@@ -34,6 +34,13 @@ func newMetrics(a *API) *metrics {
 			func() float64 { return float64(a.store.Appended()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_append_conflicts_total", Help: "Appends refused because the object had changed (409)."},
 			func() float64 { return float64(a.store.Conflicts()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_audit_records_lost_total", Help: "Audit records that could not be stored (each is logged in full)."},
+			func() float64 {
+				if a.audit == nil {
+					return 0
+				}
+				return float64(a.audit.Lost())
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rezus_read_model_sequence", Help: "Last stream sequence applied to this replica's read model."},
 			func() float64 { return float64(a.cache.Seq()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rezus_projection_lag_events", Help: "Events the KV projector is behind this replica's read model."},
