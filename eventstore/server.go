@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 )
 
 // EmbeddedConfig configures the in-process NATS server.
@@ -28,15 +31,27 @@ type EmbeddedConfig struct {
 	Logger *slog.Logger
 }
 
-// Embedded is a running in-process NATS server with JetStream.
+// Embedded is a running in-process NATS server with JetStream, in operator
+// (JWT) mode: see automation_trust.go for its accounts.
 type Embedded struct {
-	srv *server.Server
+	srv   *server.Server
+	trust *trust
+	// app is the JWT and seed of the server's own user of the REZUS account:
+	// minted at every start, without restrictions (see ServerCredentialsPath).
+	appJWT  string
+	appSeed []byte
+	// sys is our connection to the system account, for account updates.
+	sys *nats.Conn
+	// updates serialises account updates so the server sees them in order.
+	updates sync.Mutex
 }
 
 // DefaultMaxPayload lets a 32 MiB Terraform state blob fit in one message.
 const DefaultMaxPayload = 32 << 20
 
 // StartEmbedded starts a NATS server with JetStream under cfg.DataDir and waits until it is ready.
+// The operator and account seeds live under <DataDir>/nats-keys (created on first start);
+// JetStream data under <DataDir>/nats.
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("embedded nats: data dir is required")
@@ -47,15 +62,30 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
+	tr, err := loadTrust(filepath.Join(cfg.DataDir, KeysDir))
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	storeDir := filepath.Join(cfg.DataDir, "nats")
+	moved, err := migrateGlobalAccountStore(storeDir, tr.appPub)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if moved && cfg.Logger != nil {
+		cfg.Logger.Info("moved JetStream data from the global account to the application account", "account", tr.appPub)
+	}
 	opts := &server.Options{
 		ServerName:         cfg.ServerName,
 		JetStream:          true,
-		StoreDir:           filepath.Join(cfg.DataDir, "nats"),
+		StoreDir:           storeDir,
 		MaxPayload:         cfg.MaxPayload,
 		MaxPending:         int64(cfg.MaxPayload) * 4,
 		NoSigs:             true,
 		DontListen:         cfg.Listen == "",
 		JetStreamMaxMemory: 256 << 20,
+		TrustedOperators:   []*jwt.OperatorClaims{tr.operator},
+		SystemAccount:      tr.sysPub,
+		AccountResolver:    tr.resolver,
 	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)
@@ -76,12 +106,42 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
-	return &Embedded{srv: srv}, nil
+	e := &Embedded{srv: srv, trust: tr}
+	if _, e.appJWT, e.appSeed, err = userJWT(tr.app, "rezuscloud", nil); err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	creds, err := jwt.FormatUserConfig(e.appJWT, e.appSeed)
+	if err == nil {
+		err = writeFileAtomic(ServerCredentialsPath(cfg.DataDir), creds)
+	}
+	if err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: writing the server's credentials: %w", err)
+	}
+	if e.sys, err = e.connectAs(tr.sys, "rezuscloud-system"); err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: connecting to the system account: %w", err)
+	}
+	return e, nil
 }
 
-// Connect opens an in-process client connection.
+// Connect opens an in-process client connection to the application account,
+// with full access to it.
 func (e *Embedded) Connect(name string) (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1))
+	return nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1),
+		nats.UserJWTAndSeed(e.appJWT, string(e.appSeed)))
+}
+
+// connectAs opens an in-process connection as a fresh user of an account.
+func (e *Embedded) connectAs(account nkeys.KeyPair, name string, opts ...nats.Option) (*nats.Conn, error) {
+	_, token, seed, err := userJWT(account, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	opts = append([]nats.Option{nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1),
+		nats.UserJWTAndSeed(token, string(seed))}, opts...)
+	return nats.Connect("", opts...)
 }
 
 // ClientURL is the URL external clients use, or "" when no listener was asked for.
@@ -96,6 +156,9 @@ func (e *Embedded) ClientURL() string {
 func (e *Embedded) Shutdown(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
+		if e.sys != nil {
+			e.sys.Close()
+		}
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()
 		close(done)

@@ -107,6 +107,10 @@ type Deps struct {
 	// /api/v1/audit; nil keeps no audit trail (tests that do not need one).
 	Audit *eventstore.AuditLog
 	Log   *slog.Logger
+
+	// Automation issues NATS credentials for external automation; nil (an
+	// external NATS cluster) answers those routes with a BadRequest saying so.
+	Automation AutomationIssuer
 }
 
 // API serves the REST API.
@@ -126,6 +130,9 @@ type API struct {
 	// watches counts open watches against MaxWatches.
 	watches atomic.Int64
 
+	// automation issues NATS credentials; nil on an external NATS.
+	automation AutomationIssuer
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -138,7 +145,7 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, identity: d.Identity, audit: d.Audit, log: d.Log}
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -177,6 +184,7 @@ func (a *API) routes() {
 	// registers catch-all routes that would turn 405 answers into 404s.
 	g := &authed{e: e, prefix: "/api/v1", mw: []echo.MiddlewareFunc{a.authenticate, a.authorize}}
 	a.accountRoutes(g)
+	a.automationRoutes(g)
 	g.GET("/audit", a.auditTrail)
 	g.GET("/events", a.events)
 	for _, k := range domain.Kinds() {

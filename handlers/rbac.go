@@ -52,7 +52,7 @@ func requiredPermission(method, route string) permission {
 		return permRead
 	case strings.HasPrefix(rest, "auth/"):
 		return permAuthenticated
-	case strings.HasPrefix(rest, "audit"):
+	case strings.HasPrefix(rest, "audit"), strings.HasPrefix(rest, "automation-credentials"):
 		return permAdmin
 	case strings.HasPrefix(rest, "events"):
 		return permRead

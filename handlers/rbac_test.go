@@ -29,7 +29,7 @@ func expectedAllowed(role, method, route string) bool {
 			return role == domain.RoleAdmin
 		}
 		return true
-	case strings.HasPrefix(route, "/api/v1/audit"):
+	case strings.HasPrefix(route, "/api/v1/audit"), strings.HasPrefix(route, "/api/v1/automation-credentials"): // NATS credentials: admin
 		return role == domain.RoleAdmin
 	case strings.HasSuffix(route, "/kubeconfig"), strings.HasSuffix(route, "/talosconfig"):
 		return role != domain.RoleView

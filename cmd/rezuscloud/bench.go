@@ -23,6 +23,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 func benchCommand() *cli.Command {
@@ -190,7 +192,7 @@ func startBenchServer(ctx context.Context, dir, profile, memLimit string) (*benc
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	env.nc, err = nats.Connect("nats://" + natsAddr)
+	env.nc, err = nats.Connect("nats://"+natsAddr, nats.UserCredentials(eventstore.ServerCredentialsPath(dir)))
 	if err != nil {
 		stop()
 		return nil, nil, err

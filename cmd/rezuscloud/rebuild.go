@@ -26,7 +26,7 @@ func rebuildCommand() *cli.Command {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log, _ := newLogger("info")
-			nc, closeNATS, err := connectNATS(ctx, log, serveConfig{DataDir: c.String("data-dir"), NATSURL: c.String("nats-url")})
+			nc, _, closeNATS, err := connectNATS(ctx, log, serveConfig{DataDir: c.String("data-dir"), NATSURL: c.String("nats-url")})
 			if err != nil {
 				return err
 			}

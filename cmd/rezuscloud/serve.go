@@ -114,7 +114,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
-	nc, closeNATS, err := connectNATS(ctx, log, cfg)
+	nc, emb, closeNATS, err := connectNATS(ctx, log, cfg)
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,17 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	audit, err := eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, Logger: log})
 	if err != nil {
 		return err
+	}
+	// NATS credentials for external automation are issued only on the
+	// embedded server; with --nats-url, that cluster's operator issues them
+	// and the API says so.
+	var automation handlers.AutomationIssuer
+	if emb != nil {
+		a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log})
+		if err != nil {
+			return err
+		}
+		automation = a // not a nil *Automation in a non-nil interface
 	}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -144,7 +155,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		return err
 	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != ""}, handlers.Deps{
-		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Log: log,
+		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Log: log,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -227,9 +238,9 @@ func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Ca
 }
 
 // connectNATS connects to --nats-url or starts the embedded server under the
-// data dir. The returned func drains the connection and stops the embedded
-// server; it is safe to call twice.
-func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.Conn, func(), error) {
+// data dir (returned too; nil with --nats-url). The returned func drains the
+// connection and stops the embedded server; it is safe to call twice.
+func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.Conn, *eventstore.Embedded, func(), error) {
 	if cfg.NATSURL != "" {
 		opts := []nats.Option{nats.Name("rezuscloud"), nats.MaxReconnects(-1)}
 		if cfg.NATSCreds != "" {
@@ -237,24 +248,24 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 		}
 		nc, err := nats.Connect(cfg.NATSURL, opts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to %s: %w", cfg.NATSURL, err)
+			return nil, nil, nil, fmt.Errorf("connecting to %s: %w", cfg.NATSURL, err)
 		}
 		log.Info("connected to external NATS", "url", nc.ConnectedUrlRedacted())
 		var once sync.Once
-		return nc, func() { once.Do(func() { drain(log, nc) }) }, nil
+		return nc, nil, func() { once.Do(func() { drain(log, nc) }) }, nil
 	}
 	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := emb.Connect("rezuscloud")
 	if err != nil {
 		emb.Shutdown(ctx)
-		return nil, nil, fmt.Errorf("connecting to embedded NATS: %w", err)
+		return nil, nil, nil, fmt.Errorf("connecting to embedded NATS: %w", err)
 	}
 	log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
 	var once sync.Once
-	return nc, func() {
+	return nc, emb, func() {
 		once.Do(func() {
 			drain(log, nc)
 			shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
