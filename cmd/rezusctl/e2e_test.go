@@ -343,6 +343,25 @@ mv "$1.new" "$1"
 		assert.Contains(t, r.stderr, "tenant/page-a deletion requested; waiting for finalizers e2e.test/hold")
 	})
 
+	t.Run("automation credentials", func(t *testing.T) {
+		tc := tc.with(t)
+		file := filepath.Join(t.TempDir(), "bot.creds")
+		out := tc.ok("automation-credentials", "create", "e2e-bot", "-o", file)
+		assert.Contains(t, out, "not shown again")
+		st, err := os.Stat(file)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+		creds, err := os.ReadFile(file)
+		require.NoError(t, err)
+		assert.Contains(t, string(creds), "BEGIN NATS USER JWT")
+		assert.Contains(t, string(creds), "BEGIN USER NKEY SEED")
+		list := tc.ok("automation-credentials", "list")
+		assert.Contains(t, list, "e2e-bot")
+		assert.NotContains(t, list, "SEED")
+		assert.Contains(t, tc.ok("automation-credentials", "delete", "e2e-bot"), "revoked")
+		assert.NotContains(t, tc.ok("automation-credentials", "list"), "e2e-bot")
+	})
+
 	t.Run("login whoami logout", func(t *testing.T) {
 		tc := tc.with(t)
 		tc.stdin = srv.adminPassword + "\n"

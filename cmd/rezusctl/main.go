@@ -149,6 +149,7 @@ func (r *rezusctl) app() *cli.App {
 			r.logoutCommand(),
 			r.whoamiCommand(),
 			r.configCommand(),
+			r.automationCommand(),
 			r.credentialCommand("kubeconfig", "the tenant's Kubernetes kubeconfig"),
 			r.credentialCommand("talosconfig", "the tenant's talosctl config"),
 			r.versionCommand(),
