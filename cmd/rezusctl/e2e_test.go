@@ -80,24 +80,7 @@ func startServer(t *testing.T) *e2eServer {
 	require.NoError(t, ln.Close())
 
 	s := &e2eServer{url: "http://" + addr, token: "e2e-admin-token-0123456789", adminPassword: e2eAdminPassword, log: &syncBuffer{}}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD="+e2eAdminPassword)
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", s.log.String())
-		}
-	})
+	exited := runServer(t, bin, s.log, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn")
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -116,6 +99,30 @@ func startServer(t *testing.T) *e2eServer {
 		require.True(t, time.Now().Before(deadline), "the server did not become ready:\n%s", s.log.String())
 		time.Sleep(50 * time.Millisecond) // polling a child process; there is nothing to wait on
 	}
+}
+
+// runServer starts the server binary with the e2e admin password, stops it with
+// SIGTERM when the test ends, and returns a channel that receives its exit.
+func runServer(t *testing.T, bin string, log *syncBuffer, args ...string) <-chan error {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD="+e2eAdminPassword)
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", log.String())
+		}
+	})
+	return exited
 }
 
 // api calls the server directly, standing in for another user.

@@ -6,9 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,24 +27,7 @@ func TestEndToEndTLS(t *testing.T) {
 	require.NoError(t, ln.Close())
 	dir := t.TempDir()
 	log := &syncBuffer{}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dir, "--tls-self-signed", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD="+e2eAdminPassword)
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", log.String())
-		}
-	})
+	exited := runServer(t, bin, log, "serve", "--listen", addr, "--data-dir", dir, "--tls-self-signed", "--log-level", "warn")
 
 	ca := filepath.Join(dir, "tls", "tls.crt")
 	url := "https://" + addr
