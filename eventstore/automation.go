@@ -88,8 +88,16 @@ func OpenAutomation(ctx context.Context, s *Store, e *Embedded, cfg AutomationCo
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", AutomationBucket, err)
 	}
-	if err := e.provisionEventMirror(ctx); err != nil {
-		return nil, err
+	// The mirror costs a JetStream write per event, so it exists only once
+	// credentials have been issued; made later, it copies the stream from the start.
+	keys, err := kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, fmt.Errorf("reading %s: %w", AutomationBucket, err)
+	}
+	if len(keys) > 0 {
+		if err := e.provisionEventMirror(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return &Automation{cfg: cfg, emb: e, kv: kv}, nil
 }
@@ -165,6 +173,9 @@ func automationPermissions() jwt.Permissions {
 func (a *Automation) Issue(ctx context.Context, name, creator string) (IssuedAutomationCredential, error) {
 	if causes := domain.ValidateName(name, "metadata.name"); causes != nil {
 		return IssuedAutomationCredential{}, domain.NewInvalid(AutomationCredentialKind, name, causes)
+	}
+	if err := a.emb.provisionEventMirror(ctx); err != nil {
+		return IssuedAutomationCredential{}, err
 	}
 	pub, token, seed, err := userJWT(a.emb.trust.automation, name, func(uc *jwt.UserClaims) {
 		uc.Permissions = automationPermissions()
