@@ -45,6 +45,8 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return &userHooks{a: a}
 	case domain.APITokenKind:
 		return &tokenHooks{a: a}
+	case domain.ConfigPatchKind:
+		return &configPatchHooks{a: a}
 	}
 	return noHooks{}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // Config tunes the API. The zero value is usable; each field documents its default.
@@ -111,6 +112,11 @@ type Deps struct {
 	// Automation issues NATS credentials for external automation; nil (an
 	// external NATS cluster) answers those routes with a BadRequest saying so.
 	Automation AutomationIssuer
+
+	// Talos renders machine configs and credentials from each tenant's PKI and
+	// checks ConfigPatches before they are stored; nil leaves the config,
+	// talosconfig and kubeconfig routes out.
+	Talos *talos.Service
 }
 
 // API serves the REST API.
@@ -133,6 +139,9 @@ type API struct {
 	// automation issues NATS credentials; nil on an external NATS.
 	automation AutomationIssuer
 
+	// talos renders configs and credentials; nil leaves their routes out.
+	talos *talos.Service
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -145,7 +154,7 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log}
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -187,6 +196,9 @@ func (a *API) routes() {
 	a.automationRoutes(g)
 	g.GET("/audit", a.auditTrail)
 	g.GET("/events", a.events)
+	if a.talos != nil {
+		a.talosRoutes(g)
+	}
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

@@ -65,6 +65,8 @@ func requiredPermission(method, route string) permission {
 		return permAuthenticated // own tokens, or admin for anyone: checked by the handler
 	case strings.HasSuffix(rest, "/kubeconfig"), strings.HasSuffix(rest, "/talosconfig"):
 		return permWrite // downloading cluster credentials
+	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):
+		return permWrite // rendered machine configs carry the tenant's keys
 	}
 	if read {
 		return permRead

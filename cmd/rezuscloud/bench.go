@@ -57,6 +57,9 @@ type benchEnv struct {
 	js    jetstream.JetStream
 	nc    *nats.Conn
 	pid   int
+	// created[prefix][client] is how many tenants that client created, so
+	// updates touch only tenants that exist.
+	created map[string][]int
 }
 
 func runBench(c *cli.Context) error {
@@ -326,6 +329,11 @@ func tenantJSON(name string, i int) string {
 }
 
 func (e *benchEnv) apiCreates(ctx context.Context, n int, d time.Duration, prefix string) (*result, error) {
+	counts := make([]int, n)
+	if e.created == nil {
+		e.created = map[string][]int{}
+	}
+	e.created[prefix] = counts
 	return closedLoop(ctx, n, d, func(c, i int) error {
 		code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON(fmt.Sprintf("%s-%d-%d", prefix, c, i), i))
 		if err != nil {
@@ -334,14 +342,20 @@ func (e *benchEnv) apiCreates(ctx context.Context, n int, d time.Duration, prefi
 		if code != http.StatusCreated {
 			return fmt.Errorf("create: %d %s", code, b)
 		}
+		counts[c] = i + 1 // written only by client c; read after closedLoop returns
 		return nil
 	})
 }
 
 // apiUpdates changes a label of the tenants each client created, round robin.
 func (e *benchEnv) apiUpdates(ctx context.Context, n int, d time.Duration, prefix string) (*result, error) {
+	counts := e.created[prefix]
 	return closedLoop(ctx, n, d, func(c, i int) error {
-		path := fmt.Sprintf("/api/v1/tenants/%s-%d-%d", prefix, c, i%20)
+		have := min(20, counts[c])
+		if have == 0 {
+			return fmt.Errorf("client %d created no tenants to update", c)
+		}
+		path := fmt.Sprintf("/api/v1/tenants/%s-%d-%d", prefix, c, i%have)
 		code, b, err := e.request(ctx, http.MethodPatch, path, "application/merge-patch+json", fmt.Sprintf(`{"metadata":{"labels":{"rev":"r%d"}}}`, i))
 		if err != nil {
 			return err

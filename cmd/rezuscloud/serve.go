@@ -23,6 +23,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 func serveCommand() *cli.Command {
@@ -81,7 +82,8 @@ func serveCommand() *cli.Command {
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
 				TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
 				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
-				SigningKey: os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
+				SigningKey:        os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
+				SecretsPassphrase: os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
 			})
 		},
 	}
@@ -92,7 +94,10 @@ type serveConfig struct {
 	// SigningKey overrides the generated session signing key (REZUSCLOUD_SESSION_SIGNING_KEY, >= 32 bytes).
 	SigningKey string
 	SessionTTL time.Duration
-	TLS        tlsFlags
+	// SecretsPassphrase seals secrets at rest (REZUSCLOUD_SECRETS_PASSPHRASE); when
+	// empty a key file under the data dir does.
+	SecretsPassphrase string
+	TLS               tlsFlags
 	// AuditRetention is how long audit records are kept.
 	AuditRetention time.Duration
 	Replicas       int
@@ -154,8 +159,21 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	plainSecrets, err := eventstore.OpenSecrets(ctx, store)
+	if err != nil {
+		return err
+	}
+	sealed, err := eventstore.OpenSealedSecrets(ctx, plainSecrets, eventstore.SealerConfig{
+		Passphrase: cfg.SecretsPassphrase,
+		KeyFile:    filepath.Join(cfg.DataDir, "secrets.key"),
+	})
+	if err != nil {
+		return fmt.Errorf("opening sealed secrets: %w", err)
+	}
+	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
+	talosSvc := talos.NewService(cache, pki)
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != ""}, handlers.Deps{
-		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Log: log,
+		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -170,6 +188,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return cache.Run(gctx) })
 	g.Go(func() error { return projector.Run(gctx) })
 	g.Go(func() error { return finalizer.Run(gctx) })
+	g.Go(func() error { return pki.Run(gctx) })
 	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
 	httpErr := make(chan error, 1)
 	go func() {

@@ -1,0 +1,283 @@
+package talos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// PKIKeyPrefix starts the secrets-bucket key of every tenant's bundle.
+const PKIKeyPrefix = "tenant-pki."
+
+// PKIKey is the secrets-bucket key of a tenant's bundle.
+func PKIKey(tenant string) string { return PKIKeyPrefix + tenant }
+
+// SecretStore keeps sealed secrets; eventstore.SealedSecrets is the one used.
+type SecretStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Create writes only when the key does not exist and reports whether it did.
+	Create(ctx context.Context, key string, value []byte) (bool, error)
+	Delete(ctx context.Context, key string) error
+	// Keys lists the keys starting with prefix (ending in a dot).
+	Keys(ctx context.Context, prefix string) ([]string, error)
+}
+
+// PKIConfig configures the PKI. Cache and Secrets are required.
+type PKIConfig struct {
+	Cache   *projections.Cache
+	Secrets SecretStore
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+	// Now is the clock bundles and client certificates are issued at; default time.Now.
+	Now func() time.Time
+	// Interval bounds how often a pass runs while events arrive; default 200ms.
+	Interval time.Duration
+}
+
+// PKI gives each tenant its one Talos secrets bundle (cluster, etcd,
+// Kubernetes and OS CAs, tokens, encryption keys), kept sealed in the secrets
+// bucket and never in an event. Every config and credential derives from it.
+type PKI struct {
+	cfg PKIConfig
+
+	mu sync.Mutex
+	// known are tenants whose bundle this replica has seen, so a pass only
+	// touches the bucket for new or deleted tenants.
+	known map[string]bool
+	swept bool
+}
+
+// NewPKI returns a PKI; Run keeps it in step with the tenants.
+func NewPKI(cfg PKIConfig) *PKI {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 200 * time.Millisecond
+	}
+	return &PKI{cfg: cfg, known: map[string]bool{}}
+}
+
+// Run makes a pass whenever the read model moves, until ctx ends: every tenant
+// gets a bundle as soon as it is created, and a bundle is removed once its
+// tenant no longer exists. The tenant finalizer removes a tenant only after its
+// objects are gone; when infrastructure teardown (tofu destroy) holds the
+// tenant by a finalizer, the bundle therefore outlives the infrastructure.
+func (p *PKI) Run(ctx context.Context) error {
+	var seen uint64
+	for {
+		if p.cfg.Cache.Ready() {
+			if seq := p.cfg.Cache.Seq(); seq != seen {
+				if err := p.Pass(ctx); err != nil && ctx.Err() == nil {
+					p.cfg.Log.Warn("pki pass", "err", err)
+				} else {
+					seen = seq
+				}
+			}
+		}
+		t := time.NewTimer(p.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass ensures every tenant has a bundle and removes the bundles of tenants
+// that are gone. It is safe to run twice and on several replicas at once.
+func (p *PKI) Pass(ctx context.Context) error {
+	tenants, err := p.tenants()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	p.mu.Lock()
+	sweep := !p.swept
+	for name := range p.known {
+		if _, ok := tenants[name]; !ok {
+			delete(p.known, name)
+			sweep = true
+		}
+	}
+	p.mu.Unlock()
+	for name, t := range tenants {
+		p.mu.Lock()
+		ok := p.known[name]
+		p.mu.Unlock()
+		if ok {
+			continue
+		}
+		if _, err := p.ensure(ctx, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.mu.Lock()
+		p.known[name] = true
+		p.mu.Unlock()
+	}
+	if sweep {
+		if err := p.sweep(ctx); err != nil {
+			errs = append(errs, err)
+		} else {
+			p.mu.Lock()
+			p.swept = true
+			p.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sweep deletes the bundles of tenants that do not exist.
+func (p *PKI) sweep(ctx context.Context) error {
+	keys, err := p.cfg.Secrets.Keys(ctx, PKIKeyPrefix)
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	// A tenant another replica just created may not be in this cache yet:
+	// catch up with the stream before deciding a tenant is gone.
+	if err := p.cfg.Cache.Sync(ctx); err != nil {
+		return fmt.Errorf("syncing before removing bundles: %w", err)
+	}
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, PKIKeyPrefix)
+		if _, ok := p.cfg.Cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: name}); ok {
+			continue
+		}
+		if err := p.cfg.Secrets.Delete(ctx, k); err != nil {
+			return fmt.Errorf("removing the pki of deleted tenant %s: %w", name, err)
+		}
+		p.cfg.Log.Info("removed pki of deleted tenant", "tenant", name)
+	}
+	return nil
+}
+
+func (p *PKI) tenants() (map[string]*domain.Tenant, error) {
+	res, err := p.cfg.Cache.List(domain.TenantKind.Kind, projections.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*domain.Tenant, len(res.Items))
+	for _, raw := range res.Items {
+		t := &domain.Tenant{}
+		if err := json.Unmarshal(raw, t); err != nil {
+			return nil, fmt.Errorf("decoding tenant: %w", err)
+		}
+		out[t.Metadata.Name] = t
+	}
+	return out, nil
+}
+
+// Bundle returns a tenant's secrets bundle, creating it when the tenant exists
+// and has none yet.
+func (p *PKI) Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error) {
+	raw, err := p.cfg.Secrets.Get(ctx, PKIKey(tenant))
+	if err == nil {
+		return p.decode(tenant, raw)
+	}
+	if !errors.Is(err, eventstore.ErrSecretNotFound) {
+		return nil, fmt.Errorf("loading the pki of tenant %s: %w", tenant, err)
+	}
+	t, err := getTyped[domain.Tenant](p.cfg.Cache, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	if err != nil {
+		return nil, err
+	}
+	return p.ensure(ctx, t)
+}
+
+// ensure loads or creates the tenant's bundle. Replicas racing here agree on
+// the one that was stored first.
+func (p *PKI) ensure(ctx context.Context, t *domain.Tenant) (*secrets.Bundle, error) {
+	key := PKIKey(t.Metadata.Name)
+	if raw, err := p.cfg.Secrets.Get(ctx, key); err == nil {
+		return p.decode(t.Metadata.Name, raw)
+	} else if !errors.Is(err, eventstore.ErrSecretNotFound) {
+		return nil, fmt.Errorf("loading the pki of tenant %s: %w", t.Metadata.Name, err)
+	}
+	b, err := NewBundle(t.Spec.TalosVersion, p.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("generating the pki of tenant %s: %w", t.Metadata.Name, err)
+	}
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	created, err := p.cfg.Secrets.Create(ctx, key, raw)
+	if err != nil {
+		return nil, fmt.Errorf("storing the pki of tenant %s: %w", t.Metadata.Name, err)
+	}
+	if !created {
+		if raw, err = p.cfg.Secrets.Get(ctx, key); err != nil {
+			return nil, fmt.Errorf("loading the pki of tenant %s: %w", t.Metadata.Name, err)
+		}
+		return p.decode(t.Metadata.Name, raw)
+	}
+	p.cfg.Log.Info("generated pki", "tenant", t.Metadata.Name, "talosVersion", t.Spec.TalosVersion)
+	b.Clock = clockFunc(p.cfg.Now)
+	return b, nil
+}
+
+func (p *PKI) decode(tenant string, raw []byte) (*secrets.Bundle, error) {
+	b, err := DecodeBundle(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the pki of tenant %s: %w", tenant, err)
+	}
+	b.Clock = clockFunc(p.cfg.Now)
+	return b, nil
+}
+
+// NewBundle generates a secrets bundle for a Talos version's contract, issued at now.
+func NewBundle(talosVersion string, now time.Time) (*secrets.Bundle, error) {
+	contract, err := config.ParseContractFromVersion(talosVersion)
+	if err != nil {
+		return nil, fmt.Errorf("talos version %q: %w", talosVersion, err)
+	}
+	return secrets.NewBundle(secrets.NewFixedClock(now), contract)
+}
+
+// DecodeBundle reads a bundle stored as JSON; its clock is the system clock.
+func DecodeBundle(raw []byte) (*secrets.Bundle, error) {
+	b := &secrets.Bundle{}
+	if err := json.Unmarshal(raw, b); err != nil {
+		return nil, err
+	}
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	b.Clock = secrets.NewClock()
+	return b, nil
+}
+
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+// getTyped reads one object from the cache into its typed view.
+func getTyped[T any](cache *projections.Cache, ref domain.Ref) (*T, error) {
+	raw, ok := cache.Get(ref)
+	if !ok {
+		name := ref.Name
+		return nil, domain.NewNotFound(ref.Kind, name)
+	}
+	v := new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("decoding %s %s: %w", strings.ToLower(ref.Kind), ref.Name, err)
+	}
+	return v, nil
+}
