@@ -27,6 +27,9 @@ func (a *API) readyz(c echo.Context) error {
 	if a.projector != nil && !a.projector.CaughtUp() {
 		problems = append(problems, fmt.Sprintf("projections catching up (at %d)", a.projector.Checkpoint()))
 	}
+	if a.identity != nil && !a.identity.Ready() {
+		problems = append(problems, "creating the first admin")
+	}
 	if len(problems) > 0 {
 		st := domain.StatusOf(&domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "not ready: " + fmt.Sprint(problems)})
 		return c.JSON(http.StatusServiceUnavailable, st)

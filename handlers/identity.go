@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -106,7 +107,17 @@ type IdentityService struct {
 
 	mu       sync.Mutex
 	lastUsed map[string]time.Time
+
+	// bootstrapPending is set while a first-admin bootstrap is expected and not
+	// done, so /readyz does not send clients to log in before there is anyone.
+	bootstrapPending atomic.Bool
 }
+
+// ExpectBootstrap marks the service not ready until Bootstrap has run.
+func (s *IdentityService) ExpectBootstrap() { s.bootstrapPending.Store(true) }
+
+// Ready reports whether an expected bootstrap has finished.
+func (s *IdentityService) Ready() bool { return !s.bootstrapPending.Load() }
 
 // NewIdentityService provisions the secrets and sessions buckets and loads (or
 // creates) the session signing key.
@@ -385,12 +396,16 @@ func (s *IdentityService) Logout(ctx context.Context, r *http.Request) error {
 // created the admin. It runs under a lease, so replicas starting together do
 // it once, and in an order that a crash at any point leaves it to be redone on
 // the next start: password hash, file, then the user.
-func (s *IdentityService) Bootstrap(ctx context.Context, password, passwordFile string) (bool, error) {
+func (s *IdentityService) Bootstrap(ctx context.Context, password, passwordFile string) (created bool, err error) {
 	leases, err := eventstore.OpenLeases(ctx, s.store, eventstore.LeaseTTL)
 	if err != nil {
 		return false, err
 	}
-	created := false
+	defer func() {
+		if err == nil {
+			s.bootstrapPending.Store(false)
+		}
+	}()
 	err = leases.Do(ctx, "bootstrap-admin", uuid.NewString(), func(outer context.Context) error {
 		if err := s.cache.Sync(outer); err != nil {
 			return err

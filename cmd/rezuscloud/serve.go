@@ -189,6 +189,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return projector.Run(gctx) })
 	g.Go(func() error { return finalizer.Run(gctx) })
 	g.Go(func() error { return pki.Run(gctx) })
+	identity.ExpectBootstrap()
 	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
 	httpErr := make(chan error, 1)
 	go func() {

@@ -302,6 +302,8 @@ func TestExternalNATS(t *testing.T) {
 	require.True(t, ns.ReadyForConnections(10*time.Second))
 	t.Cleanup(ns.Shutdown)
 
+	// Replicas share the sealed secrets, so they share the passphrase (each has its own data dir).
+	t.Setenv("REZUSCLOUD_SECRETS_PASSPHRASE", "a passphrase both replicas are given")
 	p := startServer(t, t.TempDir(), "--nats-url", ns.ClientURL())
 	code, obj := p.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"ext"}}`)
 	require.Equal(t, http.StatusCreated, code)
