@@ -154,6 +154,7 @@ func (r *rezusctl) app() *cli.App {
 			r.credentialCommand("talosconfig", "the tenant's talosctl config"),
 			r.versionCommand(),
 			r.completionCommand(),
+			r.bootCommand(),
 		},
 	}
 	for _, c := range app.Commands {

@@ -1,0 +1,98 @@
+package emulator
+
+import (
+	"context"
+
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+const svc = "/machine.MachineService/"
+
+// maintenanceMethods are all a node without a config answers, as Talos's
+// maintenance service does.
+var maintenanceMethods = map[string]bool{
+	svc + "Version":            true,
+	svc + "ApplyConfiguration": true,
+}
+
+var (
+	readers   = role.MakeSet(role.Admin, role.Operator, role.Reader)
+	operators = role.MakeSet(role.Admin, role.Operator)
+	admins    = role.MakeSet(role.Admin)
+)
+
+// methodRoles are the roles allowed to call each method, following Talos's
+// apid rules; a method not listed is admin-only.
+var methodRoles = map[string]role.Set{
+	svc + "Version":                     readers,
+	svc + "ServiceList":                 readers,
+	svc + "EtcdMemberList":              readers,
+	svc + "Dmesg":                       readers,
+	svc + "Logs":                        readers,
+	svc + "Reboot":                      operators,
+	svc + "Upgrade":                     admins,
+	svc + "Reset":                       admins,
+	svc + "ApplyConfiguration":          admins,
+	svc + "Bootstrap":                   admins,
+	svc + "Kubeconfig":                  admins,
+	"/machine.LifecycleService/Upgrade": admins,
+}
+
+// RolesAllowed reports which roles may call a method (its full gRPC name);
+// unknown methods need os:admin.
+func RolesAllowed(fullMethod string) role.Set {
+	if s, ok := methodRoles[fullMethod]; ok {
+		return s
+	}
+	return admins
+}
+
+// admit runs before every call: the hang fault, the maintenance allow-list,
+// then the caller's roles from its verified client certificate.
+func (m *machineServer) admit(ctx context.Context, method string) error {
+	m.n.mu.Lock()
+	hang := m.n.st.Faults.Hang
+	m.n.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if m.maintenance {
+		if !maintenanceMethods[method] {
+			return status.Errorf(codes.Unimplemented, "%s is not available in maintenance mode", method)
+		}
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return status.Error(codes.Unauthenticated, "no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return status.Error(codes.Unauthenticated, "a client certificate signed by the OS CA is required")
+	}
+	roles, _ := role.Parse(ti.State.VerifiedChains[0][0].Subject.Organization)
+	if !roles.IncludesAny(RolesAllowed(method)) {
+		return status.Errorf(codes.PermissionDenied, "roles %v may not call %s", roles.Strings(), method)
+	}
+	return nil
+}
+
+func (m *machineServer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := m.admit(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (m *machineServer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := m.admit(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}

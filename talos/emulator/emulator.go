@@ -1,0 +1,468 @@
+package emulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/siderolabs/crypto/x509"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// kindNode names emulated nodes in errors.
+const kindNode = "EmulatedNode"
+
+// Emulator owns emulated nodes: their addresses, the etcd membership their
+// control planes share, their faults and their persisted state.
+type Emulator struct {
+	cfg   Config
+	ready chan struct{}
+
+	// osCAs maps a cluster id to its OS CA with key, learnt from control-plane
+	// configs; a sync.Map so nodes read it under their own lock.
+	osCAs sync.Map
+
+	mu       sync.Mutex
+	nodes    map[string]*node
+	loopback bool
+	running  bool
+}
+
+// New checks cfg and returns an emulator; Run starts it.
+func New(cfg Config) (*Emulator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("emulator config: %w", err)
+	}
+	return &Emulator{cfg: cfg.withDefaults(), ready: make(chan struct{}), nodes: map[string]*node{}}, nil
+}
+
+// osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
+func (e *Emulator) osCA(clusterID string) *x509.PEMEncodedCertificateAndKey {
+	v, ok := e.osCAs.Load(clusterID)
+	if !ok {
+		return nil
+	}
+	return v.(*x509.PEMEncodedCertificateAndKey)
+}
+
+// Ready is closed once Run has restored the persisted nodes and Create works.
+func (e *Emulator) Ready() <-chan struct{} { return e.ready }
+
+// Loopback reports whether nodes get their own loopback IPs (else a port each).
+func (e *Emulator) Loopback() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.loopback
+}
+
+// Run restores the nodes persisted in Config.StateDir, serves until ctx
+// ends, then stops every node (their state stays on disk).
+func (e *Emulator) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return errors.New("emulator is already running")
+	}
+	e.running = true
+	e.loopback = e.chooseLoopback()
+	e.mu.Unlock()
+	if err := e.restore(); err != nil {
+		return err
+	}
+	close(e.ready)
+	<-ctx.Done()
+	e.mu.Lock()
+	nodes := make([]*node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		nodes = append(nodes, n)
+	}
+	e.mu.Unlock()
+	for _, n := range nodes {
+		n.shutdown(false)
+	}
+	return nil
+}
+
+// chooseLoopback decides the addressing mode: loopback IPs if asked for or,
+// in auto mode, if a second loopback IP can be bound here.
+func (e *Emulator) chooseLoopback() bool {
+	switch e.cfg.Addressing {
+	case AddressingLoopback:
+		return true
+	case AddressingPorts:
+		return false
+	}
+	l, err := net.Listen("tcp", "127.0.1.254:0")
+	if err != nil {
+		e.cfg.Logf("loopback addressing unavailable (%v); using a port per node", err)
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// listen binds a new node's address: the first free 127.0.N.M:Port in
+// loopback mode (skipping addresses another process holds), else a fresh
+// port on Config.Host. Caller holds e.mu.
+func (e *Emulator) listen() (net.Listener, error) {
+	if !e.loopback {
+		return net.Listen("tcp", net.JoinHostPort(e.cfg.Host, "0"))
+	}
+	used := map[string]bool{}
+	for _, n := range e.nodes {
+		used[n.st.Address] = true
+	}
+	var lastErr error
+	for i := 0; i < 255*254; i++ {
+		ip := net.IPv4(127, 0, byte(1+i/254), byte(1+i%254))
+		addr := net.JoinHostPort(ip.String(), strconv.Itoa(e.cfg.Port))
+		if used[addr] {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			return l, nil
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("no free loopback address: %w", lastErr)
+}
+
+// Create boots a node, in maintenance mode unless spec.UserData holds a config.
+func (e *Emulator) Create(ctx context.Context, spec NodeSpec) (NodeStatus, error) {
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return NodeStatus{}, ctx.Err()
+	}
+	if causes := domain.ValidateName(spec.Name, "name"); causes != nil {
+		return NodeStatus{}, domain.NewInvalid(kindNode, spec.Name, causes)
+	}
+	var n *node
+	e.mu.Lock()
+	if _, ok := e.nodes[spec.Name]; ok {
+		e.mu.Unlock()
+		return NodeStatus{}, domain.NewAlreadyExists(kindNode, spec.Name)
+	}
+	n = &node{em: e, st: NodeStatus{Name: spec.Name, Cluster: spec.Cluster, Version: e.cfg.TalosVersion}}
+	if len(spec.UserData) > 0 {
+		cfg, err := loadConfig(spec.UserData)
+		if err != nil {
+			e.mu.Unlock()
+			return NodeStatus{}, domain.NewInvalid(kindNode, spec.Name, []domain.Cause{{Field: "userData", Type: domain.CauseInvalid, Message: err.Error()}})
+		}
+		n.setConfigLocked(spec.UserData, cfg)
+	}
+	lis, err := e.listen()
+	if err != nil {
+		e.mu.Unlock()
+		return NodeStatus{}, fmt.Errorf("creating node %s: %w", spec.Name, err)
+	}
+	e.nodes[spec.Name] = n
+	n.mu.Lock()
+	n.gen++
+	n.bindLocked(lis)
+	err = n.startLocked()
+	n.mu.Unlock()
+	e.mu.Unlock()
+	if err != nil {
+		return NodeStatus{}, fmt.Errorf("creating node %s: %w", spec.Name, err)
+	}
+	e.persist(n)
+	return n.status(), nil
+}
+
+// bootOnlyPhaseLocked sets the phase of a node whose server was just started
+// by Create or restore, and schedules services.
+func (n *node) bootOnlyPhaseLocked() {
+	gen := n.gen
+	if n.cfg == nil {
+		n.st.Phase = PhaseMaintenance
+		n.logf("booted into maintenance mode, talos %s", n.st.Version)
+		return
+	}
+	n.st.Phase = PhaseBooting
+	n.logf("booted talos %s, starting services", n.st.Version)
+	n.em.cfg.AfterFunc(n.em.cfg.ServiceStartDelay, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.gen == gen && n.st.Phase == PhaseBooting {
+			n.st.Phase = PhaseRunning
+			n.logf("services running")
+		}
+	})
+}
+
+// List returns every node, sorted by name.
+func (e *Emulator) List() []NodeStatus {
+	e.mu.Lock()
+	nodes := make([]*node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		nodes = append(nodes, n)
+	}
+	e.mu.Unlock()
+	out := make([]NodeStatus, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.status())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Get returns one node.
+func (e *Emulator) Get(name string) (NodeStatus, error) {
+	n, err := e.node(name)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	return n.status(), nil
+}
+
+func (e *Emulator) node(name string) (*node, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, ok := e.nodes[name]
+	if !ok {
+		return nil, domain.NewNotFound(kindNode, name)
+	}
+	return n, nil
+}
+
+// Delete stops a node and forgets it (and its persisted state).
+func (e *Emulator) Delete(name string) error {
+	e.mu.Lock()
+	n, ok := e.nodes[name]
+	if ok {
+		delete(e.nodes, name)
+	}
+	e.mu.Unlock()
+	if !ok {
+		return domain.NewNotFound(kindNode, name)
+	}
+	n.shutdown(true)
+	if e.cfg.StateDir != "" {
+		dir := filepath.Join(e.cfg.StateDir, "nodes")
+		for _, f := range []string{name + ".json", name + ".config.yaml"} {
+			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("deleting node %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// InjectFault replaces a node's faults with f; the zero Faults heals it.
+func (e *Emulator) InjectFault(name string, f Faults) (NodeStatus, error) {
+	n, err := e.node(name)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	n.setFaults(f)
+	return n.status(), nil
+}
+
+// controlPlanesLocked returns the configured control planes of a cluster. Caller holds e.mu.
+func (e *Emulator) controlPlanesLocked(clusterID string) []*node {
+	var out []*node
+	for _, n := range e.nodes {
+		n.mu.Lock()
+		if clusterID != "" && n.st.ClusterID == clusterID && n.st.Role == "controlplane" {
+			out = append(out, n)
+		}
+		n.mu.Unlock()
+	}
+	return out
+}
+
+// bootstrapped reports whether etcd was bootstrapped in the cluster.
+func (e *Emulator) bootstrapped(clusterID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, n := range e.controlPlanesLocked(clusterID) {
+		n.mu.Lock()
+		b := n.st.Bootstrapped
+		n.mu.Unlock()
+		if b {
+			return true
+		}
+	}
+	return false
+}
+
+// bootstrap marks n as the node etcd was bootstrapped on, once per cluster.
+func (e *Emulator) bootstrap(n *node) error {
+	e.mu.Lock()
+	n.mu.Lock()
+	st := n.st
+	n.mu.Unlock()
+	if st.Role != "controlplane" {
+		e.mu.Unlock()
+		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on a control plane")
+	}
+	if st.Phase != PhaseRunning && st.Phase != PhaseBooting {
+		e.mu.Unlock()
+		return status.Errorf(codes.Unavailable, "node is %s", st.Phase)
+	}
+	for _, cp := range e.controlPlanesLocked(st.ClusterID) {
+		cp.mu.Lock()
+		b := cp.st.Bootstrapped
+		cp.mu.Unlock()
+		if b {
+			e.mu.Unlock()
+			return status.Errorf(codes.AlreadyExists, "etcd is already bootstrapped (on %s)", cp.st.Name)
+		}
+	}
+	n.mu.Lock()
+	n.st.Bootstrapped = true
+	n.logf("etcd bootstrapped")
+	n.mu.Unlock()
+	e.mu.Unlock()
+	e.persist(n)
+	return nil
+}
+
+// member is one etcd member as the emulator knows it.
+type member struct{ Name, Address string }
+
+// etcdMembers lists the cluster's control planes if etcd was bootstrapped.
+func (e *Emulator) etcdMembers(clusterID string) ([]member, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var (
+		out []member
+		ok  bool
+	)
+	for _, n := range e.controlPlanesLocked(clusterID) {
+		n.mu.Lock()
+		ok = ok || n.st.Bootstrapped
+		out = append(out, member{Name: n.st.Name, Address: n.st.Address})
+		n.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, ok
+}
+
+// persisted is a node's JSON file in the state dir (its applied config sits
+// beside it in <name>.config.yaml, mode 0600: it holds the cluster's keys).
+type persisted struct {
+	NodeStatus
+}
+
+// persist writes n's status and config; errors are logged, not returned,
+// because the node keeps running either way.
+func (e *Emulator) persist(n *node) {
+	if e.cfg.StateDir == "" {
+		return
+	}
+	n.mu.Lock()
+	if n.deleted {
+		n.mu.Unlock()
+		return
+	}
+	st, cfg := n.st, n.cfgBytes
+	n.mu.Unlock()
+	dir := filepath.Join(e.cfg.StateDir, "nodes")
+	if err := writeFiles(dir, st, cfg); err != nil {
+		e.cfg.Logf("persisting node %s: %v", st.Name, err)
+	}
+}
+
+var persistMu sync.Mutex // orders concurrent writes of the same files
+
+func writeFiles(dir string, st NodeStatus, cfg []byte) error {
+	persistMu.Lock()
+	defer persistMu.Unlock()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(persisted{st}, "", "  ")
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(dir, st.Name+".config.yaml")
+	if len(cfg) == 0 {
+		if err := os.Remove(cfgPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	} else if err := writeAtomic(cfgPath, cfg); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, st.Name+".json"), b)
+}
+
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// restore brings back the nodes of the state dir at their addresses. A node
+// caught mid-reboot comes back booted; one whose address is taken is kept in
+// PhaseFailed with the reason.
+func (e *Emulator) restore() error {
+	if e.cfg.StateDir == "" {
+		return nil
+	}
+	dir := filepath.Join(e.cfg.StateDir, "nodes")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading emulator state: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ent := range entries {
+		if !strings.HasSuffix(ent.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			return fmt.Errorf("reading emulator state: %w", err)
+		}
+		var p persisted
+		if err := json.Unmarshal(b, &p); err != nil {
+			return fmt.Errorf("reading %s: %w", ent.Name(), err)
+		}
+		n := &node{em: e, st: p.NodeStatus}
+		n.st.Error = ""
+		if cfgBytes, err := os.ReadFile(filepath.Join(dir, p.Name+".config.yaml")); err == nil {
+			cfg, err := loadConfig(cfgBytes)
+			if err != nil {
+				return fmt.Errorf("loading the config of node %s: %w", p.Name, err)
+			}
+			n.setConfigLocked(cfgBytes, cfg)
+		} else {
+			n.st.Role, n.st.ClusterID, n.st.Bootstrapped = "", "", false
+		}
+		e.nodes[p.Name] = n
+		n.mu.Lock()
+		n.gen++
+		switch {
+		case n.st.Faults.Unreachable:
+			n.st.Phase = PhaseUnreachable
+			if lis, err := net.Listen("tcp", n.st.Address); err == nil {
+				n.bindLocked(lis)
+			}
+		case n.startLocked() == nil:
+		default:
+			e.cfg.Logf("restoring node %s: %s", p.Name, n.st.Error)
+		}
+		n.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package emulator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// fastConfig keeps boot stages to milliseconds.
+func fastConfig(dir string) Config {
+	return Config{
+		StateDir:          dir,
+		InstallDelay:      20 * time.Millisecond,
+		RebootDelay:       20 * time.Millisecond,
+		UpgradeDelay:      10 * time.Millisecond,
+		ServiceStartDelay: 10 * time.Millisecond,
+	}
+}
+
+// startEmulator runs an emulator until the test ends; stop ends it early.
+func startEmulator(t *testing.T, cfg Config) (em *Emulator, stop func()) {
+	t.Helper()
+	em, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- em.Run(ctx) }()
+	select {
+	case <-em.Ready():
+	case err := <-done:
+		t.Fatalf("emulator ended: %v", err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(stop)
+	return em, stop
+}
+
+// testCluster is one tenant's PKI and the configs and talosconfigs made from it.
+type testCluster struct {
+	controlPlane, worker []byte
+	admin, reader        *clientconfig.Config
+}
+
+func newTestCluster(t testing.TB, name string) testCluster {
+	t.Helper()
+	bundle, err := secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent)
+	require.NoError(t, err)
+	input := func(roles role.Set) *generate.Input {
+		in, err := generate.NewInput(name, "https://10.5.0.1:6443", constants.DefaultKubernetesVersion,
+			generate.WithSecretsBundle(bundle), generate.WithRoles(roles))
+		require.NoError(t, err)
+		return in
+	}
+	admin := input(role.MakeSet(role.Admin))
+	render := func(typ machine.Type) []byte {
+		cfg, err := admin.Config(typ)
+		require.NoError(t, err)
+		b, err := cfg.Bytes()
+		require.NoError(t, err)
+		return b
+	}
+	tc, err := admin.Talosconfig()
+	require.NoError(t, err)
+	rc, err := input(role.MakeSet(role.Reader)).Talosconfig()
+	require.NoError(t, err)
+	return testCluster{controlPlane: render(machine.TypeControlPlane), worker: render(machine.TypeWorker), admin: tc, reader: rc}
+}
+
+// connect opens a machinery client to one node with a talosconfig (mTLS).
+func connect(t *testing.T, tc *clientconfig.Config, addr string) *client.Client {
+	t.Helper()
+	c, err := client.New(context.Background(), client.WithConfig(tc), client.WithEndpoints(addr))
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connectInsecure opens a client the way `talosctl --insecure` does, for maintenance mode.
+func connectInsecure(t *testing.T, addr string) *client.Client {
+	t.Helper()
+	c, err := client.New(context.Background(), client.WithEndpoints(addr),
+		client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // maintenance mode has no PKI yet.
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls f until it succeeds or the deadline passes.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after 15s: %v", what, err)
+		}
+		<-tick.C
+	}
+}
+
+// callCtx bounds one call so an unreachable node fails fast.
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// versionIs succeeds once the node answers Version with want.
+func versionIs(t *testing.T, c *client.Client, want string) func() error {
+	return func() error {
+		resp, err := c.Version(callCtx(t))
+		if err != nil {
+			return err
+		}
+		if got := resp.GetMessages()[0].GetVersion().GetTag(); got != want {
+			return errors.New("version " + got)
+		}
+		return nil
+	}
+}
+
+// phaseIs succeeds once the emulator reports the node in phase p.
+func phaseIs(em *Emulator, name string, p Phase) func() error {
+	return func() error {
+		st, err := em.Get(name)
+		if err != nil {
+			return err
+		}
+		if st.Phase != p {
+			return errors.New("phase " + string(st.Phase))
+		}
+		return nil
+	}
+}
+
+func requireCode(t *testing.T, want codes.Code, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, want, status.Code(err), "error: %v", err)
+}

@@ -1,0 +1,95 @@
+package emulator
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// Handler serves the emulator over HTTP, for the `emulated` provider and for
+// people poking at it with curl. Bodies are JSON; errors are Kubernetes-style
+// Status objects (domain.StatusOf).
+//
+//	GET    /v1/nodes                list nodes             200 {"items":[NodeStatus…]}
+//	POST   /v1/nodes                create a node          201 NodeStatus
+//	                                body NodeSpec: {"name":"cp-1","cluster":"demo","userData":"<base64 machine config>"}
+//	                                (no userData: the node boots into maintenance mode)
+//	GET    /v1/nodes/{name}         one node               200 NodeStatus
+//	DELETE /v1/nodes/{name}         stop and forget a node 204
+//	PUT    /v1/nodes/{name}/faults  replace its faults     200 NodeStatus
+//	                                body Faults: {"failNextUpgrade":true,"hang":false,"unreachable":false,"unhealthy":false}
+//	                                ({} heals the node)
+func (e *Emulator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"items": e.List()})
+	})
+	mux.HandleFunc("POST /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
+		var spec NodeSpec
+		if err := decode(r, &spec); err != nil {
+			writeError(w, err)
+			return
+		}
+		st, err := e.Create(r.Context(), spec)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, st)
+	})
+	mux.HandleFunc("GET /v1/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := e.Get(r.PathValue("name"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("DELETE /v1/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.Delete(r.PathValue("name")); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /v1/nodes/{name}/faults", func(w http.ResponseWriter, r *http.Request) {
+		var f Faults
+		if err := decode(r, &f); err != nil {
+			writeError(w, err)
+			return
+		}
+		st, err := e.InjectFault(r.PathValue("name"), f)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	return mux
+}
+
+// maxBody bounds a request: a machine config is tens of KiB.
+const maxBody = 4 << 20
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return domain.NewBadRequest("decoding the request body: " + err.Error())
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v) //nolint:errcheck // the client went away.
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	s := domain.StatusOf(err)
+	writeJSON(w, s.Code, s)
+}

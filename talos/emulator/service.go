@@ -1,0 +1,300 @@
+package emulator
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// machineServer is one boot's MachineService: maintenance is fixed when the
+// server starts, so a call is judged by the TLS it arrived over, not by a
+// phase that may have moved on.
+type machineServer struct {
+	machine.UnimplementedMachineServiceServer
+
+	n           *node
+	maintenance bool
+}
+
+func (m *machineServer) meta() *common.Metadata {
+	return &common.Metadata{Hostname: m.n.st.Name}
+}
+
+// Version reports the node's Talos version.
+func (m *machineServer) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
+	m.n.mu.Lock()
+	defer m.n.mu.Unlock()
+	return &machine.VersionResponse{Messages: []*machine.Version{{
+		Metadata: m.meta(),
+		Version: &machine.VersionInfo{
+			Tag: m.n.st.Version, Sha: "emulated", GoVersion: runtime.Version(),
+			Os: "linux", Arch: "amd64",
+		},
+		Platform: &machine.PlatformInfo{Name: "emulated", Mode: "metal"},
+	}}}, nil
+}
+
+// ApplyConfiguration installs a config in maintenance mode (then the node
+// "installs" and reboots into mTLS), or replaces the config of a configured
+// node (rebooting when asked to).
+func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	cfg, err := loadConfig(req.GetData())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "invalid machine config: %v", err)
+	}
+	resp := &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
+		Metadata: m.meta(), Mode: machine.ApplyConfigurationRequest_REBOOT,
+	}}}
+	if req.GetDryRun() {
+		resp.Messages[0].ModeDetails = "dry run: the config is valid"
+		return resp, nil
+	}
+	n := m.n
+	if m.maintenance {
+		resp.Messages[0].ModeDetails = "applied configuration; installing and rebooting"
+		go n.transition(PhaseInstalling, n.em.cfg.InstallDelay, func() {
+			n.setConfigLocked(req.GetData(), cfg)
+			n.logf("installed talos %s", n.st.Version)
+		})
+		return resp, nil
+	}
+	if req.GetMode() == machine.ApplyConfigurationRequest_REBOOT {
+		resp.Messages[0].ModeDetails = "applied configuration; rebooting"
+		go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() { n.setConfigLocked(req.GetData(), cfg) })
+		return resp, nil
+	}
+	n.mu.Lock()
+	n.setConfigLocked(req.GetData(), cfg)
+	n.logf("configuration applied without reboot")
+	n.mu.Unlock()
+	n.em.persist(n)
+	resp.Messages[0].Mode = req.GetMode()
+	resp.Messages[0].ModeDetails = "applied configuration without a reboot"
+	return resp, nil
+}
+
+// serviceIDs are the services of a node of each role, as `talosctl services` lists them.
+func serviceIDs(controlPlane bool) []string {
+	if controlPlane {
+		return []string{"apid", "containerd", "cri", "etcd", "kubelet", "machined", "syslogd", "trustd", "udevd"}
+	}
+	return []string{"apid", "containerd", "cri", "kubelet", "machined", "syslogd", "udevd"}
+}
+
+// ServiceList reports each service's state and health: starting while the
+// node boots, etcd waiting for bootstrap, unhealthy under the fault.
+func (m *machineServer) ServiceList(ctx context.Context, _ *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	n := m.n
+	n.mu.Lock()
+	st := n.st
+	n.mu.Unlock()
+	bootstrapped := n.em.bootstrapped(st.ClusterID)
+	now := timestamppb.Now()
+	var list []*machine.ServiceInfo
+	for _, id := range serviceIDs(st.Role == "controlplane") {
+		info := &machine.ServiceInfo{Id: id, State: "Running", Health: &machine.ServiceHealth{Healthy: true, LastChange: now}}
+		switch {
+		case st.Phase == PhaseBooting:
+			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true, LastMessage: "starting"}
+		case id == "etcd" && !bootstrapped:
+			info.State, info.Health = "Preparing", &machine.ServiceHealth{Unknown: true, LastMessage: "waiting for bootstrap"}
+		case st.Faults.Unhealthy:
+			info.Health = &machine.ServiceHealth{Healthy: false, LastMessage: "emulated fault: unhealthy", LastChange: now}
+		}
+		list = append(list, info)
+	}
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: m.meta(), Services: list}}}, nil
+}
+
+// Bootstrap starts etcd on one control plane of a cluster, once.
+func (m *machineServer) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	if err := m.n.em.bootstrap(m.n); err != nil {
+		return nil, err
+	}
+	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: m.meta()}}}, nil
+}
+
+// memberID is a stable etcd member id for a node name.
+func memberID(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// EtcdMemberList lists the control planes of the node's cluster once etcd
+// is bootstrapped.
+func (m *machineServer) EtcdMemberList(context.Context, *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+	st := m.n.status()
+	if st.Role != "controlplane" {
+		return nil, status.Error(codes.FailedPrecondition, "etcd does not run on a worker")
+	}
+	members, ok := m.n.em.etcdMembers(st.ClusterID)
+	if !ok {
+		return nil, status.Error(codes.FailedPrecondition, "etcd is not bootstrapped")
+	}
+	var out []*machine.EtcdMember
+	for _, mb := range members {
+		host, _, _ := net.SplitHostPort(mb.Address)
+		out = append(out, &machine.EtcdMember{
+			Id: memberID(mb.Name), Hostname: mb.Name,
+			PeerUrls:   []string{"https://" + net.JoinHostPort(host, "2380")},
+			ClientUrls: []string{"https://" + net.JoinHostPort(host, "2379")},
+		})
+	}
+	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Metadata: m.meta(), Members: out}}}, nil
+}
+
+// versionFromImage takes the tag of an installer image reference
+// ("ghcr.io/siderolabs/installer:v1.13.1", with or without a digest).
+func versionFromImage(image string) (string, bool) {
+	ref, _, _ := strings.Cut(image, "@")
+	slash := strings.LastIndex(ref, "/")
+	colon := strings.LastIndex(ref, ":")
+	if colon <= slash || colon == len(ref)-1 {
+		return "", false
+	}
+	return ref[colon+1:], true
+}
+
+// Upgrade acknowledges, then reboots into the image's version after
+// UpgradeDelay + RebootDelay, unless the fail-next-upgrade fault is set.
+func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	version, ok := versionFromImage(req.GetImage())
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "image %q has no tag to upgrade to", req.GetImage())
+	}
+	n := m.n
+	n.mu.Lock()
+	if n.st.Faults.FailNextUpgrade {
+		n.st.Faults.FailNextUpgrade = false
+		n.logf("upgrade to %s failed: emulated fault", version)
+		n.mu.Unlock()
+		n.em.persist(n)
+		return nil, status.Errorf(codes.Internal, "upgrade to %s failed: emulated fault", version)
+	}
+	if n.st.Phase != PhaseRunning {
+		n.mu.Unlock()
+		return nil, status.Errorf(codes.Unavailable, "node is %s, not running", n.st.Phase)
+	}
+	n.logf("upgrade to %s requested", version)
+	n.mu.Unlock()
+	go n.transition(PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
+		n.st.Version, n.st.Staged = version, ""
+		n.logf("upgraded to %s", version)
+	})
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
+		Metadata: m.meta(), Ack: "Upgrade request received", ActorId: "emulated",
+	}}}, nil
+}
+
+// Reboot takes the node down for RebootDelay.
+func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	n := m.n
+	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
+		if n.st.Staged != "" {
+			n.st.Version, n.st.Staged = n.st.Staged, ""
+			n.logf("booting the staged %s", n.st.Version)
+		}
+	})
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
+}
+
+// Reset wipes the config and reboots into maintenance mode.
+func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.ResetResponse, error) {
+	n := m.n
+	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
+		n.cfg, n.cfgBytes = nil, nil
+		n.st.Role, n.st.ClusterID, n.st.Bootstrapped = "", "", false
+		n.logf("reset: config wiped")
+	})
+	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
+}
+
+// streamLines sends lines, then blocks until the client goes if follow is set.
+func streamLines(srv grpc.ServerStreamingServer[common.Data], meta *common.Metadata, lines []string, follow bool) error {
+	for _, l := range lines {
+		if err := srv.Send(&common.Data{Metadata: meta, Bytes: []byte(l + "\n")}); err != nil {
+			return err
+		}
+	}
+	if follow {
+		<-srv.Context().Done()
+	}
+	return nil
+}
+
+// Dmesg streams the node's journal of emulated kernel and boot messages.
+func (m *machineServer) Dmesg(req *machine.DmesgRequest, srv grpc.ServerStreamingServer[common.Data]) error {
+	m.n.mu.Lock()
+	lines := append([]string(nil), m.n.journal...)
+	meta := m.meta()
+	m.n.mu.Unlock()
+	return streamLines(srv, meta, lines, req.GetFollow())
+}
+
+// Logs streams a service's log.
+func (m *machineServer) Logs(req *machine.LogsRequest, srv grpc.ServerStreamingServer[common.Data]) error {
+	st := m.n.status()
+	found := false
+	for _, id := range serviceIDs(st.Role == "controlplane") {
+		found = found || id == req.GetId()
+	}
+	if !found {
+		return status.Errorf(codes.NotFound, "service %q not found", req.GetId())
+	}
+	lines := []string{
+		fmt.Sprintf("%s %s: starting", m.n.em.cfg.Now().UTC().Format(time.RFC3339), req.GetId()),
+		fmt.Sprintf("%s %s: running on talos %s", m.n.em.cfg.Now().UTC().Format(time.RFC3339), req.GetId(), st.Version),
+	}
+	return streamLines(srv, m.meta(), lines, req.GetFollow())
+}
+
+// Kubeconfig streams a .tar.gz holding an admin kubeconfig, once etcd is
+// bootstrapped (as Talos, which needs the API server for it).
+func (m *machineServer) Kubeconfig(_ *emptypb.Empty, srv grpc.ServerStreamingServer[common.Data]) error {
+	n := m.n
+	n.mu.Lock()
+	cfg, st := n.cfg, n.st
+	n.mu.Unlock()
+	if st.Role != "controlplane" || cfg == nil {
+		return status.Error(codes.FailedPrecondition, "kubeconfig is served by control planes only")
+	}
+	if !n.em.bootstrapped(st.ClusterID) {
+		return status.Error(codes.FailedPrecondition, "the cluster is not bootstrapped")
+	}
+	kc, err := adminKubeconfig(cfg)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: "kubeconfig", Mode: 0o600, Size: int64(len(kc)), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(kc); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := gz.Close(); err != nil {
+		return err
+	}
+	return srv.Send(&common.Data{Metadata: m.meta(), Bytes: buf.Bytes()})
+}
