@@ -18,9 +18,11 @@ import (
 const (
 	CredentialKubeconfig  = "Kubeconfig"
 	CredentialTalosconfig = "Talosconfig"
+	// CredentialMachineConfig is a rendered machine config: it holds the tenant's keys.
+	CredentialMachineConfig = "MachineConfig"
 )
 
-var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig}
+var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig}
 
 // credentialKind returns the credential kind named by s (any case), or "".
 func credentialKind(s string) string {

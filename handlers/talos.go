@@ -65,6 +65,7 @@ func (a *API) machineConfig(c echo.Context) error {
 	if err != nil {
 		return a.writeError(c, err)
 	}
+	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
 	body, err := a.talos.MachineConfig(c.Request().Context(), tenant, name, pendingOf(c))
 	return a.answerConfig(c, body, err)
 }
@@ -75,6 +76,7 @@ func (a *API) nodeGroupConfig(c echo.Context) error {
 	if err != nil {
 		return a.writeError(c, err)
 	}
+	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
 	body, err := a.talos.NodeGroupConfig(c.Request().Context(), tenant, name, pendingOf(c))
 	return a.answerConfig(c, body, err)
 }

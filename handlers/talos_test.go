@@ -174,6 +174,19 @@ func TestTalosConfigsAndCredentials(t *testing.T) {
 		return len(kinds) == 3
 	})
 	require.ElementsMatch(t, []string{handlers.CredentialKubeconfig, handlers.CredentialTalosconfig, handlers.CredentialKubeconfig}, kinds)
+
+	// Rendered configs hold the tenant's keys: their downloads are audited too.
+	eventually(t, 10*time.Second, func() bool {
+		recs, _, err := s.audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000})
+		require.NoError(t, err)
+		n := 0
+		for _, rec := range recs {
+			if rec.Kind == handlers.CredentialMachineConfig && rec.Tenant == "acme" {
+				n++
+			}
+		}
+		return n >= 4 // cp and w1 configs, the workers template, and the refused ones
+	})
 }
 
 func TestConfigPatchesAtTheAPI(t *testing.T) {
