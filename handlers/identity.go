@@ -63,9 +63,20 @@ type IdentityConfig struct {
 	LoginWindow   time.Duration
 	// TokenUseInterval is how often a token's lastUsed is written at most; default 5 minutes.
 	TokenUseInterval time.Duration
+	// Secrets keeps password hashes, token hashes and the signing key; the
+	// server passes a sealing store. Default: the plain secrets bucket.
+	Secrets SecretStore
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
+}
+
+// SecretStore keeps secrets by key; eventstore.Secrets and eventstore.SealedSecrets are ones.
+type SecretStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(ctx context.Context, key string, value []byte) error
+	Create(ctx context.Context, key string, value []byte) (bool, error)
+	Delete(ctx context.Context, key string) error
 }
 
 func (c *IdentityConfig) setDefaults() {
@@ -96,7 +107,7 @@ type IdentityService struct {
 	cfg      IdentityConfig
 	store    *eventstore.Store
 	cache    *projections.Cache
-	secrets  *eventstore.Secrets
+	secrets  SecretStore
 	sessions *eventstore.Sessions
 	key      []byte
 	static   *StaticToken
@@ -123,9 +134,13 @@ func (s *IdentityService) Ready() bool { return !s.bootstrapPending.Load() }
 // creates) the session signing key.
 func NewIdentityService(ctx context.Context, cfg IdentityConfig, store *eventstore.Store, cache *projections.Cache) (*IdentityService, error) {
 	cfg.setDefaults()
-	secrets, err := eventstore.OpenSecrets(ctx, store)
-	if err != nil {
-		return nil, err
+	var secrets SecretStore = cfg.Secrets
+	if secrets == nil {
+		plain, err := eventstore.OpenSecrets(ctx, store)
+		if err != nil {
+			return nil, err
+		}
+		secrets = plain
 	}
 	sessions, err := eventstore.OpenSessions(ctx, store, cfg.SessionTTL+time.Hour)
 	if err != nil {
@@ -133,7 +148,7 @@ func NewIdentityService(ctx context.Context, cfg IdentityConfig, store *eventsto
 	}
 	key := cfg.SigningKey
 	if len(key) == 0 {
-		key, err = secrets.GetOrCreate(ctx, secretSigningKey, func() ([]byte, error) { return randomBytes(32) })
+		key, err = getOrCreate(ctx, secrets, secretSigningKey, func() ([]byte, error) { return randomBytes(32) })
 		if err != nil {
 			return nil, fmt.Errorf("loading the session signing key: %w", err)
 		}
@@ -151,6 +166,28 @@ func NewIdentityService(ctx context.Context, cfg IdentityConfig, store *eventsto
 		s.static = NewStaticToken(cfg.StaticToken, Identity{Name: "admin", Role: domain.RoleAdmin, AuthMethod: AuthStaticToken})
 	}
 	return s, nil
+}
+
+// getOrCreate returns the secret under key, creating it when missing; replicas
+// racing here all end up with the value that was created first.
+func getOrCreate(ctx context.Context, secrets SecretStore, key string, generate func() ([]byte, error)) ([]byte, error) {
+	if v, err := secrets.Get(ctx, key); err == nil {
+		return v, nil
+	} else if !errors.Is(err, eventstore.ErrSecretNotFound) {
+		return nil, err
+	}
+	v, err := generate()
+	if err != nil {
+		return nil, err
+	}
+	created, err := secrets.Create(ctx, key, v)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		return secrets.Get(ctx, key)
+	}
+	return v, nil
 }
 
 func randomBytes(n int) ([]byte, error) {

@@ -149,16 +149,6 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	cache := projections.NewCache(store, log)
 	projector := projections.NewProjector(store, log, holder)
 	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
-	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
-	if err != nil {
-		return err
-	}
-	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{SecureCookies: tlsConfig != nil,
-		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
-	}, store, cache)
-	if err != nil {
-		return err
-	}
 	plainSecrets, err := eventstore.OpenSecrets(ctx, store)
 	if err != nil {
 		return err
@@ -169,6 +159,16 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	})
 	if err != nil {
 		return fmt.Errorf("opening sealed secrets: %w", err)
+	}
+	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
+	if err != nil {
+		return err
+	}
+	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{SecureCookies: tlsConfig != nil, Secrets: sealed,
+		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
+	}, store, cache)
+	if err != nil {
+		return err
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
