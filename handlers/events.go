@@ -285,30 +285,15 @@ func (a *API) follow(c echo.Context, typ, what string, open func(context.Context
 	defer cancel()
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
-	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
-		a.watches.Add(-1)
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
-			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
+	release, ok, err := a.acquireStream(c)
+	if !ok {
+		return err
 	}
-	defer a.watches.Add(-1)
+	defer release()
 	src, openErr := open(ctx)
 
-	resp := c.Response()
-	h := resp.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	resp.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(resp.Writer)
-	a.metrics.watches.Inc()
-	defer a.metrics.watches.Dec()
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WatchWriteTimeout))
-		if _, err := resp.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	write, end := a.startSSE(c)
+	defer end()
 	if openErr != nil {
 		_ = write(sseFrame(projections.WatchError, 0, statusObject(openErr)))
 		return nil

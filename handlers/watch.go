@@ -3,8 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -57,34 +55,18 @@ func (r *resource) watch(c echo.Context) error {
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 
-	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
-		a.watches.Add(-1)
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
-			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
+	release, ok, err := a.acquireStream(c)
+	if !ok {
+		return err
 	}
-	defer a.watches.Add(-1)
+	defer release()
 	if err := a.readBarrier(ctx); err != nil {
 		return a.writeError(c, err)
 	}
 	w, werr := a.cache.Watch(ctx, wopts)
 
-	resp := c.Response()
-	h := resp.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	resp.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(resp.Writer)
-	a.metrics.watches.Inc()
-	defer a.metrics.watches.Dec()
-
-	write := func(b []byte) error {
-		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WatchWriteTimeout))
-		if _, err := resp.Write(b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	write, end := a.startSSE(c)
+	defer end()
 	if werr != nil {
 		_ = write(sseFrame(projections.WatchError, 0, statusObject(werr)))
 		return nil

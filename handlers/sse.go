@@ -1,0 +1,44 @@
+package handlers
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// acquireStream counts an open watch or follow against MaxWatches; the caller
+// defers release. Beyond the limit it answers 429 and returns ok false.
+func (a *API) acquireStream(c echo.Context) (release func(), ok bool, err error) {
+	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
+		a.watches.Add(-1)
+		return nil, false, a.writeError(c, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
+			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
+	}
+	return func() { a.watches.Add(-1) }, true, nil
+}
+
+// startSSE answers 200 with an event stream and returns a writer that flushes
+// each frame and drops a client that does not take one within
+// WatchWriteTimeout; the caller defers end.
+func (a *API) startSSE(c echo.Context) (write func([]byte) error, end func()) {
+	resp := c.Response()
+	h := resp.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	resp.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(resp.Writer)
+	a.metrics.watches.Inc()
+	write = func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WatchWriteTimeout))
+		if _, err := resp.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	return write, a.metrics.watches.Dec
+}
