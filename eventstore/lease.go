@@ -99,8 +99,13 @@ func (l *Leases) renew(ctx context.Context, name, holder string, rev uint64) uin
 		case <-t.C:
 			next, err := l.kv.Update(ctx, name, []byte(holder), rev)
 			if err != nil {
-				// Lost (or unreachable): the release will be conditional on rev,
-				// so it cannot delete a lease someone else took meanwhile.
+				// An update cancelled mid-flight may still have been stored: if
+				// the lease is still ours, return its revision so the release
+				// matches. Otherwise it was lost, and the release, conditional
+				// on rev, cannot delete a lease someone else took meanwhile.
+				if e, gerr := l.kv.Get(context.WithoutCancel(ctx), name); gerr == nil && string(e.Value()) == holder {
+					return e.Revision()
+				}
 				return rev
 			}
 			rev = next
