@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,9 +17,9 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
-// ProjectorConsumer is the durable consumer name of the KV projector. Renaming
-// it replays the whole stream into the buckets.
-const ProjectorConsumer = "projector-v1"
+// legacyProjectorConsumer is the durable consumer earlier versions used; Rebuild
+// and Provision remove it. Progress now lives only in the checkpoint bucket.
+const legacyProjectorConsumer = "projector-v1"
 
 // projectorLease is the lease key: one replica writes the buckets at a time, so
 // per-key order is the stream's order.
@@ -33,7 +32,7 @@ func BucketName(k *domain.KindInfo) string { return "rezus-" + k.Plural }
 // stream sequence written to the buckets).
 const CheckpointBucket = "rezus-projections"
 
-// Projector is the durable consumer that writes one KV bucket per kind, keyed
+// Projector is the lease-holding worker that writes one KV bucket per kind, keyed
 // "<tenant-or-_>.<name>", valued with the object's JSON (the same bytes the API
 // serves). Deletions delete the key.
 type Projector struct {
@@ -53,7 +52,7 @@ func NewProjector(store *eventstore.Store, log *slog.Logger, holder string) *Pro
 	return &Projector{store: store, log: log, holder: holder}
 }
 
-// Provision creates the buckets and the durable consumer, idempotently.
+// Provision creates the buckets, idempotently.
 func (p *Projector) Provision(ctx context.Context) error {
 	js := p.store.JetStream()
 	for _, k := range domain.Kinds() {
@@ -70,17 +69,8 @@ func (p *Projector) Provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("provisioning bucket %s: %w", CheckpointBucket, err)
 	}
-	_, err := js.CreateOrUpdateConsumer(ctx, eventstore.StreamName, jetstream.ConsumerConfig{
-		Durable:       ProjectorConsumer,
-		Description:   "writes the KV projections",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckAllPolicy,
-		FilterSubject: domain.SubjectPrefix + ".>",
-		MaxAckPending: 4096,
-		AckWait:       time.Minute,
-	})
-	if err != nil {
-		return fmt.Errorf("provisioning consumer %s: %w", ProjectorConsumer, err)
+	if err := js.DeleteConsumer(ctx, eventstore.StreamName, legacyProjectorConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("removing legacy consumer %s: %w", legacyProjectorConsumer, err)
 	}
 	return nil
 }
@@ -161,19 +151,36 @@ func (p *Projector) advance(seq uint64) {
 	}
 }
 
+// run projects events from the checkpoint on. It reads with an ordered
+// consumer that starts after the stored checkpoint: a durable consumer would
+// leave messages delivered to a holder that stopped pending until their ack
+// wait, stalling the next holder; with the checkpoint as the only progress
+// record, a takeover resumes at once. The lease keeps writers to one.
 func (p *Projector) run(ctx context.Context) error {
 	js := p.store.JetStream()
-	cons, err := js.Consumer(ctx, eventstore.StreamName, ProjectorConsumer)
-	if err != nil {
-		return fmt.Errorf("projector: %w", err)
-	}
 	ckpt, err := js.KeyValue(ctx, CheckpointBucket)
 	if err != nil {
 		return fmt.Errorf("projector: %w", err)
 	}
-	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-		p.advance(info.AckFloor.Stream)
+	var from uint64
+	if e, err := ckpt.Get(ctx, "checkpoint"); err == nil {
+		if from, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
+			return fmt.Errorf("projector: corrupt checkpoint %q", e.Value())
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("projector: reading checkpoint: %w", err)
+	}
+	p.advance(from)
+	if _, last, err := p.store.Bounds(ctx); err == nil && last <= from {
 		p.caughtUp.Store(true)
+	}
+	cons, err := js.OrderedConsumer(ctx, eventstore.StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{domain.SubjectPrefix + ".>"},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
 	}
 	buckets := map[string]string{}
 	for _, k := range domain.Kinds() {
@@ -204,8 +211,8 @@ func (p *Projector) run(ctx context.Context) error {
 		if f != nil {
 			futures = append(futures, f)
 		}
-		// Writes are pipelined; settle them, record progress and ack (AckAll) when
-		// the backlog is drained or the batch is large.
+		// Writes are pipelined; settle them and record progress when the
+		// backlog is drained or the batch is large.
 		if md.NumPending > 0 && len(futures) < 512 {
 			continue
 		}
@@ -216,9 +223,6 @@ func (p *Projector) run(ctx context.Context) error {
 		seq := md.Sequence.Stream
 		if _, err := ckpt.Put(ctx, "checkpoint", []byte(strconv.FormatUint(seq, 10))); err != nil {
 			return fmt.Errorf("projector: writing checkpoint: %w", err)
-		}
-		if err := msg.Ack(); err != nil {
-			return fmt.Errorf("projector: ack: %w", err)
 		}
 		p.advance(seq)
 		if md.NumPending == 0 {
@@ -268,13 +272,10 @@ func (p *Projector) settle(ctx context.Context, futures []jetstream.PubAckFuture
 	return nil
 }
 
-// Rebuild drops the buckets and the consumer and provisions them again, so the
+// Rebuild drops the buckets (and with them the checkpoint) and provisions them again, so the
 // next Run replays the whole stream into empty buckets. Stop Run first.
 func (p *Projector) Rebuild(ctx context.Context) error {
 	js := p.store.JetStream()
-	if err := js.DeleteConsumer(ctx, eventstore.StreamName, ProjectorConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("rebuild: deleting consumer: %w", err)
-	}
 	for _, b := range append(bucketNames(), CheckpointBucket) {
 		if err := js.DeleteKeyValue(ctx, b); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return fmt.Errorf("rebuild: deleting bucket %s: %w", b, err)
