@@ -398,6 +398,7 @@ func TestKindRegistry(t *testing.T) {
 		{"NodeGroup", "nodegroups", "nodegroup", true, false},
 		{"Machine", "machines", "machine", true, true},
 		{"ConfigPatch", "configpatches", "configpatch", true, false},
+		{"Apply", "applies", "apply", true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind, func(t *testing.T) {

@@ -104,6 +104,9 @@ type AuditRecord struct {
 	// RequestID is the request's X-Request-Id, also the correlation id of the events it caused.
 	RequestID     string `json:"requestId,omitempty"`
 	ClientAddress string `json:"clientAddress,omitempty"`
+	// Detail is what the handler adds about the request, e.g. the lock a
+	// force-unlock released. Never a secret.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Subject is where the record is stored: rezus.audit.<kind token>.<tenant>,

@@ -25,7 +25,8 @@ type EmbeddedConfig struct {
 	Listen string
 	// ServerName names the server; default "rezuscloud".
 	ServerName string
-	// MaxPayload is the largest message; default 32 MiB, so Terraform state blobs fit.
+	// MaxPayload is the largest message; default DefaultMaxPayload (40 MiB), so
+	// a Terraform state blob of MaxStateSize fits with its headers and framing.
 	MaxPayload int32
 	// Logger receives the server's notices and errors; nil means discard.
 	Logger *slog.Logger
@@ -46,8 +47,9 @@ type Embedded struct {
 	updates sync.Mutex
 }
 
-// DefaultMaxPayload lets a 32 MiB Terraform state blob fit in one message.
-const DefaultMaxPayload = 32 << 20
+// DefaultMaxPayload lets a 32 MiB Terraform state blob (MaxStateSize) fit in one
+// message with room to spare for headers and the direct-get reply's framing.
+const DefaultMaxPayload = 40 << 20
 
 // StartEmbedded starts a NATS server with JetStream under cfg.DataDir and waits until it is ready.
 // The operator and account seeds live under <DataDir>/nats-keys (created on first start);

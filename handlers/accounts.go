@@ -47,6 +47,8 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return &tokenHooks{a: a}
 	case domain.ConfigPatchKind:
 		return &configPatchHooks{a: a}
+	case domain.ApplyKind:
+		return applyHooks{}
 	}
 	return noHooks{}
 }

@@ -37,6 +37,9 @@ type Config struct {
 	MaxWatches int
 	// Version is reported by /version.
 	Version string
+	// RequireEncryptedState makes the state backend refuse state tofu did not
+	// encrypt (set when the runner passes TF_ENCRYPTION); default off.
+	RequireEncryptedState bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// NewUID makes object uids; default random UUIDs.
@@ -117,6 +120,15 @@ type Deps struct {
 	// checks ConfigPatches before they are stored; nil leaves the config,
 	// talosconfig and kubeconfig routes out.
 	Talos *talos.Service
+
+	// State keeps Terraform state for /tfstate and the state API; nil answers
+	// those routes with ServiceUnavailable.
+	State *eventstore.StateStore
+
+	// ApplyLogs and CancelApply serve applies' logs and stop runs; nil answers
+	// those routes with ServiceUnavailable (no apply worker).
+	ApplyLogs   ApplyLogs
+	CancelApply ApplyCanceler
 }
 
 // API serves the REST API.
@@ -142,6 +154,12 @@ type API struct {
 	// talos renders configs and credentials; nil leaves their routes out.
 	talos *talos.Service
 
+	// state keeps Terraform state; nil answers its routes with ServiceUnavailable.
+	state *eventstore.StateStore
+
+	applyLogs ApplyLogs
+	cancelRun ApplyCanceler
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -154,7 +172,8 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos}
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
+		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -199,6 +218,9 @@ func (a *API) routes() {
 	if a.talos != nil {
 		a.talosRoutes(g)
 	}
+	a.applyRoutes(g)
+	a.stateRoutes(g)
+	a.credentialRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

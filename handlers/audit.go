@@ -47,6 +47,8 @@ const (
 // auditTarget is what a request is about.
 type auditTarget struct {
 	kind, tenant, name string
+	// detail is recorded as the record's Detail.
+	detail string
 }
 
 // auditRequests is the middleware that records, once the handler has
@@ -107,6 +109,7 @@ func (a *API) recordAudit(c echo.Context, code int, t auditTarget) {
 		Code:          code,
 		RequestID:     c.Response().Header().Get(echo.HeaderXRequestID),
 		ClientAddress: c.RealIP(),
+		Detail:        truncate(t.detail, maxAuditPath),
 	})
 }
 

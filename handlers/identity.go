@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -32,6 +33,8 @@ const (
 	AuthSession     = "session"
 	AuthAPIToken    = "apitoken"
 	AuthStaticToken = "static-token"
+	// AuthStateCredentials is an apply's credentials for the state backend (tfstate.go).
+	AuthStateCredentials = "state-credentials"
 )
 
 // SessionCookie carries the session JWT for browsers.
@@ -44,6 +47,8 @@ const (
 	secretSigningKey = "session-signing-key"
 	secretUserPrefix = "user-password."
 	secretTokenPrefx = "apitoken."
+	// secretStateKey signs apply credentials for the state backend.
+	secretStateKey = "tfstate-credentials-key"
 )
 
 // IdentityConfig configures users, sessions and tokens. The zero value is usable.
@@ -110,6 +115,9 @@ type IdentityService struct {
 	secrets  SecretStore
 	sessions *eventstore.Sessions
 	key      []byte
+	// stateKey signs apply credentials for the state backend; kept apart
+	// from the session key so neither kind of token can pass for the other.
+	stateKey []byte
 	static   *StaticToken
 	limiter  *loginLimiter
 	// dummyHash is compared against for unknown users, so a login takes as long
@@ -156,11 +164,15 @@ func NewIdentityService(ctx context.Context, cfg IdentityConfig, store *eventsto
 	if len(key) < 32 {
 		return nil, errors.New("the session signing key must be at least 32 bytes")
 	}
+	stateKey, err := getOrCreate(ctx, secrets, secretStateKey, func() ([]byte, error) { return randomBytes(32) })
+	if err != nil {
+		return nil, fmt.Errorf("loading the state credentials key: %w", err)
+	}
 	dummy, err := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
 	if err != nil {
 		return nil, err
 	}
-	s := &IdentityService{cfg: cfg, store: store, cache: cache, secrets: secrets, sessions: sessions, key: key,
+	s := &IdentityService{cfg: cfg, store: store, cache: cache, secrets: secrets, sessions: sessions, key: key, stateKey: stateKey,
 		limiter: newLoginLimiter(cfg.LoginFailures, cfg.LoginWindow, 10000), dummyHash: dummy, lastUsed: map[string]time.Time{}}
 	if cfg.StaticToken != "" {
 		s.static = NewStaticToken(cfg.StaticToken, Identity{Name: "admin", Role: domain.RoleAdmin, AuthMethod: AuthStaticToken})
@@ -561,4 +573,86 @@ func (l *loginLimiter) evict(now time.Time) {
 	if len(l.entries) >= l.cap && oldest != "" {
 		delete(l.entries, oldest)
 	}
+}
+
+// StateUsername is the HTTP basic-auth user name of apply credentials.
+const StateUsername = "apply"
+
+// stateTokenVersion starts every apply credential, so its format can change.
+const stateTokenVersion = "v1"
+
+// stateClaims is what an apply credential says: whose state, for which
+// apply, until when (Unix seconds).
+type stateClaims struct {
+	Tenant  string `json:"t"`
+	ApplyID string `json:"a"`
+	Expires int64  `json:"e"`
+}
+
+// maxApplyIDLength bounds the apply id an apply credential carries.
+const maxApplyIDLength = 256
+
+// IssueStateCredentials returns HTTP basic-auth credentials for the state
+// backend that reach only tenant's state, on behalf of applyID, until ttl
+// passes: the user name StateUsername and a password that is
+// "v1.<claims>.<HMAC-SHA256 of them>" (base64url), signed with a key kept in
+// the secrets store. Nothing is stored per credential, so every replica
+// accepts them and they cannot be revoked before they expire: keep ttl to
+// the run's timeout.
+func (s *IdentityService) IssueStateCredentials(tenant, applyID string, ttl time.Duration) (username, password string, err error) {
+	if causes := domain.ValidateName(tenant, "tenant"); causes != nil {
+		return "", "", domain.NewBadRequest("bad tenant name: "+causes[0].Message, causes...)
+	}
+	if applyID == "" || len(applyID) > maxApplyIDLength {
+		return "", "", domain.NewBadRequest(fmt.Sprintf("the apply id must be 1 to %d bytes", maxApplyIDLength))
+	}
+	if ttl <= 0 {
+		return "", "", domain.NewBadRequest("the credentials' lifetime must be positive")
+	}
+	claims, err := json.Marshal(stateClaims{Tenant: tenant, ApplyID: applyID, Expires: s.cfg.Now().Add(ttl).Unix()})
+	if err != nil {
+		return "", "", err
+	}
+	body := stateTokenVersion + "." + base64.RawURLEncoding.EncodeToString(claims)
+	return StateUsername, body + "." + base64.RawURLEncoding.EncodeToString(s.stateMAC(body)), nil
+}
+
+func (s *IdentityService) stateMAC(body string) []byte {
+	m := hmac.New(sha256.New, s.stateKey)
+	m.Write([]byte(body))
+	return m.Sum(nil)
+}
+
+// verifyStateCredentials checks apply credentials for tenant's state and
+// returns the apply they were issued to. Forged, malformed and expired
+// credentials are Unauthorized; good ones for another tenant are Forbidden.
+func (s *IdentityService) verifyStateCredentials(tenant, username, password string) (applyID string, err error) {
+	bad := domain.NewUnauthorized("the state credentials are not valid or have expired")
+	version, rest, ok := strings.Cut(password, ".")
+	if subtle.ConstantTimeCompare([]byte(username), []byte(StateUsername)) != 1 || !ok || version != stateTokenVersion {
+		return "", bad
+	}
+	encClaims, encMAC, ok := strings.Cut(rest, ".")
+	if !ok {
+		return "", bad
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(encMAC)
+	if err != nil || !hmac.Equal(mac, s.stateMAC(version+"."+encClaims)) {
+		return "", bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(encClaims)
+	if err != nil {
+		return "", bad
+	}
+	var c stateClaims
+	if err := json.Unmarshal(raw, &c); err != nil || c.ApplyID == "" {
+		return "", bad
+	}
+	if !s.cfg.Now().Before(time.Unix(c.Expires, 0)) {
+		return "", domain.NewUnauthorized("the state credentials have expired")
+	}
+	if c.Tenant != tenant {
+		return "", domain.NewForbidden(stateKind, tenant, "these credentials reach only the state of tenant \""+c.Tenant+"\"")
+	}
+	return c.ApplyID, nil
 }

@@ -52,8 +52,12 @@ func requiredPermission(method, route string) permission {
 		return permRead
 	case strings.HasPrefix(rest, "auth/"):
 		return permAuthenticated
-	case strings.HasPrefix(rest, "audit"), strings.HasPrefix(rest, "automation-credentials"):
-		return permAdmin
+	case strings.HasPrefix(rest, "audit"), strings.HasPrefix(rest, "automation-credentials"), strings.HasPrefix(rest, "credentials/"):
+		return permAdmin // provider credentials: admin, reading their names too
+	case strings.HasPrefix(rest, "tenants/") && strings.HasSuffix(rest, "/state/lock"):
+		return permAdmin // force-unlock
+	case strings.HasPrefix(rest, "tenants/") && (strings.HasSuffix(rest, "/state") || strings.HasSuffix(rest, "/state/versions")):
+		return permWrite // terraform state holds the tenant's secrets
 	case strings.HasPrefix(rest, "events"):
 		return permRead
 	case rest == "users/:name/password":

@@ -14,8 +14,9 @@ import (
 // expectedAllowed is the role model as the issue states it, written out
 // independently of the server's policy: view reads everything but secrets;
 // edit also changes tenants, node groups, machines, config patches and
-// downloads credentials; admin also manages users, providers, other users'
-// tokens and reads the audit log. Token and password routes are open to every
+// downloads credentials and terraform state; admin also manages users,
+// providers, provider credentials, other users' tokens, force-unlocks state
+// and reads the audit log. Token and password routes are open to every
 // role and check ownership in the handler.
 func expectedAllowed(role, method, route string) bool {
 	read := method == http.MethodGet
@@ -33,6 +34,12 @@ func expectedAllowed(role, method, route string) bool {
 		return role == domain.RoleAdmin
 	case strings.HasSuffix(route, "/kubeconfig"), strings.HasSuffix(route, "/talosconfig"), strings.HasSuffix(route, "/config"):
 		return role != domain.RoleView // credentials, and rendered configs that hold the tenant's keys
+	case strings.HasPrefix(route, "/api/v1/credentials/"): // provider credentials, even their names
+		return role == domain.RoleAdmin
+	case route == "/api/v1/tenants/:tenant/state/lock": // force-unlock
+		return role == domain.RoleAdmin
+	case route == "/api/v1/tenants/:tenant/state", route == "/api/v1/tenants/:tenant/state/versions":
+		return role != domain.RoleView // terraform state holds the tenant's secrets
 	case read:
 		return true
 	case strings.HasPrefix(route, "/api/v1/users"), strings.HasPrefix(route, "/api/v1/providers"):

@@ -24,13 +24,14 @@ import (
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the management plane (embedded NATS JetStream unless --nats-url is given)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", EnvVars: []string{"REZUSCLOUD_LISTEN"}, Usage: "HTTP listen address"},
 			&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"REZUSCLOUD_DATA_DIR"}, Usage: "data directory (embedded NATS under <data-dir>/nats)"},
 			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"REZUSCLOUD_NATS_URL"}, Usage: "external NATS cluster URL instead of the embedded server"},
@@ -47,7 +48,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
-		},
+		}, infraFlags()...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c.String("log-level"))
 			if err != nil {
@@ -84,6 +85,7 @@ func serveCommand() *cli.Command {
 				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
 				SigningKey:        os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
 				SecretsPassphrase: os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
+				Infra:             infraConfigFrom(c),
 			})
 		},
 	}
@@ -101,6 +103,8 @@ type serveConfig struct {
 	// AuditRetention is how long audit records are kept.
 	AuditRetention time.Duration
 	Replicas       int
+	// Infra configures the apply worker and the emulator.
+	Infra infraConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
 }
@@ -172,8 +176,23 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != ""}, handlers.Deps{
+	stateStore, err := eventstore.OpenStateStore(ctx, store)
+	if err != nil {
+		return err
+	}
+	applyLogs, err := tfrunner.OpenLogs(ctx, store)
+	if err != nil {
+		return err
+	}
+	if p := cfg.Infra.StatePassphrase; p != "" {
+		if _, err := tfrunner.EncryptionConfig(p); err != nil {
+			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
+		}
+	}
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
+		State: stateStore, ApplyLogs: applyLogs,
+		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -191,6 +210,33 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return pki.Run(gctx) })
 	identity.ExpectBootstrap()
 	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
+	var backendCA string
+	if tlsConfig != nil && certFile != "" {
+		pem, err := os.ReadFile(certFile)
+		if err != nil {
+			return fmt.Errorf("reading the certificate for tofu: %w", err)
+		}
+		backendCA = string(pem)
+	}
+	worker := tfrunner.NewWorker(tfrunner.Config{
+		Store: store, Cache: cache, Bundles: pki, Logs: applyLogs,
+		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
+		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
+		Credentials: identity, ProviderCredentials: identity, State: tfrunner.StoreState(stateStore),
+		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log,
+		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
+	})
+	if _, err := worker.Tofu().Path(); err != nil {
+		log.Warn("applies will fail until tofu is available", "err", err)
+	}
+	g.Go(func() error { return worker.Run(gctx) })
+	if cfg.Infra.WithEmulator {
+		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return registerEmulatedProvider(gctx, store, cache, endpoint) })
+	}
 	httpErr := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {

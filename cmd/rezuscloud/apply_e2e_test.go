@@ -1,0 +1,288 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// These tests run the whole loop: a real server process with embedded NATS
+// and the in-process Talos emulator, the real tofu binary with the emulated
+// provider from the tools mirror, and the Talos API of the machines it builds.
+// Run with `go test -tags e2e ./cmd/rezuscloud` after `go tool task tools`.
+
+func startInfraServer(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	tofu, mirror := tofutest.Tools(t)
+	args := append([]string{"--with-emulator", "--tofu", tofu, "--provider-mirror", mirror,
+		"--apply-debounce", "1500ms", "--resync", "0"}, extra...)
+	p := startServer(t, dataDir, args...)
+	p.eventually(60*time.Second, "the emulated provider is registered", func() bool {
+		code, _ := p.do("GET", "/api/v1/providers/emulated", "")
+		return code == http.StatusOK
+	})
+	return p
+}
+
+func (p *proc) eventually(d time.Duration, what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *proc) mergePatch(path, body string) int {
+	req, err := http.NewRequest("PATCH", p.url+path, strings.NewReader(body))
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	resp, err := p.client.Do(req)
+	require.NoError(p.t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (p *proc) raw(path string) []byte {
+	req, err := http.NewRequest("GET", p.url+path, nil)
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := p.client.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(p.t, err)
+	require.Equal(p.t, http.StatusOK, resp.StatusCode, string(b))
+	return b
+}
+
+type apply struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Operation string `json:"operation"`
+		Trigger   string `json:"trigger"`
+	} `json:"spec"`
+	Status struct {
+		Phase     string     `json:"phase"`
+		StartTime *time.Time `json:"startTime"`
+		EndTime   *time.Time `json:"endTime"`
+		Error     string     `json:"error"`
+		Resources struct {
+			Added, Changed, Destroyed int
+		} `json:"resources"`
+	} `json:"status"`
+}
+
+func (p *proc) applies(tenant string) []apply {
+	var l struct{ Items []apply }
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/tenants/"+tenant+"/applies"), &l))
+	return l.Items
+}
+
+type machine struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeGroup, Role, Address, ProviderID, Hostname string
+	} `json:"spec"`
+}
+
+func (p *proc) machines(tenant string) []machine {
+	var l struct{ Items []machine }
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/tenants/"+tenant+"/machines"), &l))
+	return l.Items
+}
+
+func (p *proc) reconciled(tenant string) bool {
+	code, m := p.do("GET", "/api/v1/tenants/"+tenant, "")
+	if code != http.StatusOK {
+		return false
+	}
+	st, _ := m["status"].(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		c := c.(map[string]any)
+		if c["type"] == "Reconciled" && c["status"] == "True" {
+			md := m["metadata"].(map[string]any)
+			return st["observedGeneration"] == md["generation"]
+		}
+	}
+	return false
+}
+
+// settled waits until the tenant's applies all finished and it is reconciled.
+func (p *proc) settled(tenant string, wantMachines int) {
+	p.t.Helper()
+	p.eventually(3*time.Minute, fmt.Sprintf("tenant %s reconciled with %d machines", tenant, wantMachines), func() bool {
+		if !p.reconciled(tenant) || len(p.machines(tenant)) != wantMachines {
+			return false
+		}
+		for _, a := range p.applies(tenant) {
+			if a.Status.EndTime == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (p *proc) emulatorNodes() []map[string]any {
+	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
+	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
+	resp, err := http.Get(endpoint + "/v1/nodes")
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	var l struct{ Items []map[string]any }
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&l))
+	return l.Items
+}
+
+func createCluster(t *testing.T, p *proc, tenant string, workers int) {
+	t.Helper()
+	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups",
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups",
+		fmt.Sprintf(`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":%d,"provider":"emulated"}}`, workers))
+	require.Equal(t, http.StatusCreated, code, body)
+}
+
+// talosVersion asks a machine's Talos API for its version with the tenant's talosconfig.
+func talosVersion(t *testing.T, p *proc, tenant, address string) error {
+	tc, err := clientconfig.FromBytes(p.raw("/api/v1/tenants/" + tenant + "/talosconfig"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(address))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Version(ctx)
+	return err
+}
+
+func TestApplyBuildsScalesAndDestroysACluster(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir())
+	createCluster(t, p, "acme", 2)
+	p.settled("acme", 3)
+
+	as := p.applies("acme")
+	require.Len(t, as, 1, "tenant + two node groups within the debounce make one apply")
+	require.Equal(t, "Succeeded", as[0].Status.Phase, as[0].Status.Error)
+	require.Equal(t, 3, as[0].Status.Resources.Added-1, "3 machines and the endpoint address")
+	logText := string(p.raw("/api/v1/tenants/acme/applies/" + as[0].Metadata.Name + "/log"))
+	require.Contains(t, logText, "Apply complete")
+
+	ms := p.machines("acme")
+	roles := map[string]int{}
+	for _, m := range ms {
+		require.NotEmpty(t, m.Spec.Address, m.Metadata.Name)
+		require.Equal(t, "emulated://acme-"+m.Metadata.Name, m.Spec.ProviderID)
+		roles[m.Spec.Role]++
+		// The machine answers on its Talos API, with the tenant's PKI (mTLS).
+		p.eventually(30*time.Second, "talos api of "+m.Metadata.Name, func() bool { return talosVersion(t, p, "acme", m.Spec.Address) == nil })
+	}
+	require.Equal(t, map[string]int{"controlplane": 1, "worker": 2}, roles)
+
+	// Ten rapid edits make one more apply.
+	for i := 0; i < 10; i++ {
+		count := 3 + i%2 // ends at 4
+		require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/acme/nodegroups/workers", fmt.Sprintf(`{"spec":{"count":%d}}`, count)))
+	}
+	p.settled("acme", 5)
+	time.Sleep(3 * time.Second) // nothing else may be queued
+	as = p.applies("acme")
+	require.Len(t, as, 2, "ten patches in a burst make one apply")
+	for _, a := range as {
+		require.Equal(t, "Succeeded", a.Status.Phase)
+	}
+	require.Len(t, p.emulatorNodes(), 5)
+
+	// Deleting the tenant destroys its machines, then the tenant goes.
+	code, _ := p.do("DELETE", "/api/v1/tenants/acme", "")
+	require.Equal(t, http.StatusAccepted, code)
+	p.eventually(3*time.Minute, "tenant acme deleted", func() bool {
+		code, _ := p.do("GET", "/api/v1/tenants/acme", "")
+		return code == http.StatusNotFound
+	})
+	require.Empty(t, p.emulatorNodes(), "tofu destroy removed the emulated nodes")
+	code, _ = p.do("GET", "/api/v1/tenants/acme/state", "")
+	require.Equal(t, http.StatusNotFound, code, "the state is removed with the tenant")
+}
+
+func TestTwoTenantsApplyInParallel(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir())
+	var wg sync.WaitGroup
+	for _, tenant := range []string{"red", "blue"} {
+		wg.Add(1)
+		go func() { defer wg.Done(); createCluster(t, p, tenant, 1) }()
+	}
+	wg.Wait()
+	p.settled("red", 2)
+	p.settled("blue", 2)
+	red, blue := p.applies("red"), p.applies("blue")
+	require.Len(t, red, 1)
+	require.Len(t, blue, 1)
+	// The runs overlapped in time: each started before the other ended.
+	r, b := red[0].Status, blue[0].Status
+	require.True(t, r.StartTime.Before(*b.EndTime) && b.StartTime.Before(*r.EndTime),
+		"red %s..%s, blue %s..%s", r.StartTime, r.EndTime, b.StartTime, b.EndTime)
+}
+
+func TestKillNineMidApplyRecovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := startInfraServer(t, dir)
+	createCluster(t, p, "phoenix", 4)
+	p.eventually(2*time.Minute, "the apply is changing things", func() bool {
+		as := p.applies("phoenix")
+		return len(as) == 1 && as[0].Status.Phase == "Applying"
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+
+	p2 := startInfraServer(t, dir)
+	p2.settled("phoenix", 5)
+	as := p2.applies("phoenix")
+	require.GreaterOrEqual(t, len(as), 2)
+	var interrupted, succeeded int
+	for _, a := range as {
+		switch {
+		case a.Status.Phase == "Failed" && strings.Contains(a.Status.Error, "interrupted"):
+			interrupted++
+		case a.Status.Phase == "Succeeded":
+			succeeded++
+		}
+	}
+	require.Equal(t, 1, interrupted, "the killed run is recorded as interrupted")
+	require.GreaterOrEqual(t, succeeded, 1)
+	require.Len(t, p2.emulatorNodes(), 5, "no machine was built twice")
+	code, _ := p2.do("GET", "/api/v1/tenants/phoenix/state", "")
+	require.Equal(t, http.StatusOK, code)
+}

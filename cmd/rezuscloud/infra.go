@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos/emulator"
+)
+
+// infraFlags configure the apply worker and the in-process emulator.
+func infraFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "tofu", EnvVars: []string{"REZUSCLOUD_TOFU"}, Value: "tofu", Usage: "the OpenTofu binary (a path, or a name on PATH)"},
+		&cli.StringFlag{Name: "provider-mirror", EnvVars: []string{"REZUSCLOUD_PROVIDER_MIRROR"}, Usage: "a provider filesystem mirror for offline installs (`go tool task tools` builds one in .tools/mirror); empty installs from the registries"},
+		&cli.IntFlag{Name: "apply-concurrency", Value: 4, EnvVars: []string{"REZUSCLOUD_APPLY_CONCURRENCY"}, Usage: "how many tenants apply at once"},
+		&cli.DurationFlag{Name: "apply-debounce", Value: 2 * time.Second, EnvVars: []string{"REZUSCLOUD_APPLY_DEBOUNCE"}, Usage: "quiet time after a change before a tenant applies"},
+		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
+		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
+		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
+		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
+	}
+}
+
+type infraConfig struct {
+	Tofu, ProviderMirror string
+	ApplyConcurrency     int
+	ApplyDebounce        time.Duration
+	ApplyTimeout         time.Duration
+	Resync               time.Duration
+	WithEmulator         bool
+	EmulatorListen       string
+	// StatePassphrase encrypts TF state (REZUSCLOUD_STATE_PASSPHRASE).
+	StatePassphrase string
+}
+
+func infraConfigFrom(c *cli.Context) infraConfig {
+	resync := c.Duration("resync")
+	if resync == 0 {
+		resync = -1
+	}
+	return infraConfig{
+		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
+		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
+		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
+		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
+		StatePassphrase: os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
+	}
+}
+
+// EmulatedProvider is the Provider that --with-emulator registers.
+const EmulatedProvider = "emulated"
+
+// startEmulator runs the node emulator and its HTTP API until ctx ends, and
+// returns the API's URL once it listens.
+func startEmulator(ctx context.Context, log *slog.Logger, dataDir, listen string, run func(func() error)) (string, error) {
+	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(dataDir, "emulator"),
+		Logf: func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
+	if err != nil {
+		return "", fmt.Errorf("starting the emulator: %w", err)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return "", fmt.Errorf("emulator: listening on %s: %w", listen, err)
+	}
+	srv := &http.Server{Handler: emu.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	run(func() error { return emu.Run(ctx) })
+	run(func() error {
+		go func() {
+			<-ctx.Done()
+			shCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shCtx)
+		}()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("emulator http: %w", err)
+		}
+		return nil
+	})
+	select {
+	case <-emu.Ready():
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	url := "http://" + ln.Addr().String()
+	log.Info("talos node emulator started", "api", url, "dir", filepath.Join(dataDir, "emulator"))
+	return url, nil
+}
+
+// registerEmulatedProvider creates (or points at the emulator) the Provider
+// `emulated` once the read model is ready.
+func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, endpoint string) error {
+	if err := cache.Sync(ctx); err != nil {
+		return err
+	}
+	cfg, _ := json.Marshal(map[string]string{"endpoint": endpoint})
+	spec, _ := json.Marshal(domain.ProviderSpec{Type: domain.ProviderEmulated, Config: cfg})
+	ref := domain.Ref{Kind: domain.ProviderKind.Kind, Name: EmulatedProvider}
+	_, err := store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {
+		cmd := domain.Command{Ref: ref, Actor: "system:emulator", Now: time.Now(), NewUID: uuid.NewString()}
+		if state == nil {
+			cmd.Op = domain.OpCreate
+			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: EmulatedProvider,
+				Labels: map[string]string{"rezuscloud.io/emulator": "true"}}, Spec: spec}
+		} else {
+			cmd.Op = domain.OpUpdate
+			cmd.Object = state.DeepCopy()
+			cmd.Object.Spec = spec
+		}
+		return domain.Decide(state, cmd)
+	})
+	return err
+}
+
+// backendURL is how tofu, run on this host, reaches the server.
+func backendURL(addr net.Addr, tls bool) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}

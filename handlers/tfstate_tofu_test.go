@@ -1,0 +1,147 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+	"github.com/rezuscloud/rezuscloud/tfrunner"
+)
+
+// tofuRun runs the real tofu in a work dir with a clean environment, the way
+// the runner does: credentials and encryption by environment only.
+type tofuRun struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	base []string
+}
+
+func (r *tofuRun) run(extraEnv []string, args ...string) (string, error) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.bin, args...)
+	cmd.Dir = r.dir
+	cmd.Env = append(append([]string{}, r.base...), extraEnv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func (r *tofuRun) mustRun(extraEnv []string, args ...string) string {
+	r.t.Helper()
+	out, err := r.run(extraEnv, args...)
+	require.NoError(r.t, err, "tofu %s:\n%s", strings.Join(args, " "), out)
+	return out
+}
+
+// TestStateBackendWithTofu drives the backend with OpenTofu's own http
+// backend: apply stores state, a held lock stops an apply and is named in
+// its error, force-unlock frees it, and with TF_ENCRYPTION a plain state
+// migrates to one that shows none of its values.
+func TestStateBackendWithTofu(t *testing.T) {
+	bin, _ := tofutest.Tools(t)
+	s := newStateStack(t)
+	ctx := context.Background()
+	user, pass := s.creds("acme", "apply-tofu")
+
+	dir := t.TempDir()
+	cliConfig := filepath.Join(dir, "tofurc")
+	require.NoError(t, os.WriteFile(cliConfig, nil, 0o600)) // terraform_data needs no provider
+	work := filepath.Join(dir, "work")
+	require.NoError(t, os.MkdirAll(work, 0o700))
+	base := s.srv.URL + "/tfstate/acme"
+	require.NoError(t, os.WriteFile(filepath.Join(work, "main.tf"), []byte(`
+terraform {
+  backend "http" {
+    address        = "`+base+`"
+    lock_address   = "`+base+`/lock"
+    unlock_address = "`+base+`/lock"
+    retry_max      = 0
+  }
+}
+
+variable "marker" {
+  type = string
+}
+
+resource "terraform_data" "x" {
+  input = var.marker
+}
+`), 0o600))
+	tf := &tofuRun{t: t, bin: bin, dir: work, base: []string{
+		"PATH=/usr/bin:/bin", "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + cliConfig,
+		"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1",
+		"TF_HTTP_USERNAME=" + user, "TF_HTTP_PASSWORD=" + pass,
+	}}
+
+	tf.mustRun(nil, "init", "-input=false", "-no-color")
+	tf.mustRun([]string{"TF_VAR_marker=plain-marker-1"}, "apply", "-auto-approve", "-input=false", "-no-color")
+	st, err := s.state.Get(ctx, "acme")
+	require.NoError(t, err)
+	require.Contains(t, string(st.Data), "plain-marker-1", "apply stored the state")
+	require.Contains(t, string(st.Data), `"terraform_data"`)
+	require.False(t, st.Version.Encrypted)
+	_, _, locked, err := s.state.LockHolder(ctx, "acme")
+	require.NoError(t, err)
+	require.False(t, locked, "tofu released its lock")
+	r := s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil)
+	require.Equal(t, http.StatusOK, r.Code)
+	require.Equal(t, st.Data, r.Body, "users see what tofu stored")
+
+	// Another apply holds the lock: this one fails and names it.
+	hu, hp := s.creds("acme", "apply-holder")
+	require.Equal(t, http.StatusOK, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-held-by-other", "holder@elsewhere"), basic(hu, hp)...).Code)
+	out, err := tf.run([]string{"TF_VAR_marker=plain-marker-2"}, "apply", "-auto-approve", "-input=false", "-no-color", "-lock-timeout=0s")
+	require.Error(t, err, out)
+	require.Contains(t, out, "Error acquiring the state lock", out)
+	require.Contains(t, out, "lock-held-by-other", "the error names the holder's lock")
+	require.Contains(t, out, "holder@elsewhere", "and who holds it")
+	st2, err := s.state.Get(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, st.Version.Revision, st2.Version.Revision, "the refused apply wrote nothing")
+
+	// tofu force-unlock frees it.
+	tf.mustRun(nil, "force-unlock", "-force", "-no-color", "lock-held-by-other")
+	_, _, locked, err = s.state.LockHolder(ctx, "acme")
+	require.NoError(t, err)
+	require.False(t, locked)
+
+	// With a passphrase: the plain state migrates, and the stored blob holds
+	// none of the state's values.
+	enc, err := tfrunner.EncryptionConfig(`a "long" passphrase with ${no} interpolation`)
+	require.NoError(t, err)
+	encEnv := []string{"TF_ENCRYPTION=" + enc, "TF_VAR_marker=secret-marker-3"}
+	tf.mustRun(encEnv, "apply", "-auto-approve", "-input=false", "-no-color")
+	st3, err := s.state.Get(ctx, "acme")
+	require.NoError(t, err)
+	require.True(t, st3.Version.Encrypted, "the state was rewritten encrypted")
+	for _, plain := range []string{"secret-marker-3", "plain-marker-1", "terraform_data", `"resources"`, `"instances"`} {
+		require.NotContains(t, string(st3.Data), plain, "no plaintext in the stored blob")
+	}
+	require.Greater(t, st3.Version.Serial, st.Version.Serial)
+	require.Equal(t, st.Version.Lineage, st3.Version.Lineage, "the same state, migrated")
+
+	// Tofu reads it back with the passphrase (no change to make) and not without.
+	out = tf.mustRun(encEnv, "plan", "-input=false", "-no-color", "-detailed-exitcode")
+	require.Contains(t, out, "No changes")
+	pulled := tf.mustRun([]string{"TF_ENCRYPTION=" + enc}, "state", "pull")
+	require.Contains(t, pulled, "secret-marker-3")
+	out, err = tf.run([]string{"TF_VAR_marker=secret-marker-3"}, "plan", "-input=false", "-no-color")
+	require.Error(t, err, "without the passphrase the state cannot be read:\n%s", out)
+	wrong, err := tfrunner.EncryptionConfig("another passphrase, just as long")
+	require.NoError(t, err)
+	out, err = tf.run([]string{"TF_ENCRYPTION=" + wrong, "TF_VAR_marker=secret-marker-3"}, "plan", "-input=false", "-no-color")
+	require.Error(t, err, "with the wrong passphrase the state cannot be read:\n%s", out)
+}
