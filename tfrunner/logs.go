@@ -60,7 +60,7 @@ func OpenLogs(ctx context.Context, s *eventstore.Store) (*Logs, error) {
 	return &Logs{js: js, obj: obj}, nil
 }
 
-func logName(tenant, apply string) string    { return tenant + "/" + apply }
+func logName(tenant, apply string) string      { return tenant + "/" + apply }
 func logSubjectOf(tenant, apply string) string { return logSubject + "." + tenant + "." + apply }
 
 // Writer returns a writer for a run's log. Close it to store the log.

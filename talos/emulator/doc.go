@@ -12,10 +12,12 @@
 // certificate's Organization.
 //
 // The Emulator owns the nodes: it gives each its own address (a distinct
-// loopback IP on port 50000 on Linux, else a port per node), shares etcd
+// loopback IP on port 50000 on Linux, else a port per node), reserves
+// loopback IPs ahead of the nodes that boot on them (like a cloud's reserved
+// IP, so a control plane's endpoint can go into its own config), shares etcd
 // membership between the control planes of one cluster, injects faults, and
-// persists its nodes in a directory so a restarted emulator brings them back at
-// the same addresses. Handler exposes it over HTTP.
+// persists its nodes and reservations in a directory so a restarted emulator
+// brings them back at the same addresses. Handler exposes it over HTTP.
 //
 // Who imports it: tests of the talos packages, the `emulated` provider and
 // `rezusctl boot`. It depends on domain (for the error vocabulary) and on

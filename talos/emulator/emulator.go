@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -33,10 +32,11 @@ type Emulator struct {
 	// configs; a sync.Map so nodes read it under their own lock.
 	osCAs sync.Map
 
-	mu       sync.Mutex
-	nodes    map[string]*node
-	loopback bool
-	running  bool
+	mu        sync.Mutex
+	nodes     map[string]*node
+	addresses map[string]*reservation
+	loopback  bool
+	running   bool
 }
 
 // New checks cfg and returns an emulator; Run starts it.
@@ -44,7 +44,7 @@ func New(cfg Config) (*Emulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator config: %w", err)
 	}
-	return &Emulator{cfg: cfg.withDefaults(), ready: make(chan struct{}), nodes: map[string]*node{}}, nil
+	return &Emulator{cfg: cfg.withDefaults(), ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{}}, nil
 }
 
 // osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
@@ -66,8 +66,9 @@ func (e *Emulator) Loopback() bool {
 	return e.loopback
 }
 
-// Run restores the nodes persisted in Config.StateDir, serves until ctx
-// ends, then stops every node (their state stays on disk).
+// Run restores the nodes and address reservations persisted in
+// Config.StateDir, serves until ctx ends, then stops every node (their state
+// stays on disk).
 func (e *Emulator) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
@@ -91,6 +92,7 @@ func (e *Emulator) Run(ctx context.Context) error {
 	for _, n := range nodes {
 		n.shutdown(false)
 	}
+	e.closeReservations()
 	return nil
 }
 
@@ -112,41 +114,34 @@ func (e *Emulator) chooseLoopback() bool {
 	return true
 }
 
-// listen binds a new node's address: the first free 127.0.N.M:Port in
-// loopback mode (skipping addresses another process holds), else a fresh
-// port on Config.Host. Caller holds e.mu.
-func (e *Emulator) listen() (net.Listener, error) {
-	if !e.loopback {
+// listen binds a new node's address: the reserved address it asks for, else
+// the first free 127.0.N.M:Port in loopback mode (skipping reserved addresses
+// and addresses another process holds), else a fresh port on Config.Host.
+// Caller holds e.mu.
+func (e *Emulator) listen(spec NodeSpec) (net.Listener, error) {
+	switch {
+	case spec.Address != "":
+		return e.reservedListenerLocked(spec.Name, spec.Address)
+	case e.loopback:
+		return e.listenLoopbackLocked()
+	default:
 		return net.Listen("tcp", net.JoinHostPort(e.cfg.Host, "0"))
 	}
-	used := map[string]bool{}
-	for _, n := range e.nodes {
-		used[n.st.Address] = true
-	}
-	var lastErr error
-	for i := 0; i < 255*254; i++ {
-		ip := net.IPv4(127, 0, byte(1+i/254), byte(1+i%254))
-		addr := net.JoinHostPort(ip.String(), strconv.Itoa(e.cfg.Port))
-		if used[addr] {
-			continue
-		}
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			return l, nil
-		}
-		lastErr = err
-	}
-	return nil, fmt.Errorf("no free loopback address: %w", lastErr)
 }
 
-// Create boots a node, in maintenance mode unless spec.UserData holds a config.
+// Create boots a node, in maintenance mode unless spec.UserData holds a
+// config, on spec.Address if set (a reserved address no other node is on).
 func (e *Emulator) Create(ctx context.Context, spec NodeSpec) (NodeStatus, error) {
 	select {
 	case <-e.ready:
 	case <-ctx.Done():
 		return NodeStatus{}, ctx.Err()
 	}
-	if causes := domain.ValidateName(spec.Name, "name"); causes != nil {
+	causes := domain.ValidateName(spec.Name, "name")
+	if spec.Address != "" && net.ParseIP(spec.Address).To4() == nil {
+		causes = append(causes, domain.Cause{Field: "address", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not an IPv4 address", spec.Address)})
+	}
+	if causes != nil {
 		return NodeStatus{}, domain.NewInvalid(kindNode, spec.Name, causes)
 	}
 	var n *node
@@ -164,9 +159,13 @@ func (e *Emulator) Create(ctx context.Context, spec NodeSpec) (NodeStatus, error
 		}
 		n.setConfigLocked(spec.UserData, cfg)
 	}
-	lis, err := e.listen()
+	lis, err := e.listen(spec)
 	if err != nil {
 		e.mu.Unlock()
+		var derr *domain.Error
+		if errors.As(err, &derr) {
+			return NodeStatus{}, err
+		}
 		return NodeStatus{}, fmt.Errorf("creating node %s: %w", spec.Name, err)
 	}
 	e.nodes[spec.Name] = n
@@ -239,7 +238,8 @@ func (e *Emulator) node(name string) (*node, error) {
 	return n, nil
 }
 
-// Delete stops a node and forgets it (and its persisted state).
+// Delete stops a node and forgets it (and its persisted state). A reserved
+// address it was on stays reserved, free for another node.
 func (e *Emulator) Delete(name string) error {
 	e.mu.Lock()
 	n, ok := e.nodes[name]
@@ -251,6 +251,7 @@ func (e *Emulator) Delete(name string) error {
 		return domain.NewNotFound(kindNode, name)
 	}
 	n.shutdown(true)
+	e.releaseNodeAddress(name, n.status().Address)
 	if e.cfg.StateDir != "" {
 		dir := filepath.Join(e.cfg.StateDir, "nodes")
 		for _, f := range []string{name + ".json", name + ".config.yaml"} {
@@ -409,12 +410,17 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// restore brings back the nodes of the state dir at their addresses. A node
-// caught mid-reboot comes back booted; one whose address is taken is kept in
-// PhaseFailed with the reason.
+// restore brings back the address reservations and the nodes of the state
+// dir at their addresses. A node caught mid-reboot comes back booted; one
+// whose address is taken is kept in PhaseFailed with the reason.
 func (e *Emulator) restore() error {
 	if e.cfg.StateDir == "" {
 		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.restoreAddressesLocked(); err != nil {
+		return err
 	}
 	dir := filepath.Join(e.cfg.StateDir, "nodes")
 	entries, err := os.ReadDir(dir)
@@ -424,8 +430,6 @@ func (e *Emulator) restore() error {
 	if err != nil {
 		return fmt.Errorf("reading emulator state: %w", err)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, ent := range entries {
 		if !strings.HasSuffix(ent.Name(), ".json") {
 			continue
@@ -452,9 +456,15 @@ func (e *Emulator) restore() error {
 		e.nodes[p.Name] = n
 		n.mu.Lock()
 		n.gen++
+		if lis := e.adoptReservationLocked(p.Name, n.st.Address); lis != nil {
+			n.bindLocked(lis)
+		}
 		switch {
 		case n.st.Faults.Unreachable:
 			n.st.Phase = PhaseUnreachable
+			if n.lis != nil {
+				break
+			}
 			if lis, err := net.Listen("tcp", n.st.Address); err == nil {
 				n.bindLocked(lis)
 			}

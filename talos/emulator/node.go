@@ -24,6 +24,9 @@ type NodeSpec struct {
 	Cluster string `json:"cluster,omitempty"`
 	// UserData is a machine config to boot with; empty boots into maintenance mode.
 	UserData []byte `json:"userData,omitempty"`
+	// Address is a reserved IP (Emulator.ReserveAddress) to boot on; it must
+	// not be in use by another node. Empty: the emulator picks a free address.
+	Address string `json:"address,omitempty"`
 }
 
 // NodeStatus is a node as List reports it and as it is persisted.
