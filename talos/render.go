@@ -352,6 +352,9 @@ func (v *tenantView) controlPlaneAddresses() []string {
 }
 
 func (v *tenantView) firstControlPlane() string {
+	if a := v.tenant.Status.EndpointAddress; a != "" {
+		return a
+	}
 	if a := v.controlPlaneAddresses(); len(a) > 0 {
 		return a[0]
 	}

@@ -28,13 +28,17 @@ import (
 
 var errTimeout = errors.New("the apply took longer than its timeout")
 
-// Files a run writes into a tenant's work dir.
+// Files a run writes into a tenant's work dir, besides MainFileName and
+// VarsFileName (the machine configs: secrets, present only while tofu runs).
 const (
-	mainFile    = "main.tf.json"
+	mainFile    = MainFileName
+	varsFile    = VarsFileName
 	backendFile = "backend.tf.json"
-	// varsFile holds the machine configs (secrets); it exists only while tofu runs.
-	varsFile = "rezus.auto.tfvars.json"
-	initHash = ".rezus-init"
+	initHash    = ".rezus-init"
+	// providersFile lists the Provider names the state used after the last
+	// successful run, so a provider no group names any more still gets its
+	// block (tofu needs it to destroy what it built).
+	providersFile = ".rezus-providers"
 )
 
 // runTenant runs one apply (or destroy) for tenant and reports whether the
@@ -52,6 +56,10 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	}
 	destroy := obj.Terminating()
 	if destroy && !slices.Contains(obj.Metadata.Finalizers, InfraFinalizer) {
+		return true
+	}
+	if !destroy && !slices.Contains(obj.Metadata.Finalizers, InfraFinalizer) && !w.hasNodeGroups(tenant) {
+		// Never applied and nothing to build: no infrastructure, nothing to record.
 		return true
 	}
 	if !destroy {
@@ -144,6 +152,7 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		case err == nil:
 			s.Phase = "Ready"
 			s.ObservedGeneration = spec.Generation
+			s.EndpointAddress = res.endpoint
 			setCondition(s, domain.Condition{Type: "Reconciled", Status: "True", Reason: "ApplySucceeded",
 				Message: "apply " + name + " succeeded", ObservedGeneration: spec.Generation}, w.cfg.Now())
 		case canceled:
@@ -171,6 +180,8 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 
 type runResult struct {
 	resources domain.ApplyResources
+	// endpoint is the control-plane endpoint address the state holds ("" when none).
+	endpoint string
 }
 
 // apply renders, generates and applies the tenant's infrastructure, then
@@ -181,15 +192,28 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Ob
 	if err != nil {
 		return res, err
 	}
-	files, err := Generate(in)
-	if err != nil {
-		return res, err
-	}
 	x, err := w.prepare(ctx, tenant, name, logw)
 	if err != nil {
 		return res, err
 	}
 	defer x.cleanup()
+	used, err := x.providersInState(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, n := range used {
+		if _, ok := in.Providers[n]; !ok {
+			p, err := w.provider(n)
+			if err != nil {
+				return res, fmt.Errorf("the state holds resources of provider %q, which is needed to remove them: %w", n, err)
+			}
+			in.Providers[n] = p
+		}
+	}
+	files, err := Generate(in)
+	if err != nil {
+		return res, err
+	}
 	if err := x.writeConfig(files); err != nil {
 		return res, err
 	}
@@ -205,10 +229,16 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Ob
 	if err != nil {
 		return res, err
 	}
+	x.rememberProviders(state)
 	observed, err := ProjectState(state)
 	if err != nil {
 		return res, fmt.Errorf("projecting the state into machines: %w", err)
 	}
+	endpoint, _, err := StateEndpoint(state)
+	if err != nil {
+		return res, fmt.Errorf("reading the endpoint from the state: %w", err)
+	}
+	res.endpoint = endpoint
 	if err := w.syncMachines(ctx, tenant, observed, logw); err != nil {
 		return res, fmt.Errorf("updating machines: %w", err)
 	}
@@ -232,6 +262,10 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 	state, err := x.statePull(ctx)
 	if err != nil {
 		return res, err
+	}
+	if len(bytes.TrimSpace(state)) == 0 {
+		logw.Printf("there is no state: nothing to destroy")
+		return res, nil
 	}
 	names, err := ProvidersInState(state)
 	if err != nil {
@@ -296,7 +330,10 @@ func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object)
 		return GenerateInput{}, fmt.Errorf("loading the tenant's PKI: %w", err)
 	}
 	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
-	cpAddress := firstControlPlaneAddress(machines)
+	cpAddress := t.Status.EndpointAddress
+	if cpAddress == "" {
+		cpAddress = firstControlPlaneAddress(machines)
+	}
 	if t.Spec.ControlPlane.Endpoint == "" && cpAddress == "" {
 		in.PlaceholderEndpoint = true
 		cpAddress = EndpointPlaceholder
@@ -338,11 +375,17 @@ func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object)
 	return in, nil
 }
 
+func (w *Worker) hasNodeGroups(tenant string) bool {
+	return w.cfg.Cache.Count(domain.NodeGroupKind.Kind, tenant) > 0
+}
+
 // MachineName is the name of machine idx (0-based) of a node group.
 func MachineName(nodeGroup string, idx int) string {
 	return nodeGroup + "-" + strconv.Itoa(idx)
 }
 
+// firstControlPlaneAddress is the address of the first control-plane machine
+// (by name), for tenants applied before the endpoint was recorded in status.
 func firstControlPlaneAddress(ms []domain.Machine) string {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Metadata.Name < ms[j].Metadata.Name })
 	for _, m := range ms {
@@ -539,6 +582,44 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		return err
 	}
 	return os.WriteFile(marker, []byte(sum), 0o600)
+}
+
+// providersInState is the Provider names the tenant's state uses: from the
+// note the last successful run left, else (a new work dir: another replica
+// ran before) from the state itself.
+func (x *execution) providersInState(ctx context.Context) ([]string, error) {
+	if b, err := os.ReadFile(filepath.Join(x.dir, providersFile)); err == nil {
+		var names []string
+		if json.Unmarshal(b, &names) == nil {
+			return names, nil
+		}
+	}
+	_ = os.Remove(filepath.Join(x.dir, mainFile))
+	if err := x.init(ctx, nil); err != nil {
+		return nil, err
+	}
+	state, err := x.statePull(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(state)) == 0 {
+		return nil, nil
+	}
+	names, err := ProvidersInState(state)
+	if err != nil {
+		return nil, fmt.Errorf("reading the state: %w", err)
+	}
+	return names, nil
+}
+
+// rememberProviders notes the Provider names a state uses for the next run.
+func (x *execution) rememberProviders(state []byte) {
+	names, err := ProvidersInState(state)
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(names)
+	_ = writeIfChanged(filepath.Join(x.dir, providersFile), b, 0o600)
 }
 
 // statePull returns the tenant's current state, decrypted.

@@ -121,11 +121,17 @@ func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer,
 	cmd.Env = env
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a cancel reaches the provider plugins too;
+	// and it dies with the server (a restart must not race a leftover tofu).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	killStaleGroup(dir)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting tofu: %w", err)
 	}
 	pgid := cmd.Process.Pid
+	pidFile := filepath.Join(dir, groupFile)
+	_ = os.WriteFile(pidFile, []byte(strconv.Itoa(pgid)), 0o600)
+	defer os.Remove(pidFile)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -156,4 +162,46 @@ func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer,
 		return fmt.Errorf("tofu %s: %w", args[0], werr)
 	}
 	return nil
+}
+
+// groupFile records the process group of the tofu running in a work dir, so
+// that after a crash of the server the plugins tofu left are found and killed.
+const groupFile = ".rezus-tofu.pgid"
+
+// killStaleGroup kills what is left of the process group recorded in dir: the
+// provider plugins of a tofu that died with a crashed server (Pdeathsig kills
+// tofu itself, not its children). Only processes of that group that are tofu
+// or terraform providers are signalled, so a recycled id hits nothing else.
+func killStaleGroup(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, groupFile))
+	if err != nil {
+		return
+	}
+	defer os.Remove(filepath.Join(dir, groupFile))
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pgid <= 1 {
+		return
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read after the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		fields := strings.Fields(string(stat)[i+1:])
+		if len(fields) < 3 || fields[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		exe := filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0])
+		if exe == "tofu" || strings.HasPrefix(exe, "terraform-provider-") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

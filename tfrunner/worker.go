@@ -474,7 +474,16 @@ func (w *Worker) schedule(ctx context.Context, kv jetstream.KeyValue) error {
 				// Done with what was queued when it started; a change since
 				// then changed the revision and stays queued as a follow-up.
 				err := kv.Delete(ctx, r.tenant, jetstream.LastRevision(r.rev))
-				if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSequence(err) && ctx.Err() == nil {
+				switch {
+				case err == nil:
+					// The watch reports the deletion later; until then the
+					// entry must not look due again.
+					if p, ok := queue[r.tenant]; ok && p.rev == r.rev {
+						delete(queue, r.tenant)
+					}
+				case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err):
+					// Changed during the run: stays queued as the follow-up.
+				case ctx.Err() == nil:
 					w.cfg.Log.Warn("apply worker: dequeuing", "tenant", r.tenant, "err", err)
 				}
 				continue

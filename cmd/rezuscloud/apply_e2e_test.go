@@ -79,8 +79,9 @@ type apply struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Spec struct {
-		Operation string `json:"operation"`
-		Trigger   string `json:"trigger"`
+		Operation string   `json:"operation"`
+		Trigger   string   `json:"trigger"`
+		Sources   []string `json:"sources"`
 	} `json:"spec"`
 	Status struct {
 		Phase     string     `json:"phase"`

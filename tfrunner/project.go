@@ -1,0 +1,206 @@
+package tfrunner
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ObservedMachine is one machine as the infrastructure's state describes it.
+type ObservedMachine struct {
+	// Name is the machine's name, "<nodegroup>-<index>" (the instance's index key).
+	Name       string
+	NodeGroup  string
+	Address    string
+	ProviderID string
+	Shape      string
+	Hostname   string
+}
+
+// tfState is the part of tofu's state (format version 4, as `tofu state
+// pull` prints it) that the projection reads.
+type tfState struct {
+	Version   *int                     `json:"version"`
+	Resources []tfStateResource        `json:"resources"`
+	Outputs   map[string]tfStateOutput `json:"outputs"`
+	// EncryptedData is set when the state is encrypted (OpenTofu state
+	// encryption); the projection needs it decrypted.
+	EncryptedData json.RawMessage `json:"encrypted_data"`
+}
+
+type tfStateResource struct {
+	Module    string            `json:"module"`
+	Mode      string            `json:"mode"`
+	Type      string            `json:"type"`
+	Name      string            `json:"name"`
+	Provider  string            `json:"provider"`
+	Instances []tfStateInstance `json:"instances"`
+}
+
+type tfStateInstance struct {
+	IndexKey   json.RawMessage `json:"index_key"`
+	Deposed    string          `json:"deposed"`
+	Attributes map[string]any  `json:"attributes"`
+}
+
+type tfStateOutput struct {
+	Value json.RawMessage `json:"value"`
+}
+
+// parseState reads a state; no state at all (empty input, as `tofu state pull`
+// prints when there is none) is an empty state.
+func parseState(state []byte) (*tfState, error) {
+	var st tfState
+	if len(bytes.TrimSpace(state)) == 0 {
+		return &st, nil
+	}
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, fmt.Errorf("the state is not JSON: %w", err)
+	}
+	if len(st.EncryptedData) > 0 {
+		return nil, fmt.Errorf("the state is encrypted; read it decrypted (tofu state pull with TF_ENCRYPTION set)")
+	}
+	if st.Version == nil || *st.Version != 4 {
+		v := "none"
+		if st.Version != nil {
+			v = fmt.Sprint(*st.Version)
+		}
+		return nil, fmt.Errorf("state format version %s is not supported (want 4)", v)
+	}
+	return &st, nil
+}
+
+// ProjectState turns a tofu state (v4 JSON, unencrypted) into the machines it
+// holds: the instances of every node group resource (GroupResourceName) whose
+// type a provider type declares as a machine (MachineMapping), read through
+// that mapping. The node group comes from the resource name, the machine name
+// from the instance's index key. Instances being replaced (deposed) are left
+// out; the current one stands for the machine. Machines are sorted by name.
+func ProjectState(state []byte) ([]ObservedMachine, error) {
+	st, err := parseState(state)
+	if err != nil {
+		return nil, err
+	}
+	mappings := mappingsByResourceType()
+	var out []ObservedMachine
+	seen := map[string]string{}
+	for _, r := range st.Resources {
+		if r.Mode != "managed" || r.Module != "" {
+			continue
+		}
+		mp, ok := mappings[r.Type]
+		if !ok {
+			continue
+		}
+		group, ok := GroupFromResourceName(r.Name)
+		if !ok {
+			continue
+		}
+		for _, inst := range r.Instances {
+			if inst.Deposed != "" {
+				continue
+			}
+			var name string
+			if err := json.Unmarshal(inst.IndexKey, &name); err != nil || name == "" {
+				return nil, fmt.Errorf("%s.%s: an instance's index key is %s, want a machine name", r.Type, r.Name, string(inst.IndexKey))
+			}
+			if prev, dup := seen[name]; dup {
+				return nil, fmt.Errorf("machine %s is both %s and %s.%s", name, prev, r.Type, r.Name)
+			}
+			seen[name] = r.Type + "." + r.Name
+			m := ObservedMachine{Name: name, NodeGroup: group,
+				ProviderID: stringAttr(inst.Attributes, mp.ProviderIDAttr),
+				Hostname:   stringAttr(inst.Attributes, mp.HostnameAttr),
+				Shape:      mp.Shape,
+			}
+			for _, a := range mp.AddressAttrs {
+				if m.Address = stringAttr(inst.Attributes, a); m.Address != "" {
+					break
+				}
+			}
+			if mp.ShapeAttr != "" {
+				m.Shape = stringAttr(inst.Attributes, mp.ShapeAttr)
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// stringAttr is a string attribute, "" when absent, null or not a string.
+func stringAttr(attrs map[string]any, name string) string {
+	if name == "" {
+		return ""
+	}
+	s, _ := attrs[name].(string)
+	return s
+}
+
+// ProvidersInState returns the names of the Provider objects the state's
+// resources (and data sources) use, sorted: every provider address must be
+// an aliased one, provider["<source>"].<ProviderAlias(name)>, as Generate
+// writes them. A destroy, or an apply after a node group went away, needs a
+// provider block for each of them.
+func ProvidersInState(state []byte) ([]string, error) {
+	st, err := parseState(state)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, r := range st.Resources {
+		if len(r.Instances) == 0 {
+			continue
+		}
+		alias, err := providerAliasOf(r.Provider)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", r.Type, r.Name, err)
+		}
+		name, ok := ProviderNameFromAlias(alias)
+		if !ok {
+			return nil, fmt.Errorf("%s.%s: provider alias %q is not one RezusCloud writes", r.Type, r.Name, alias)
+		}
+		names[name] = true
+	}
+	return sortedKeys(names), nil
+}
+
+// providerAliasOf reads the alias of a state's provider address,
+// provider["registry.opentofu.org/ns/type"].alias.
+func providerAliasOf(addr string) (string, error) {
+	rest, ok := strings.CutPrefix(addr, `provider["`)
+	if !ok {
+		return "", fmt.Errorf("provider address %q is not provider[\"<source>\"]...", addr)
+	}
+	_, after, ok := strings.Cut(rest, `"]`)
+	if !ok {
+		return "", fmt.Errorf("provider address %q is not provider[\"<source>\"]...", addr)
+	}
+	alias, ok := strings.CutPrefix(after, ".")
+	if !ok || alias == "" {
+		return "", fmt.Errorf("provider address %q has no alias", addr)
+	}
+	return alias, nil
+}
+
+// StateEndpoint returns the control-plane endpoint address the configuration
+// made (the EndpointOutput output), and false when the state has none (the
+// tenant declares spec.controlPlane.endpoint, or nothing was applied yet).
+// On OCI it is a load balancer's, not the first control-plane machine's.
+func StateEndpoint(state []byte) (string, bool, error) {
+	st, err := parseState(state)
+	if err != nil {
+		return "", false, err
+	}
+	o, ok := st.Outputs[EndpointOutput]
+	if !ok || len(o.Value) == 0 || string(o.Value) == "null" {
+		return "", false, nil
+	}
+	var addr string
+	if err := json.Unmarshal(o.Value, &addr); err != nil {
+		return "", false, fmt.Errorf("output %s is %s, want a string", EndpointOutput, string(o.Value))
+	}
+	return addr, addr != "", nil
+}
