@@ -120,13 +120,13 @@ func (s *TenantSpec) Validate(f string) []Cause {
 // TenantStatus is what controllers observed about a tenant.
 type TenantStatus struct {
 	// Phase is Pending, Provisioning, Ready, Degraded, Deleting or Failed.
-	Phase              string        `json:"phase,omitempty"`
-	ObservedGeneration int64         `json:"observedGeneration,omitempty"`
+	Phase              string `json:"phase,omitempty"`
+	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
 	// EndpointAddress is the control-plane endpoint's host the infrastructure
 	// made (a reserved IP or a load balancer), when spec.controlPlane.endpoint is empty.
-	EndpointAddress string `json:"endpointAddress,omitempty"`
-	Conditions         []Condition   `json:"conditions,omitempty"`
-	Machines           MachineCounts `json:"machines"`
+	EndpointAddress string        `json:"endpointAddress,omitempty"`
+	Conditions      []Condition   `json:"conditions,omitempty"`
+	Machines        MachineCounts `json:"machines"`
 }
 
 // MachineCounts summarises a tenant's machines.
