@@ -101,6 +101,9 @@ type ApplyStatus struct {
 	Attempt int `json:"attempt,omitempty"`
 	// Holder is the replica that ran it.
 	Holder string `json:"holder,omitempty"`
+	// TofuMilliseconds is the time spent in tofu processes; the rest of the
+	// run's wall time is RezusCloud's own (rendering, records, projection).
+	TofuMilliseconds int64 `json:"tofuMilliseconds,omitempty"`
 }
 
 // MaxApplyErrorBytes bounds status.error.

@@ -122,6 +122,7 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	end := w.cfg.Now().UTC()
 	statusMu.Lock()
 	status.EndTime, status.Resources = &end, res.resources
+	status.TofuMilliseconds = res.tofu.Milliseconds()
 	canceled := errors.Is(context.Cause(ctx), errCanceledByUser)
 	switch {
 	case err == nil:
@@ -180,6 +181,8 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 
 type runResult struct {
 	resources domain.ApplyResources
+	// tofu is the time spent in tofu processes.
+	tofu time.Duration
 	// endpoint is the control-plane endpoint address the state holds ("" when none).
 	endpoint string
 }
@@ -192,7 +195,7 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Ob
 	if err != nil {
 		return res, err
 	}
-	x, err := w.prepare(ctx, tenant, name, logw)
+	x, err := w.prepare(ctx, tenant, name, logw, &res.tofu)
 	if err != nil {
 		return res, err
 	}
@@ -250,7 +253,7 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Ob
 // built from the state: the providers it names and no instances.
 func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWriter, setPhase func(string)) (runResult, error) {
 	var res runResult
-	x, err := w.prepare(ctx, tenant, name, logw)
+	x, err := w.prepare(ctx, tenant, name, logw, &res.tofu)
 	if err != nil {
 		return res, err
 	}
@@ -410,11 +413,21 @@ type execution struct {
 	dir  string
 	env  []string
 	logw *LogWriter
+	// spent is the time spent in tofu so far.
+	spent *time.Duration
+}
+
+// tofu runs tofu in the work dir with the run's environment, timing it.
+func (x *execution) tofu(ctx context.Context, out io.Writer, args ...string) error {
+	start := time.Now()
+	err := x.w.cfg.Tofu.exec(ctx, x.dir, x.env, out, args...)
+	*x.spent += time.Since(start)
+	return err
 }
 
 // prepare makes the work dir and the environment of a run: nothing inherited
 // from the server's environment, only what tofu and the providers need.
-func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter) (*execution, error) {
+func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter, spent *time.Duration) (*execution, error) {
 	if _, err := w.cfg.Tofu.Path(); err != nil {
 		return nil, err
 	}
@@ -464,7 +477,7 @@ func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWri
 		return nil, err
 	}
 	env = append(env, creds...)
-	x := &execution{w: w, dir: dir, env: env, logw: logw}
+	x := &execution{w: w, dir: dir, env: env, logw: logw, spent: spent}
 	if err := writeIfChanged(filepath.Join(dir, backendFile), w.backendConfig(tenant), 0o600); err != nil {
 		return nil, err
 	}
@@ -578,7 +591,7 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		}
 	}
 	x.logw.Printf("tofu init")
-	if err := x.w.cfg.Tofu.exec(ctx, x.dir, x.env, x.logw, "init", "-input=false", "-no-color", "-reconfigure"); err != nil {
+	if err := x.tofu(ctx, x.logw, "init", "-input=false", "-no-color", "-reconfigure"); err != nil {
 		return err
 	}
 	return os.WriteFile(marker, []byte(sum), 0o600)
@@ -625,7 +638,7 @@ func (x *execution) rememberProviders(state []byte) {
 // statePull returns the tenant's current state, decrypted.
 func (x *execution) statePull(ctx context.Context) ([]byte, error) {
 	var out, errs bytes.Buffer
-	err := x.w.cfg.Tofu.exec(ctx, x.dir, x.env, &teeErr{out: &out, err: &errs}, "state", "pull")
+	err := x.tofu(ctx, &teeErr{out: &out, err: &errs}, "state", "pull")
 	if err != nil {
 		x.logw.Printf("tofu state pull failed: %s", errs.String())
 		return nil, err
@@ -647,7 +660,7 @@ func (t *teeErr) Write(p []byte) (int, error) { t.err.Write(p); return t.out.Wri
 func (x *execution) applyJSON(ctx context.Context, setPhase func(string), args ...string) (domain.ApplyResources, error) {
 	x.logw.Printf("tofu %s", strings.Join(args, " "))
 	ui := &uiWriter{log: x.logw, setPhase: setPhase}
-	err := x.w.cfg.Tofu.exec(ctx, x.dir, x.env, ui, append(args, "-no-color")...)
+	err := x.tofu(ctx, ui, append(args, "-no-color")...)
 	ui.flush()
 	if err != nil && len(ui.errors) > 0 {
 		return ui.summary, fmt.Errorf("%s", strings.Join(ui.errors, "; "))

@@ -170,7 +170,7 @@ func (e *benchEnv) ensureBenchTenant(ctx context.Context) error {
 }
 
 // startBenchServer runs this binary's serve command as a child process.
-func startBenchServer(ctx context.Context, dir, profile, memLimit string) (*benchEnv, func(), error) {
+func startBenchServer(ctx context.Context, dir, profile, memLimit string, extra ...string) (*benchEnv, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -186,6 +186,7 @@ func startBenchServer(ctx context.Context, dir, profile, memLimit string) (*benc
 	if profile != "" {
 		args = append(args, "--cpu-profile", profile+".cpu", "--mem-profile", profile+".heap")
 	}
+	args = append(args, extra...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	cmd.Env = os.Environ()

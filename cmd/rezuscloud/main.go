@@ -27,6 +27,7 @@ func newApp() *cli.App {
 			serveCommand(),
 			rebuildCommand(),
 			benchCommand(),
+			benchAppliesCommand(),
 		},
 	}
 }
