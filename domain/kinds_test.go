@@ -399,6 +399,7 @@ func TestKindRegistry(t *testing.T) {
 		{"Machine", "machines", "machine", true, true},
 		{"ConfigPatch", "configpatches", "configpatch", true, false},
 		{"Apply", "applies", "apply", true, true},
+		{"Upgrade", "upgrades", "upgrade", true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind, func(t *testing.T) {

@@ -132,6 +132,9 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	case canceled:
 		status.Phase, status.Error = domain.ApplyCanceled, "canceled by a user"
 		logw.Printf("canceled by a user")
+	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeout):
+		status.Phase, status.Error = domain.ApplyFailed, "interrupted: the server stopped or lost the worker lease; the tenant stays queued"
+		logw.Printf("interrupted: %v", err)
 	default:
 		status.Phase, status.Error = domain.ApplyFailed, truncate(err.Error(), domain.MaxApplyErrorBytes)
 		logw.Printf("%s failed: %v", spec.Operation, err)
@@ -591,7 +594,12 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		}
 	}
 	x.logw.Printf("tofu init")
-	if err := x.tofu(ctx, x.logw, "init", "-input=false", "-no-color", "-reconfigure"); err != nil {
+	// The shared plugin cache is not safe for concurrent inits (OpenTofu
+	// documents this); inits are rare (only when providers change), so one at a time.
+	x.w.initMu.Lock()
+	err := x.tofu(ctx, x.logw, "init", "-input=false", "-no-color", "-reconfigure")
+	x.w.initMu.Unlock()
+	if err != nil {
 		return err
 	}
 	return os.WriteFile(marker, []byte(sum), 0o600)

@@ -139,6 +139,9 @@ func (c *Config) setDefaults() {
 type Worker struct {
 	cfg Config
 
+	// initMu serialises `tofu init`, which shares the plugin cache.
+	initMu sync.Mutex
+
 	mu      sync.Mutex
 	running map[string]*activeRun // by tenant
 	leading bool

@@ -287,3 +287,81 @@ func TestKillNineMidApplyRecovers(t *testing.T) {
 	code, _ := p2.do("GET", "/api/v1/tenants/phoenix/state", "")
 	require.Equal(t, http.StatusOK, code)
 }
+
+func TestCancelStopsARunAndTheLogFollowsIt(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir())
+	createCluster(t, p, "halt", 12)
+	var running apply
+	p.eventually(2*time.Minute, "the apply is running", func() bool {
+		as := p.applies("halt")
+		if len(as) == 1 && (as[0].Status.Phase == "Planning" || as[0].Status.Phase == "Applying") {
+			running = as[0]
+			return true
+		}
+		return false
+	})
+	// Follow the log while the run goes on: the stream ends when the run does.
+	logDone := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", p.url+"/api/v1/tenants/halt/applies/"+running.Metadata.Name+"/log?follow=true", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := p.client.Do(req)
+		if err != nil {
+			logDone <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		logDone <- string(b)
+	}()
+	code, body := p.do("POST", "/api/v1/tenants/halt/applies/"+running.Metadata.Name+"/cancel", "")
+	if code == http.StatusConflict {
+		t.Fatalf("the run finished before it could be canceled (make it longer): %v", body)
+	}
+	require.Equal(t, http.StatusAccepted, code, body)
+	p.eventually(time.Minute, "the run is canceled", func() bool {
+		for _, a := range p.applies("halt") {
+			if a.Metadata.Name == running.Metadata.Name {
+				return a.Status.Phase == "Canceled"
+			}
+		}
+		return false
+	})
+	select {
+	case text := <-logDone:
+		require.Contains(t, text, "canceled by a user")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the followed log did not end with the run")
+	}
+	code, body = p.do("POST", "/api/v1/tenants/halt/applies/"+running.Metadata.Name+"/cancel", "")
+	require.Equal(t, http.StatusConflict, code, body)
+
+	// The canceled run released its lock: the next change applies cleanly.
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/halt/nodegroups/workers", `{"spec":{"count":2}}`))
+	p.settled("halt", 3)
+	require.Len(t, p.emulatorNodes(), 3)
+}
+
+func TestMissingTofuFailsWithACondition(t *testing.T) {
+	t.Parallel()
+	p := startServer(t, t.TempDir(), "--with-emulator", "--tofu", "/nonexistent/tofu", "--apply-debounce", "200ms")
+	p.eventually(60*time.Second, "the emulated provider is registered", func() bool {
+		code, _ := p.do("GET", "/api/v1/providers/emulated", "")
+		return code == http.StatusOK
+	})
+	createCluster(t, p, "notofu", 1)
+	p.eventually(time.Minute, "Reconciled=False naming the missing tofu", func() bool {
+		_, m := p.do("GET", "/api/v1/tenants/notofu", "")
+		st, _ := m["status"].(map[string]any)
+		conds, _ := st["conditions"].([]any)
+		for _, c := range conds {
+			c := c.(map[string]any)
+			if c["type"] == "Reconciled" && c["status"] == "False" {
+				msg, _ := c["message"].(string)
+				return strings.Contains(msg, "tofu not found") && strings.Contains(msg, "/nonexistent/tofu") && st["phase"] == "Failed"
+			}
+		}
+		return false
+	})
+}

@@ -1,0 +1,232 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// UpgradeKind is one rolling Talos upgrade of a tenant's machines: the target
+// version, which node groups, and, in its status, the upgrade saga's progress
+// machine by machine. A tenant runs one upgrade at a time; others wait Pending
+// in creation order.
+var UpgradeKind = register(&KindInfo{
+	Kind: "Upgrade", Plural: "upgrades", Subject: "upgrade", TenantScoped: true,
+	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[UpgradeSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[UpgradeStatus](raw, "status") },
+	InitialStatus:   func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
+	SpecEvent:       upgradeSpecEvent,
+})
+
+// Upgrade is the typed view of an Upgrade object.
+type Upgrade struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Metadata   ObjectMeta    `json:"metadata"`
+	Spec       UpgradeSpec   `json:"spec"`
+	Status     UpgradeStatus `json:"status"`
+}
+
+// Upgrade run phases. Succeeded, Failed and Canceled are final.
+const (
+	UpgradePending   = "Pending"
+	UpgradeRunning   = "Running"
+	UpgradeSucceeded = "Succeeded"
+	UpgradeFailed    = "Failed"
+	UpgradeCanceled  = "Canceled"
+)
+
+// Phases of one machine in a run, in the order a step goes through them.
+// Done, RolledBack and Failed are final.
+const (
+	StepPending     = "Pending"
+	StepUpgrading   = "Upgrading"
+	StepRebooting   = "Rebooting"
+	StepVerifying   = "Verifying"
+	StepRollingBack = "RollingBack"
+	StepDone        = "Done"
+	StepRolledBack  = "RolledBack"
+	StepFailed      = "Failed"
+)
+
+// Bounds of an upgrade's status, so one run stays well inside an event.
+const (
+	MaxUpgradeMachines    = 4000
+	MaxUpgradeReasonBytes = 4 << 10
+	MaxUpgradeErrorBytes  = 2 << 10
+)
+
+// UpgradeSpec says what to upgrade to.
+type UpgradeSpec struct {
+	// TalosVersion is the target, e.g. v1.13.1.
+	TalosVersion string `json:"talosVersion"`
+	// NodeGroups narrows the run to these groups; empty means every machine of the tenant.
+	NodeGroups []string `json:"nodeGroups,omitempty"`
+	// MaxParallelism is how many workers are upgraded at once; default 1.
+	// Control planes are always upgraded one at a time.
+	MaxParallelism int `json:"maxParallelism"`
+	// CancelRequested is set by POST .../cancel: the run stops after the
+	// machine it is upgrading. It cannot be unset.
+	CancelRequested bool `json:"cancelRequested,omitempty"`
+}
+
+// Default fills in maxParallelism 1, a leading "v" and the node groups in order.
+func (s *UpgradeSpec) Default() {
+	if s.MaxParallelism == 0 {
+		s.MaxParallelism = 1
+	}
+	if _, ok := ParseVersion(s.TalosVersion); ok {
+		s.TalosVersion = canonicalVersion(s.TalosVersion)
+	}
+	if len(s.NodeGroups) == 0 {
+		s.NodeGroups = nil
+	}
+	sort.Strings(s.NodeGroups)
+}
+
+// Validate reports every bad field.
+func (s *UpgradeSpec) Validate(f string) []Cause {
+	var causes []Cause
+	if s.TalosVersion == "" {
+		causes = append(causes, Cause{Field: f + ".talosVersion", Type: CauseRequired, Message: "the target Talos version is required, e.g. v1.13.1"})
+	} else {
+		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	for i, ng := range s.NodeGroups {
+		p := fmt.Sprintf("%s.nodeGroups[%d]", f, i)
+		causes = append(causes, ValidateName(ng, p)...)
+		if i > 0 && s.NodeGroups[i-1] == ng {
+			causes = append(causes, Cause{Field: p, Type: CauseDuplicate, Message: fmt.Sprintf("node group %q is listed twice", ng)})
+		}
+	}
+	if mp := s.MaxParallelism; mp < 1 || mp > MaxNodeGroupCount {
+		causes = append(causes, Cause{Field: f + ".maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
+	}
+	return causes
+}
+
+// Includes reports whether the run covers machines of node group ng.
+func (s *UpgradeSpec) Includes(ng string) bool {
+	return len(s.NodeGroups) == 0 || slices.Contains(s.NodeGroups, ng)
+}
+
+// UpgradeMachine is one machine's step of a run.
+type UpgradeMachine struct {
+	Name      string `json:"name"`
+	NodeGroup string `json:"nodeGroup,omitempty"`
+	Role      string `json:"role"`
+	// From is the version the machine ran when the run was planned; To the target.
+	From  string `json:"from,omitempty"`
+	To    string `json:"to"`
+	Phase string `json:"phase"`
+	// Started is when its upgrade call was made; Finished when it reached a final phase.
+	Started  *time.Time `json:"started,omitempty"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Error says why the step failed (and what the rollback did).
+	Error string `json:"error,omitempty"`
+}
+
+// Final reports whether the machine's step is over.
+func (m *UpgradeMachine) Final() bool {
+	return m.Phase == StepDone || m.Phase == StepRolledBack || m.Phase == StepFailed
+}
+
+// UpgradeStatus is how the run goes, written by the upgrade saga. Every
+// change is an event, so the stream holds the run step by step.
+type UpgradeStatus struct {
+	Phase string `json:"phase"`
+	// Machines is the plan in the order it is carried out: control planes
+	// first (the etcd leader last of them), then workers.
+	Machines []UpgradeMachine `json:"machines,omitempty"`
+	// Current names the machine being upgraded (comma-separated when workers
+	// go in parallel); empty between steps.
+	Current string `json:"current,omitempty"`
+	// Reason explains a Failed or Canceled run (or a Pending one that waits).
+	Reason    string     `json:"reason,omitempty"`
+	StartTime *time.Time `json:"startTime,omitempty"`
+	EndTime   *time.Time `json:"endTime,omitempty"`
+}
+
+// Final reports whether the run is over.
+func (s *UpgradeStatus) Final() bool {
+	return s.Phase == UpgradeSucceeded || s.Phase == UpgradeFailed || s.Phase == UpgradeCanceled
+}
+
+// Default fills in a Pending phase.
+func (s *UpgradeStatus) Default() {
+	if s.Phase == "" {
+		s.Phase = UpgradePending
+	}
+}
+
+// Validate checks the status the saga wrote.
+func (s *UpgradeStatus) Validate(f string) []Cause {
+	causes := oneOf(s.Phase, f+".phase", UpgradePending, UpgradeRunning, UpgradeSucceeded, UpgradeFailed, UpgradeCanceled)
+	if len(s.Reason) > MaxUpgradeReasonBytes {
+		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeReasonBytes)})
+	}
+	if len(s.Machines) > MaxUpgradeMachines {
+		return append(causes, Cause{Field: f + ".machines", Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxUpgradeMachines)})
+	}
+	seen := map[string]bool{}
+	for i, m := range s.Machines {
+		p := fmt.Sprintf("%s.machines[%d]", f, i)
+		causes = append(causes, ValidateName(m.Name, p+".name")...)
+		if seen[m.Name] {
+			causes = append(causes, Cause{Field: p + ".name", Type: CauseDuplicate, Message: fmt.Sprintf("machine %q is listed twice", m.Name)})
+		}
+		seen[m.Name] = true
+		causes = append(causes, oneOf(m.Role, p+".role", RoleControlPlane, RoleWorker)...)
+		if m.From != "" {
+			causes = append(causes, validateVersion(m.From, p+".from")...)
+		}
+		causes = append(causes, validateVersion(m.To, p+".to")...)
+		causes = append(causes, oneOf(m.Phase, p+".phase", StepPending, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
+		if len(m.Error) > MaxUpgradeErrorBytes {
+			causes = append(causes, Cause{Field: p + ".error", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
+		}
+	}
+	return causes
+}
+
+// upgradeSpecEvent names a change that only set cancelRequested UpgradeCancelRequested.
+func upgradeSpecEvent(old, new json.RawMessage) string {
+	var a, b UpgradeSpec
+	if json.Unmarshal(old, &a) != nil || json.Unmarshal(new, &b) != nil || a.CancelRequested || !b.CancelRequested {
+		return ""
+	}
+	a.CancelRequested = true
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	if string(x) == string(y) {
+		return "UpgradeCancelRequested"
+	}
+	return ""
+}
+
+// UpgradePathProblem says why a machine running from cannot be upgraded to
+// to in one run, or "" when it can. Talos supports upgrades to the next minor
+// version at most, and patch-level moves within a minor version; going back
+// across a minor version is a downgrade Talos does not support.
+func UpgradePathProblem(from, to string) string {
+	f, ok := ParseVersion(from)
+	if !ok {
+		return fmt.Sprintf("%q is not a semantic version", from)
+	}
+	t, ok := ParseVersion(to)
+	if !ok {
+		return fmt.Sprintf("%q is not a semantic version", to)
+	}
+	from, to = canonicalVersion(from), canonicalVersion(to)
+	switch {
+	case f.Major != t.Major:
+		return fmt.Sprintf("%s to %s changes the major version, which Talos does not support", from, to)
+	case t.Minor < f.Minor:
+		return fmt.Sprintf("%s to %s is a downgrade across a minor version; only patch versions can go back (v%d.%d.x)", from, to, f.Major, f.Minor)
+	case t.Minor > f.Minor+1:
+		return fmt.Sprintf("%s to %s skips a minor version; upgrade to v%d.%d.x first", from, to, f.Major, f.Minor+1)
+	}
+	return ""
+}

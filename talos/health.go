@@ -1,0 +1,302 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	stdx509 "crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// HealthActor is the actor of the status events a health probe writes.
+const HealthActor = "system:health"
+
+// BundleSource gives a tenant's secrets bundle; *PKI is the one used.
+type BundleSource interface {
+	Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error)
+}
+
+// HealthConfig configures a HealthService. Cache, PKI and Store are required;
+// every other field's default is documented beside it.
+type HealthConfig struct {
+	Cache *projections.Cache
+	PKI   BundleSource
+	// Store receives the status events of the write-back.
+	Store *eventstore.Store
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+	// Now is the clock of the cache, lastSeen and condition times; default time.Now.
+	Now func() time.Time
+	// Timeout bounds the probe of one machine (every call to it); default 3 s.
+	// A hung or unreachable machine costs the answer no more than this.
+	Timeout time.Duration
+	// TTL is how long a probe's answer is served from memory; default 15 s.
+	TTL time.Duration
+	// Parallelism bounds the machines of one probe dialled at once; default 64.
+	// Machines beyond it wait for a free slot, control planes first.
+	Parallelism int
+	// Port is the Talos API port of every machine; default 50000.
+	Port int
+	// LastSeenEvery is how often a machine's status.lastSeen moves when
+	// nothing else about it changed; default 1 minute.
+	LastSeenEvery time.Duration
+	// WriteTimeout bounds writing a probe's observations back; default 10 s.
+	WriteTimeout time.Duration
+	// DialOptions are added to every connection to a machine (tests count the
+	// calls with an interceptor).
+	DialOptions []grpc.DialOption
+}
+
+func (c *HealthConfig) setDefaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 3 * time.Second
+	}
+	if c.TTL == 0 {
+		c.TTL = 15 * time.Second
+	}
+	if c.Parallelism == 0 {
+		c.Parallelism = 64
+	}
+	if c.Port == 0 {
+		c.Port = 50000
+	}
+	if c.LastSeenEvery == 0 {
+		c.LastSeenEvery = time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+}
+
+// HealthService answers how healthy a tenant's cluster is by probing its
+// machines through the real Talos API (mTLS, an os:reader certificate from the
+// tenant's PKI), on demand only: there is no background scraping. Answers are
+// kept in memory for TTL, concurrent requests for one tenant share one probe,
+// and what a probe learns that matters (version, stage, readiness) is written
+// back to the Machine and Tenant statuses as events.
+//
+// The memory is a cache of observations, not state: a replica that restarts,
+// or another replica, simply probes again.
+type HealthService struct {
+	cfg    HealthConfig
+	flight singleflight.Group
+
+	mu     sync.Mutex
+	recent map[string]domain.TenantHealth
+}
+
+// NewHealthService returns a HealthService.
+func NewHealthService(cfg HealthConfig) *HealthService {
+	cfg.setDefaults()
+	return &HealthService{cfg: cfg, recent: map[string]domain.TenantHealth{}}
+}
+
+// Probe answers a tenant's health: a probe of its machines younger than TTL,
+// else a new one (refresh asks for a new one). A caller that arrives while a
+// probe of the tenant is under way waits for it rather than starting another;
+// a caller whose ctx ends stops waiting, while the probe, bounded by Timeout,
+// finishes for the others and the cache. An unknown tenant is NotFound.
+func (s *HealthService) Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error) {
+	if _, ok := s.cfg.Cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); !ok {
+		s.mu.Lock()
+		delete(s.recent, tenant)
+		s.mu.Unlock()
+		return domain.TenantHealth{}, domain.NewNotFound(domain.TenantKind.Kind, tenant)
+	}
+	if !refresh {
+		if h, ok := s.cached(tenant); ok {
+			return h, nil
+		}
+	}
+	// The probe outlives the caller that started it: others may be waiting.
+	base := context.WithoutCancel(ctx)
+	ch := s.flight.DoChan(tenant, func() (any, error) { return s.probe(base, tenant) })
+	select {
+	case <-ctx.Done():
+		return domain.TenantHealth{}, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return domain.TenantHealth{}, r.Err
+		}
+		return r.Val.(domain.TenantHealth), nil
+	}
+}
+
+func (s *HealthService) cached(tenant string) (domain.TenantHealth, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.recent[tenant]
+	if !ok {
+		return h, false
+	}
+	if s.cfg.Now().Sub(h.ObservedAt) >= s.cfg.TTL {
+		delete(s.recent, tenant)
+		return h, false
+	}
+	h.Cached = true
+	return h, true
+}
+
+// probe probes every machine of the tenant, writes back what changed and
+// remembers the answer.
+func (s *HealthService) probe(ctx context.Context, tenant string) (domain.TenantHealth, error) {
+	start := s.cfg.Now()
+	began := time.Now()
+	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenant)
+	if err != nil {
+		return domain.TenantHealth{}, err
+	}
+	var tlsCfg *tls.Config
+	if len(machines) > 0 {
+		if tlsCfg, err = s.clientTLS(ctx, tenant); err != nil {
+			return domain.TenantHealth{}, err
+		}
+	}
+	obs := s.observe(ctx, tlsCfg, machines)
+	h := assess(tenant, obs, start, time.Since(began))
+	s.writeBack(ctx, tenant, h)
+	s.mu.Lock()
+	s.recent[tenant] = h
+	s.mu.Unlock()
+	return h, nil
+}
+
+// clientTLS is the mTLS configuration of a probe: the tenant's OS CA as the
+// only trusted root and a short-lived os:reader client certificate, the least
+// role that can read versions, services and etcd members.
+func (s *HealthService) clientTLS(ctx context.Context, tenant string) (*tls.Config, error) {
+	b, err := s.cfg.PKI.Bundle(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	crt, err := b.GenerateTalosAPIClientCertificateWithTTL(role.MakeSet(role.Reader), time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the health probe's client certificate for tenant %s: %w", tenant, err)
+	}
+	pair, err := tls.X509KeyPair(crt.Crt, crt.Key)
+	if err != nil {
+		return nil, fmt.Errorf("loading the health probe's client certificate for tenant %s: %w", tenant, err)
+	}
+	roots := stdx509.NewCertPool()
+	if !roots.AppendCertsFromPEM(b.Certs.OS.Crt) {
+		return nil, fmt.Errorf("the os ca of tenant %s is not a pem certificate", tenant)
+	}
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// observe probes the machines, at most Parallelism at once, control planes
+// first; the result is in the machines' order.
+func (s *HealthService) observe(ctx context.Context, tlsCfg *tls.Config, machines []domain.Machine) []observation {
+	order := make([]int, len(machines))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return compareMachines(&machines[a], &machines[b]) })
+	obs := make([]observation, len(machines))
+	next := make(chan int, len(order))
+	for _, i := range order {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(s.cfg.Parallelism, len(machines)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				obs[i] = s.observeMachine(ctx, tlsCfg, machines[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return obs
+}
+
+// observeMachine asks one machine for its version, its services and, on a
+// control plane, the etcd members, all within Timeout.
+func (s *HealthService) observeMachine(ctx context.Context, tlsCfg *tls.Config, m domain.Machine) observation {
+	o := observation{Machine: m}
+	if m.Spec.Address == "" {
+		o.Err = "it has no address yet"
+		return o
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	c, err := client.New(ctx, client.WithEndpoints(net.JoinHostPort(m.Spec.Address, strconv.Itoa(s.cfg.Port))),
+		client.WithTLSConfig(tlsCfg), client.WithGRPCDialOptions(s.cfg.DialOptions...))
+	if err != nil {
+		o.Err = err.Error()
+		return o
+	}
+	defer c.Close() //nolint:errcheck // nothing was written through it
+	v, err := c.Version(ctx)
+	if err != nil {
+		o.Err = s.describe(err)
+		return o
+	}
+	if len(v.GetMessages()) > 0 {
+		o.Version = v.GetMessages()[0].GetVersion().GetTag()
+	}
+	sl, err := c.ServiceList(ctx)
+	if err != nil {
+		o.Err = s.describe(err)
+		return o
+	}
+	o.Services = map[string]domain.ServiceHealth{}
+	for _, msg := range sl.GetMessages() {
+		for _, si := range msg.GetServices() {
+			o.Services[si.GetId()] = domain.ServiceHealth{ID: si.GetId(), State: si.GetState(),
+				Healthy: si.GetHealth().GetHealthy() && !si.GetHealth().GetUnknown(), Message: si.GetHealth().GetLastMessage()}
+		}
+	}
+	if m.Spec.Role != domain.RoleControlPlane {
+		return o
+	}
+	ml, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+	if err != nil {
+		o.MembersErr = s.describe(err)
+		return o
+	}
+	for _, msg := range ml.GetMessages() {
+		for _, mb := range msg.GetMembers() {
+			o.Members = append(o.Members, etcdMember{Name: mb.GetHostname(), PeerURLs: mb.GetPeerUrls(), Learner: mb.GetIsLearner()})
+		}
+	}
+	return o
+}
+
+// describe says in a few words why a call failed.
+func (s *HealthService) describe(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+		return "no answer within " + s.cfg.Timeout.String()
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Message()
+	}
+	return err.Error()
+}

@@ -1,0 +1,103 @@
+package talos
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// writeBackParallelism bounds the status writes of one probe in flight at once.
+const writeBackParallelism = 8
+
+// writeBack records what a probe saw that matters: each machine's status
+// (only those that changed, judged on the read model first so that a probe
+// seeing nothing new costs no store round trip), then the tenant's counts,
+// Healthy condition and phase. Failures are logged: the answer stands either way.
+func (s *HealthService) writeBack(ctx context.Context, tenant string, h domain.TenantHealth) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+	defer cancel()
+	now := s.cfg.Now()
+	sem := make(chan struct{}, writeBackParallelism)
+	var wg sync.WaitGroup
+	for _, mh := range h.Machines {
+		ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: mh.Name}
+		cur, err := getTyped[domain.Machine](s.cfg.Cache, ref)
+		if err != nil || cur.Metadata.DeletionTimestamp != nil {
+			continue // deleted since the probe began, or going
+		}
+		if _, changed := machineStatusAfter(cur.Status, mh, now, s.cfg.LastSeenEvery); !changed {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := s.updateStatus(ctx, ref, func(raw json.RawMessage) (any, bool, error) {
+				var st domain.MachineStatus
+				if err := decodeStatus(raw, &st); err != nil {
+					return nil, false, err
+				}
+				next, changed := machineStatusAfter(st, mh, now, s.cfg.LastSeenEvery)
+				return next, changed, nil
+			})
+			if err != nil {
+				s.cfg.Log.Warn("health: writing machine status", "tenant", tenant, "machine", mh.Name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}
+	cur, err := getTyped[domain.Tenant](s.cfg.Cache, ref)
+	if err != nil || cur.Metadata.DeletionTimestamp != nil {
+		return
+	}
+	if _, changed := tenantStatusAfter(cur.Status, h, now); !changed {
+		return
+	}
+	err = s.updateStatus(ctx, ref, func(raw json.RawMessage) (any, bool, error) {
+		var st domain.TenantStatus
+		if err := decodeStatus(raw, &st); err != nil {
+			return nil, false, err
+		}
+		next, changed := tenantStatusAfter(st, h, now)
+		return next, changed, nil
+	})
+	if err != nil {
+		s.cfg.Log.Warn("health: writing tenant status", "tenant", tenant, "err", err)
+	}
+}
+
+// updateStatus rewrites an object's status through next, on the current
+// state, retrying conflicting writers; spec and metadata are never touched.
+func (s *HealthService) updateStatus(ctx context.Context, ref domain.Ref, next func(json.RawMessage) (any, bool, error)) error {
+	_, err := s.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: s.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+		if state == nil || state.Terminating() {
+			return nil, nil
+		}
+		st, changed, err := next(state.Status)
+		if err != nil || !changed {
+			return nil, err
+		}
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return nil, err
+		}
+		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: HealthActor, Now: s.cfg.Now(),
+			Object: &domain.Object{Status: raw}})
+	})
+	if domain.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func decodeStatus(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
