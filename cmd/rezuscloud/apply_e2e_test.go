@@ -198,6 +198,7 @@ func TestApplyBuildsScalesAndDestroysACluster(t *testing.T) {
 	require.Equal(t, 3, as[0].Status.Resources.Added-1, "3 machines and the endpoint address")
 	logText := string(p.raw("/api/v1/tenants/acme/applies/" + as[0].Metadata.Name + "/log"))
 	require.Contains(t, logText, "Apply complete")
+	require.NotContains(t, logText, "-----BEGIN", "no key or certificate of the machine configs reaches the log")
 
 	ms := p.machines("acme")
 	roles := map[string]int{}

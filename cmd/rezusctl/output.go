@@ -141,6 +141,14 @@ var kindColumns = map[string][]column{
 	"Provider": {
 		{"TYPE", field("spec.type")},
 	},
+	"Apply": {
+		{"OPERATION", field("spec.operation")},
+		{"TRIGGER", field("spec.trigger")},
+		{"PHASE", field("status.phase")},
+		{"ADDED", field("status.resources.added")},
+		{"CHANGED", field("status.resources.changed")},
+		{"DESTROYED", field("status.resources.destroyed")},
+	},
 	"User": {
 		{"ROLE", field("spec.role")},
 	},

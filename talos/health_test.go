@@ -1,0 +1,324 @@
+package talos_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/emulator"
+)
+
+// oneRound is the Talos calls of one probe of 3 control planes and 2 workers:
+// a version and a service list from each, the etcd members from each control plane.
+var oneRound = map[string]int{"Version": 5, "ServiceList": 5, "EtcdMemberList": 3}
+
+func TestHealthReadyCluster(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, nil)
+	got, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+
+	assert.Equal(t, domain.TenantHealthKind, got.Kind)
+	assert.Equal(t, domain.APIVersion, got.APIVersion)
+	assert.Equal(t, domain.HealthReady, got.State, "reasons: %v", got.Reasons)
+	assert.Empty(t, got.Reasons)
+	assert.False(t, got.Cached)
+	assert.Equal(t, h.clock.Now().UTC(), got.ObservedAt)
+	var names []string
+	for _, m := range got.Machines {
+		names = append(names, m.Name)
+		assert.True(t, m.Reachable, m.Name)
+		assert.True(t, m.Ready, m.Name)
+		assert.Equal(t, "v1.13.0", m.TalosVersion, m.Name)
+		assert.Equal(t, "Running", m.Stage, m.Name)
+		for _, s := range m.Services {
+			assert.True(t, s.Healthy, "%s on %s", s.ID, m.Name)
+		}
+		if m.Role == domain.RoleControlPlane {
+			assert.Equal(t, domain.EtcdMemberHealthy, m.Etcd, m.Name)
+			assert.Len(t, m.Services, 3, "apid, etcd, kubelet")
+		} else {
+			assert.Empty(t, m.Etcd, m.Name)
+			assert.Len(t, m.Services, 2, "apid, kubelet")
+		}
+	}
+	assert.Equal(t, []string{"cp-1", "cp-2", "cp-3", "w-1", "w-2"}, names, "control planes first, then workers")
+	assert.Equal(t, "cp-1", got.Etcd.ReportedBy)
+	assert.Len(t, got.Etcd.Members, 3)
+	assert.Equal(t, 3, got.Etcd.Healthy)
+	assert.True(t, got.Etcd.Quorum)
+	assert.Equal(t, oneRound, h.calls.snapshot())
+
+	// The observations are written back.
+	m := h.machine("w-1")
+	assert.Equal(t, "Running", m.Status.Stage)
+	assert.True(t, m.Status.Ready)
+	assert.Equal(t, "v1.13.0", m.Status.TalosVersion)
+	require.NotNil(t, m.Status.LastSeen)
+	assert.Equal(t, h.clock.Now().UTC().Truncate(time.Second), *m.Status.LastSeen)
+	require.Len(t, m.Status.Conditions, 1)
+	assert.Equal(t, talos.ConditionHealthy, m.Status.Conditions[0].Type)
+	assert.Equal(t, "True", m.Status.Conditions[0].Status)
+	tn := h.tenantObj()
+	assert.Equal(t, "Ready", tn.Status.Phase)
+	assert.Equal(t, domain.MachineCounts{Total: 5, Ready: 5, ControlPlane: 3, Workers: 2}, tn.Status.Machines)
+	cond := condition(tn.Status.Conditions, talos.ConditionHealthy)
+	require.NotNil(t, cond)
+	assert.Equal(t, "True", cond.Status)
+	assert.Equal(t, "all 5 machines are healthy", cond.Message)
+}
+
+func TestHealthDegradedWhenEtcdIsUnhealthy(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, nil)
+	_, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+
+	h.fault("cp-2", emulator.Faults{Unhealthy: true})
+	got, err := h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthDegraded, got.State)
+	assert.Contains(t, got.Reasons, "etcd on cp-2 is unhealthy: emulated fault: unhealthy")
+	assert.Equal(t, 2, got.Etcd.Healthy)
+	assert.True(t, got.Etcd.Quorum, "2 of 3 members keep quorum")
+	cp2 := got.Machines[1]
+	assert.Equal(t, "cp-2", cp2.Name)
+	assert.True(t, cp2.Reachable)
+	assert.False(t, cp2.Ready)
+	assert.Equal(t, domain.EtcdMemberUnhealthy, cp2.Etcd)
+
+	tn := h.tenantObj()
+	assert.Equal(t, "Degraded", tn.Status.Phase)
+	assert.Equal(t, 4, tn.Status.Machines.Ready)
+	cond := condition(tn.Status.Conditions, talos.ConditionHealthy)
+	require.NotNil(t, cond)
+	assert.Equal(t, "False", cond.Status)
+	assert.Equal(t, domain.HealthDegraded, cond.Reason)
+	assert.Contains(t, cond.Message, "etcd on cp-2 is unhealthy")
+	m := h.machine("cp-2")
+	assert.False(t, m.Status.Ready)
+	assert.Equal(t, "ServicesUnhealthy", m.Status.Conditions[0].Reason)
+
+	// A second unhealthy member loses quorum.
+	h.fault("cp-3", emulator.Faults{Unhealthy: true})
+	got, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthDegraded, got.State)
+	assert.False(t, got.Etcd.Quorum)
+	assert.Equal(t, "etcd has lost quorum: 1 of 3 members healthy", got.Reasons[0], "the cluster-level reason comes first")
+
+	// Healed, the tenant is Ready again.
+	h.fault("cp-2", emulator.Faults{})
+	h.fault("cp-3", emulator.Faults{})
+	got, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthReady, got.State, "reasons: %v", got.Reasons)
+	tn = h.tenantObj()
+	assert.Equal(t, "Ready", tn.Status.Phase)
+	assert.Equal(t, 5, tn.Status.Machines.Ready)
+	assert.Equal(t, "True", condition(tn.Status.Conditions, talos.ConditionHealthy).Status)
+}
+
+func TestHealthDegradedWhenANodeIsAway(t *testing.T) {
+	const timeout = time.Second
+	for _, tc := range []struct {
+		name   string
+		node   string
+		fault  emulator.Faults
+		reason string
+	}{
+		{"unreachable worker", "w-2", emulator.Faults{Unreachable: true}, "w-2 unreachable: "},
+		{"hung worker", "w-2", emulator.Faults{Hang: true}, "w-2 unreachable: no answer within 1s"},
+		{"hung control plane", "cp-3", emulator.Faults{Hang: true}, "cp-3 unreachable: no answer within 1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = timeout })
+			_, err := h.svc.Probe(h.ctx, h.tenant, false)
+			require.NoError(t, err)
+			h.fault(tc.node, tc.fault)
+
+			start := time.Now()
+			got, err := h.svc.Probe(h.ctx, h.tenant, true)
+			took := time.Since(start)
+			require.NoError(t, err)
+			assert.Less(t, took, timeout+time.Second, "a node that does not answer costs at most the per-node timeout")
+			t.Logf("answered in %s", took)
+			assert.Equal(t, domain.HealthDegraded, got.State)
+			require.NotEmpty(t, got.Reasons)
+			found := false
+			for _, r := range got.Reasons {
+				found = found || strings.HasPrefix(r, tc.reason)
+			}
+			assert.True(t, found, "no reason starting %q in %q", tc.reason, got.Reasons)
+			var away domain.MachineHealth
+			for _, m := range got.Machines {
+				if m.Name == tc.node {
+					away = m
+				}
+			}
+			assert.False(t, away.Reachable)
+			assert.NotEmpty(t, away.Error)
+			if away.Role == domain.RoleControlPlane {
+				assert.Equal(t, domain.EtcdMemberUnhealthy, away.Etcd)
+				assert.Equal(t, 2, got.Etcd.Healthy)
+				assert.True(t, got.Etcd.Quorum)
+			}
+
+			m := h.machine(tc.node)
+			assert.False(t, m.Status.Ready)
+			assert.Equal(t, "Running", m.Status.Stage, "a machine away keeps the stage it was last seen in")
+			assert.Equal(t, "v1.13.0", m.Status.TalosVersion)
+			assert.Equal(t, "Unreachable", m.Status.Conditions[0].Reason)
+			assert.Equal(t, "Degraded", h.tenantObj().Status.Phase)
+		})
+	}
+}
+
+func TestHealthUnreachableWhenNoMachineAnswers(t *testing.T) {
+	h := newHealthEnv(t, 1, 1, func(c *talos.HealthConfig) { c.Timeout = 500 * time.Millisecond })
+	h.fault("cp-1", emulator.Faults{Unreachable: true})
+	h.fault("w-1", emulator.Faults{Hang: true})
+	got, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthUnreachable, got.State)
+	assert.Len(t, got.Reasons, 2)
+	assert.Equal(t, "Degraded", h.tenantObj().Status.Phase)
+	assert.Equal(t, domain.HealthUnreachable, condition(h.tenantObj().Status.Conditions, talos.ConditionHealthy).Reason)
+}
+
+func TestHealthCacheAndRefresh(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, nil)
+	first, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	require.Equal(t, 13, h.calls.total())
+
+	again, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.True(t, again.Cached)
+	assert.Equal(t, first.ObservedAt, again.ObservedAt)
+	assert.Equal(t, 13, h.calls.total(), "a cached answer calls nothing")
+
+	h.clock.Advance(14 * time.Second)
+	again, err = h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.True(t, again.Cached)
+	assert.Equal(t, 13, h.calls.total())
+
+	h.clock.Advance(time.Second)
+	again, err = h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.False(t, again.Cached, "15 s on, the answer is probed again")
+	assert.Equal(t, h.clock.Now().UTC(), again.ObservedAt)
+	assert.Equal(t, 26, h.calls.total())
+
+	fresh, err := h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	assert.False(t, fresh.Cached)
+	assert.Equal(t, 39, h.calls.total(), "refresh bypasses the cache")
+}
+
+func TestHealthConcurrentProbesShareOne(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, nil)
+	var wg sync.WaitGroup
+	results := make([]domain.TenantHealth, 20)
+	start := make(chan struct{})
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := h.svc.Probe(h.ctx, h.tenant, false)
+			assert.NoError(t, err)
+			results[i] = r
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, oneRound, h.calls.snapshot(), "20 concurrent requests make one round of Talos calls")
+	for _, r := range results {
+		assert.Equal(t, domain.HealthReady, r.State)
+		assert.Equal(t, results[0].ObservedAt, r.ObservedAt)
+	}
+}
+
+func TestHealthWaitersContextIsRespected(t *testing.T) {
+	const timeout = time.Second
+	h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = timeout })
+	h.fault("w-2", emulator.Faults{Hang: true})
+
+	ctx, cancel := context.WithTimeout(h.ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := h.svc.Probe(ctx, h.tenant, false)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), timeout/2, "an impatient caller leaves without waiting for the probe")
+
+	// The probe it started goes on for the others: a caller now joins it.
+	got, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthDegraded, got.State)
+	assert.Equal(t, map[string]int{"Version": 5, "ServiceList": 4, "EtcdMemberList": 3}, h.calls.snapshot(),
+		"one round: the hung worker answers nothing past Version")
+}
+
+func TestHealthWritesBackOnlyWhatChanged(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, nil)
+	before := h.machine("cp-1")
+	seq := h.lastSeq()
+	_, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, seq+6, h.lastSeq(), "five machines and the tenant")
+	for s := seq + 1; s <= h.lastSeq(); s++ {
+		rec, err := h.store.Get(h.ctx, s)
+		require.NoError(t, err)
+		assert.Equal(t, talos.HealthActor, rec.Event.Actor)
+		assert.True(t, strings.HasSuffix(rec.Event.Type, "StatusUpdated"), rec.Event.Type)
+	}
+	after := h.machine("cp-1")
+	assert.Equal(t, before.Spec, after.Spec, "spec is never touched")
+	assert.Equal(t, before.Metadata.Generation, after.Metadata.Generation)
+
+	// Nothing changed: nothing is written, within the lastSeen interval.
+	seq = h.lastSeq()
+	_, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	h.clock.Advance(30 * time.Second)
+	_, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, seq, h.lastSeq(), "a probe that sees nothing new writes nothing")
+
+	// A minute after they were last written, lastSeen moves once per machine.
+	h.clock.Advance(31 * time.Second)
+	_, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, seq+5, h.lastSeq(), "lastSeen of the five machines, the tenant unchanged")
+	assert.Equal(t, h.clock.Now().UTC().Truncate(time.Second), *h.machine("w-2").Status.LastSeen)
+	seq = h.lastSeq()
+	_, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, seq, h.lastSeq())
+}
+
+func TestHealthUnknownTenant(t *testing.T) {
+	h := newHealthEnv(t, 1, 0, nil)
+	_, err := h.svc.Probe(h.ctx, "nope", false)
+	require.True(t, domain.IsNotFound(err), "%v", err)
+}
+
+func condition(conds []domain.Condition, typ string) *domain.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
