@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -194,61 +195,92 @@ type runResult struct {
 // projects the resulting state into Machine objects.
 func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Object, logw *LogWriter, setPhase func(string)) (runResult, error) {
 	var res runResult
-	in, err := w.inputs(ctx, tenant, tobj)
+	in, extra, err := w.inputs(ctx, tenant, tobj)
 	if err != nil {
 		return res, err
 	}
+	hasState, err := w.cfg.State.HasState(ctx, tenant)
+	if err != nil {
+		return res, fmt.Errorf("checking the state: %w", err)
+	}
+	if len(in.Groups) > 0 || hasState {
+		if err := w.applyTofu(ctx, tenant, name, in, logw, setPhase, &res); err != nil {
+			return res, err
+		}
+	}
+	if len(extra.metal) > 0 {
+		setPhase(domain.ApplyApplying)
+		if w.cfg.Metal == nil {
+			return res, errors.New("metal node groups need the Talos API, which this server does not drive")
+		}
+		if err := w.applyMetal(ctx, tenant, in.Tenant, extra.metal, extra.metalInputs, logw); err != nil {
+			return res, err
+		}
+	}
+	if w.cfg.Metal != nil {
+		if err := w.cfg.Cache.Sync(ctx); err != nil {
+			return res, err
+		}
+		if err := w.bootstrap(ctx, tenant, extra.bundle, logw); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// applyTofu applies the tofu-built node groups and projects the state into machines.
+func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in GenerateInput, logw *LogWriter, setPhase func(string), res *runResult) error {
 	x, err := w.prepare(ctx, tenant, name, logw, &res.tofu)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer x.cleanup()
 	used, err := x.providersInState(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	for _, n := range used {
 		if _, ok := in.Providers[n]; !ok {
 			p, err := w.provider(n)
 			if err != nil {
-				return res, fmt.Errorf("the state holds resources of provider %q, which is needed to remove them: %w", n, err)
+				return fmt.Errorf("the state holds resources of provider %q, which is needed to remove them: %w", n, err)
 			}
 			in.Providers[n] = p
 		}
 	}
 	files, err := Generate(in)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if err := x.writeConfig(files); err != nil {
-		return res, err
+		return err
 	}
 	if err := x.init(ctx, files.Main); err != nil {
-		return res, err
+		return err
 	}
 	sum, err := x.applyJSON(ctx, setPhase, "apply", "-auto-approve", "-input=false", "-json")
 	res.resources = sum
 	if err != nil {
-		return res, err
+		return err
 	}
 	state, err := x.statePull(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
 	x.rememberProviders(state)
 	observed, err := ProjectState(state)
 	if err != nil {
-		return res, fmt.Errorf("projecting the state into machines: %w", err)
+		return fmt.Errorf("projecting the state into machines: %w", err)
 	}
 	endpoint, _, err := StateEndpoint(state)
 	if err != nil {
-		return res, fmt.Errorf("reading the endpoint from the state: %w", err)
+		return fmt.Errorf("reading the endpoint from the state: %w", err)
 	}
 	res.endpoint = endpoint
 	if err := w.syncMachines(ctx, tenant, observed, logw); err != nil {
-		return res, fmt.Errorf("updating machines: %w", err)
+		return fmt.Errorf("updating machines: %w", err)
 	}
-	return res, nil
+	return nil
 }
 
 // destroy removes everything in the tenant's state. The node groups may be
@@ -314,31 +346,53 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 
 // inputs gathers what Generate needs: the tenant's node groups with their
 // machines' rendered configs, and the providers they name.
-func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object) (GenerateInput, error) {
+// runInputs is what a run needs besides Generate's input.
+type runInputs struct {
+	bundle      *secrets.Bundle
+	metal       []*domain.NodeGroup
+	metalInputs metalInputs
+}
+
+func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object) (GenerateInput, runInputs, error) {
 	t, err := decodeAs[domain.Tenant](tobj)
 	if err != nil {
-		return GenerateInput{}, err
+		return GenerateInput{}, runInputs{}, err
 	}
 	groups, err := listAs[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind.Kind, tenant)
 	if err != nil {
-		return GenerateInput{}, err
+		return GenerateInput{}, runInputs{}, err
 	}
 	patches, err := listAs[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind.Kind, tenant)
 	if err != nil {
-		return GenerateInput{}, err
+		return GenerateInput{}, runInputs{}, err
 	}
 	machines, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
 	if err != nil {
-		return GenerateInput{}, err
+		return GenerateInput{}, runInputs{}, err
 	}
 	bundle, err := w.cfg.Bundles.Bundle(ctx, tenant)
 	if err != nil {
-		return GenerateInput{}, fmt.Errorf("loading the tenant's PKI: %w", err)
+		return GenerateInput{}, runInputs{}, fmt.Errorf("loading the tenant's PKI: %w", err)
 	}
 	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
+	extra := runInputs{bundle: bundle}
+	providers := map[string]*domain.Provider{}
+	for _, ng := range groups {
+		if _, ok := providers[ng.Spec.Provider]; ok {
+			continue
+		}
+		p, err := w.provider(ng.Spec.Provider)
+		if err != nil {
+			return GenerateInput{}, runInputs{}, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
+		}
+		providers[ng.Spec.Provider] = p
+	}
 	cpAddress := t.Status.EndpointAddress
 	if cpAddress == "" {
 		cpAddress = firstControlPlaneAddress(machines)
+	}
+	if cpAddress == "" && t.Spec.ControlPlane.Endpoint == "" {
+		cpAddress = metalControlPlaneAddress(groups, providers, machines)
 	}
 	if t.Spec.ControlPlane.Endpoint == "" && cpAddress == "" {
 		in.PlaceholderEndpoint = true
@@ -354,13 +408,11 @@ func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object)
 		if ng.Metadata.DeletionTimestamp != nil {
 			continue
 		}
-		if _, ok := in.Providers[ng.Spec.Provider]; !ok {
-			p, err := w.provider(ng.Spec.Provider)
-			if err != nil {
-				return GenerateInput{}, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
-			}
-			in.Providers[ng.Spec.Provider] = p
+		if isMetal(providers[ng.Spec.Provider]) {
+			extra.metal = append(extra.metal, ng)
+			continue
 		}
+		in.Providers[ng.Spec.Provider] = providers[ng.Spec.Provider]
 		g := GroupInput{NodeGroup: ng}
 		for idx := 0; idx < ng.Spec.Count; idx++ {
 			mname := MachineName(ng.Metadata.Name, idx)
@@ -372,13 +424,14 @@ func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object)
 			cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m,
 				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle})
 			if err != nil {
-				return GenerateInput{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
+				return GenerateInput{}, runInputs{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
 			}
 			g.Machines = append(g.Machines, MachineInput{Name: mname, Config: cfg})
 		}
 		in.Groups = append(in.Groups, g)
 	}
-	return in, nil
+	extra.metalInputs = metalInputs{bundle: bundle, patches: patches, cpAddress: cpAddress}
+	return in, extra, nil
 }
 
 func (w *Worker) hasNodeGroups(tenant string) bool {

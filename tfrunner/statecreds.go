@@ -2,6 +2,7 @@ package tfrunner
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
 )
@@ -24,4 +25,12 @@ func (a storeState) ForceUnlock(ctx context.Context, tenant string) error {
 
 func (a storeState) DeleteState(ctx context.Context, tenant string) error {
 	return a.s.Purge(ctx, tenant)
+}
+
+func (a storeState) HasState(ctx context.Context, tenant string) (bool, error) {
+	st, err := a.s.Get(ctx, tenant)
+	if errors.Is(err, eventstore.ErrStateNotFound) {
+		return false, nil
+	}
+	return err == nil && st != nil, err
 }

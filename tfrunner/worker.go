@@ -58,6 +58,8 @@ type StateStore interface {
 	ForceUnlock(ctx context.Context, tenant string) error
 	// DeleteState removes the tenant's state and its history.
 	DeleteState(ctx context.Context, tenant string) error
+	// HasState reports whether the tenant has a state.
+	HasState(ctx context.Context, tenant string) (bool, error)
 }
 
 // Config configures a Worker. Fields without a default are required.
@@ -77,6 +79,12 @@ type Config struct {
 	// ProviderCredentials may be nil when no Provider has a credentialsRef.
 	ProviderCredentials ProviderCredentials
 	State               StateStore
+	// Metal drives machines through the Talos API: metal node groups and the
+	// bootstrap of etcd on every tenant's first control plane. Nil leaves both out.
+	Metal Metal
+	// BootstrapWait bounds how long a run waits for the first control plane
+	// to come up before bootstrapping etcd; default 5m.
+	BootstrapWait time.Duration
 	// StatePassphrase, when set, encrypts state through TF_ENCRYPTION.
 	StatePassphrase string
 	// Holder names this replica in leases and applies.
@@ -122,6 +130,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BackoffMax == 0 {
 		c.BackoffMax = 5 * time.Minute
+	}
+	if c.BootstrapWait == 0 {
+		c.BootstrapWait = 5 * time.Minute
 	}
 	if c.KeepApplies == 0 {
 		c.KeepApplies = 20

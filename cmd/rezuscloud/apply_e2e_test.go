@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	talosmachine "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/stretchr/testify/require"
@@ -361,6 +363,96 @@ func TestMissingTofuFailsWithACondition(t *testing.T) {
 			if c["type"] == "Reconciled" && c["status"] == "False" {
 				msg, _ := c["message"].(string)
 				return strings.Contains(msg, "tofu not found") && strings.Contains(msg, "/nonexistent/tofu") && st["phase"] == "Failed"
+			}
+		}
+		return false
+	})
+}
+
+// bootMaintenance starts n emulated nodes in maintenance mode (what `rezusctl
+// boot --platform emulated` starts) and returns their Talos API hosts.
+func (p *proc) bootMaintenance(prefix string, n int) []string {
+	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
+	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
+	var hosts []string
+	for i := 0; i < n; i++ {
+		resp, err := http.Post(endpoint+"/v1/nodes", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"%s-%d"}`, prefix, i)))
+		require.NoError(p.t, err)
+		var node struct{ Address string }
+		require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&node))
+		resp.Body.Close()
+		require.Equal(p.t, http.StatusCreated, resp.StatusCode)
+		host, _, err := net.SplitHostPort(node.Address)
+		require.NoError(p.t, err)
+		hosts = append(hosts, host)
+	}
+	return hosts
+}
+
+func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir())
+	hosts := p.bootMaintenance("rack", 5)
+	code, body := p.do("POST", "/api/v1/providers", `{"metadata":{"name":"dc1"},"spec":{"type":"metal"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"iron"},"spec":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	list := func(hs []string) string {
+		var parts []string
+		for _, h := range hs {
+			parts = append(parts, `{"address":"`+h+`"}`)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	code, body = p.do("POST", "/api/v1/tenants/iron/nodegroups",
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":3,"provider":"dc1","providerConfig":{"machines":`+list(hosts[:3])+`}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/iron/nodegroups",
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"dc1","providerConfig":{"machines":`+list(hosts[3:])+`,"installDisk":"/dev/nvme0n1"}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	p.settled("iron", 5)
+
+	// etcd was bootstrapped once, on the first control plane, and every
+	// control plane joined: the cluster answers with the tenant's PKI.
+	tc, err := clientconfig.FromBytes(p.raw("/api/v1/tenants/iron/talosconfig"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(net.JoinHostPort(hosts[0], "50000")))
+	require.NoError(t, err)
+	defer c.Close()
+	members, err := c.EtcdMemberList(ctx, &talosmachine.EtcdMemberListRequest{})
+	require.NoError(t, err)
+	require.Len(t, members.Messages[0].Members, 3)
+	for _, m := range p.machines("iron") {
+		require.NoError(t, talosVersion(t, p, "iron", m.Spec.Address), m.Metadata.Name)
+	}
+	_, tenant := p.do("GET", "/api/v1/tenants/iron", "")
+	require.Contains(t, fmt.Sprint(tenant["status"]), "Bootstrapped")
+	as := p.applies("iron")
+	require.Len(t, as, 1)
+	require.Contains(t, string(p.raw("/api/v1/tenants/iron/applies/"+as[0].Metadata.Name+"/log")), "config applied from maintenance mode")
+
+	// A config change is applied in place; a machine left out of its group is reset.
+	code, body = p.do("POST", "/api/v1/tenants/iron/configpatches",
+		`{"metadata":{"name":"sysctl"},"spec":{"patch":"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/iron/nodegroups/workers",
+		`{"spec":{"count":1,"providerConfig":{"machines":`+list(hosts[3:4])+`}}}`))
+	p.settled("iron", 4)
+	as = p.applies("iron")
+	require.Len(t, as, 2)
+	last := as[0]
+	if as[1].Status.StartTime.After(*last.Status.StartTime) {
+		last = as[1]
+	}
+	logText := string(p.raw("/api/v1/tenants/iron/applies/" + last.Metadata.Name + "/log"))
+	require.Contains(t, logText, "config applied in place")
+	require.Contains(t, logText, "left its node group: resetting it")
+	p.eventually(30*time.Second, "the removed machine is reset into maintenance mode", func() bool {
+		for _, n := range p.emulatorNodes() {
+			if n["name"] == "rack-4" {
+				return n["phase"] == "maintenance"
 			}
 		}
 		return false

@@ -223,7 +223,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
 		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: identity, ProviderCredentials: identity, State: tfrunner.StoreState(stateStore),
-		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log,
+		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{},
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 	})
 	if _, err := worker.Tofu().Path(); err != nil {

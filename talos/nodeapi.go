@@ -1,0 +1,154 @@
+package talos
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// APIPort is the Talos API (apid) port.
+const APIPort = "50000"
+
+// NodeState is what a node says about itself over the Talos API.
+type NodeState struct {
+	// Maintenance is true when the node answers only without a client
+	// certificate: it booted Talos and waits for a config.
+	Maintenance bool
+	// Version is the Talos version it runs (configured nodes).
+	Version string
+}
+
+// NodeAPI drives single Talos nodes through the real Talos API: as a tenant
+// (mTLS with a client certificate from the tenant's PKI) or, for a node in
+// maintenance mode, without one.
+type NodeAPI struct {
+	// Timeout bounds each call; default 10s.
+	Timeout time.Duration
+}
+
+func (a NodeAPI) timeout() time.Duration {
+	if a.Timeout == 0 {
+		return 10 * time.Second
+	}
+	return a.Timeout
+}
+
+// endpoint is host:port of a node's Talos API; address is a host or host:port.
+func endpoint(address string) string {
+	if _, _, err := net.SplitHostPort(address); err == nil {
+		return address
+	}
+	return net.JoinHostPort(address, APIPort)
+}
+
+func (a NodeAPI) secure(ctx context.Context, b *secrets.Bundle, address string) (*client.Client, error) {
+	raw, err := Talosconfig(b, "node", []string{endpoint(address)})
+	if err != nil {
+		return nil, err
+	}
+	tc, err := clientconfig.FromBytes(raw)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(ctx, client.WithConfig(tc), client.WithEndpoints(endpoint(address)))
+}
+
+func (a NodeAPI) insecure(ctx context.Context, address string) (*client.Client, error) {
+	return client.New(ctx, client.WithEndpoints(endpoint(address)),
+		client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // maintenance mode has no PKI yet: Talos' own insecure path.
+}
+
+// Probe finds out whether a node runs a config of this tenant (answers over
+// mTLS) or waits in maintenance mode.
+func (a NodeAPI) Probe(ctx context.Context, b *secrets.Bundle, address string) (NodeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		return NodeState{}, err
+	}
+	v, serr := c.Version(ctx)
+	c.Close()
+	if serr == nil && len(v.GetMessages()) > 0 {
+		return NodeState{Version: v.GetMessages()[0].GetVersion().GetTag()}, nil
+	}
+	ic, err := a.insecure(ctx, address)
+	if err != nil {
+		return NodeState{}, err
+	}
+	defer ic.Close()
+	// In maintenance mode the only open calls are Version and ApplyConfiguration.
+	if _, err := ic.Version(ctx); err == nil {
+		return NodeState{Maintenance: true}, nil
+	}
+	return NodeState{}, fmt.Errorf("node %s does not answer over mTLS with this tenant's PKI (%v) nor in maintenance mode", address, serr)
+}
+
+// ApplyConfig applies a machine config: without a client certificate to a
+// node in maintenance mode (it installs and reboots), else over mTLS in
+// place, rebooting only when Talos needs to (mode AUTO).
+func (a NodeAPI) ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	var c *client.Client
+	var err error
+	mode := machine.ApplyConfigurationRequest_AUTO
+	if maintenance {
+		c, err = a.insecure(ctx, address)
+		mode = machine.ApplyConfigurationRequest_REBOOT
+	} else {
+		c, err = a.secure(ctx, b, address)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: mode})
+	if err != nil {
+		return "", fmt.Errorf("applying the config to %s: %w", address, err)
+	}
+	var details []string
+	for _, m := range resp.GetMessages() {
+		details = append(details, m.GetModeDetails())
+	}
+	return strings.Join(details, "; "), nil
+}
+
+// Bootstrap starts etcd on a control-plane node. A cluster bootstrapped before
+// is not an error: bootstrapping is done once, whoever did it.
+func (a NodeAPI) Bootstrap(ctx context.Context, b *secrets.Bundle, address string) error {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = c.Bootstrap(ctx, &machine.BootstrapRequest{})
+	if s, ok := status.FromError(err); ok && s.Code() == codes.AlreadyExists {
+		return nil
+	}
+	return err
+}
+
+// Reset wipes a node (it leaves etcd gracefully) and reboots it into maintenance mode.
+func (a NodeAPI) Reset(ctx context.Context, b *secrets.Bundle, address string) error {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.Reset(ctx, true, true)
+}

@@ -1,0 +1,393 @@
+package tfrunner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/talos"
+)
+
+// Bare metal (Provider type metal) is built straight through the Talos API, not
+// with tofu: the machines exist already and booted Talos into maintenance mode.
+// A metal node group's providerConfig lists them, or selects Machine objects
+// registered by the user:
+//
+//	providerConfig:
+//	  machines:                        # count must equal the number listed
+//	  - {address: 10.0.0.10, installDisk: /dev/nvme0n1, hostname: cp-a}
+//	  selector: "rack=r1"             # or: registered Machines of the group matching this label selector
+//	  installDisk: /dev/sda            # the default for listed machines
+//
+// Each machine's rendered config is applied without a client certificate in
+// maintenance mode (it installs and reboots), and in place over mTLS once it
+// runs the tenant's config (mode AUTO: no reboot when Talos allows it). A
+// config unchanged since the last apply (rezuscloud.io/config-hash) is not sent
+// again. etcd is bootstrapped once on the first control plane; a machine
+// removed from its group is reset.
+
+// Metal is what the worker needs of the Talos API (talos.NodeAPI).
+type Metal interface {
+	Probe(ctx context.Context, b *secrets.Bundle, address string) (talos.NodeState, error)
+	ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (string, error)
+	Bootstrap(ctx context.Context, b *secrets.Bundle, address string) error
+	Reset(ctx context.Context, b *secrets.Bundle, address string) error
+}
+
+// Labels and annotations on machines built through the Talos API.
+const (
+	managedByMetal = "metal"
+	// ConfigHashAnnotation is the hash of the config last applied to a machine.
+	ConfigHashAnnotation = "rezuscloud.io/config-hash"
+	// BootstrappedCondition is the tenant condition recording etcd's bootstrap.
+	BootstrappedCondition = "Bootstrapped"
+)
+
+type metalGroupConfig struct {
+	Machines     []metalMachine `json:"machines,omitempty"`
+	Selector     string         `json:"selector,omitempty"`
+	InstallDisk  string         `json:"installDisk,omitempty"`
+	InstallImage string         `json:"installImage,omitempty"`
+}
+
+type metalMachine struct {
+	Address     string `json:"address"`
+	InstallDisk string `json:"installDisk,omitempty"`
+	Hostname    string `json:"hostname,omitempty"`
+}
+
+// metalTarget is one machine a metal group wants.
+type metalTarget struct {
+	name, address, hostname, installDisk string
+	ng                                   *domain.NodeGroup
+	// registered machines are the user's objects; listed ones are ours.
+	registered bool
+	obj        *domain.Machine
+}
+
+func isMetal(p *domain.Provider) bool { return p != nil && p.Spec.Type == domain.ProviderMetal }
+
+// metalTargets resolves a metal group's machines, with errors naming the field at fault.
+func metalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]metalTarget, error) {
+	var cfg metalGroupConfig
+	bad := func(field, msg string) error {
+		return domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, []domain.Cause{{Field: "spec.providerConfig" + field, Type: domain.CauseInvalid, Message: msg}})
+	}
+	if len(ng.Spec.ProviderConfig) > 0 {
+		if causes := domain.DecodeStrict(ng.Spec.ProviderConfig, &cfg, "spec.providerConfig"); len(causes) > 0 {
+			return nil, domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, causes)
+		}
+	}
+	switch {
+	case len(cfg.Machines) > 0 && cfg.Selector != "":
+		return nil, bad("", "give machines or selector, not both")
+	case len(cfg.Machines) > 0:
+		if len(cfg.Machines) != ng.Spec.Count {
+			return nil, bad(".machines", fmt.Sprintf("lists %d machines but spec.count is %d", len(cfg.Machines), ng.Spec.Count))
+		}
+		var out []metalTarget
+		seen := map[string]bool{}
+		for i, m := range cfg.Machines {
+			f := fmt.Sprintf(".machines[%d]", i)
+			if _, err := netip.ParseAddr(m.Address); err != nil && !looksLikeHost(m.Address) {
+				return nil, bad(f+".address", fmt.Sprintf("%q is neither an IP address nor a DNS name", m.Address))
+			}
+			if seen[m.Address] {
+				return nil, bad(f+".address", fmt.Sprintf("%s is listed twice", m.Address))
+			}
+			seen[m.Address] = true
+			disk := m.InstallDisk
+			if disk == "" {
+				disk = cfg.InstallDisk
+			}
+			out = append(out, metalTarget{name: MachineName(ng.Metadata.Name, i), address: m.Address, hostname: m.Hostname, installDisk: disk, ng: ng})
+		}
+		return out, nil
+	case cfg.Selector != "":
+		sel, err := domain.ParseSelector(cfg.Selector)
+		if err != nil {
+			return nil, bad(".selector", err.Error())
+		}
+		var out []metalTarget
+		for i := range machines {
+			m := &machines[i]
+			if m.Spec.NodeGroup == ng.Metadata.Name && m.Metadata.Labels[ManagedByLabel] == "" && sel.Matches(m.Metadata.Labels) && m.Spec.Address != "" {
+				out = append(out, metalTarget{name: m.Metadata.Name, address: m.Spec.Address, hostname: m.Spec.Hostname, installDisk: cfg.InstallDisk, ng: ng, registered: true, obj: m})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		if len(out) < ng.Spec.Count {
+			return nil, bad(".selector", fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
+		}
+		return out[:ng.Spec.Count], nil
+	case ng.Spec.Count == 0:
+		return nil, nil
+	}
+	return nil, bad("", "a metal node group lists its machines (machines: [{address: ...}]) or selects registered ones (selector: ...)")
+}
+
+func looksLikeHost(s string) bool {
+	return s != "" && !strings.ContainsAny(s, " /:@") && len(s) <= 253
+}
+
+// metalControlPlaneAddress is the first listed control-plane address of the
+// tenant's metal groups (by machine name): the endpoint's host when the tenant
+// declares none.
+func metalControlPlaneAddress(groups []domain.NodeGroup, providers map[string]*domain.Provider, machines []domain.Machine) string {
+	var best, addr string
+	for i := range groups {
+		ng := &groups[i]
+		if ng.Spec.Role != domain.RoleControlPlane || !isMetal(providers[ng.Spec.Provider]) {
+			continue
+		}
+		ts, err := metalTargets(ng, machines)
+		if err != nil {
+			continue
+		}
+		for _, t := range ts {
+			if best == "" || t.name < best {
+				best, addr = t.name, t.address
+			}
+		}
+	}
+	return addr
+}
+
+// applyMetal builds a tenant's metal groups through the Talos API.
+func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
+	machines, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	if err != nil {
+		return err
+	}
+	var targets []metalTarget
+	for _, ng := range groups {
+		ts, err := metalTargets(ng, machines)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, ts...)
+	}
+	wanted := map[string]bool{}
+	for _, tg := range targets {
+		wanted[tg.name] = true
+	}
+	var errs []error
+	// Machines that left their group are reset, then forgotten.
+	for _, m := range machines {
+		if m.Metadata.Labels[ManagedByLabel] != managedByMetal || wanted[m.Metadata.Name] {
+			continue
+		}
+		logw.Printf("machine %s (%s) left its node group: resetting it", m.Metadata.Name, m.Spec.Address)
+		if err := w.cfg.Metal.Reset(ctx, in.bundle, m.Spec.Address); err != nil {
+			logw.Printf("resetting %s: %v (forgetting it anyway)", m.Metadata.Name, err)
+		}
+		w.deleteObject(ctx, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: m.Metadata.Name})
+	}
+	for i := range targets {
+		tg := &targets[i]
+		if err := w.applyMetalMachine(ctx, tenant, t, tg, in, logw); err != nil {
+			logw.Printf("machine %s: %v", tg.name, err)
+			errs = append(errs, fmt.Errorf("machine %s: %w", tg.name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+type metalInputs struct {
+	bundle    *secrets.Bundle
+	patches   []domain.ConfigPatch
+	cpAddress string
+}
+
+func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain.Tenant, tg *metalTarget, in metalInputs, logw *LogWriter) error {
+	ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: tg.name}
+	spec := domain.MachineSpec{NodeGroup: tg.ng.Metadata.Name, Role: tg.ng.Spec.Role, Address: tg.address,
+		ProviderID: "metal://" + tg.address, Shape: "metal", Hostname: tg.hostname}
+	if tg.registered {
+		spec = tg.obj.Spec
+		spec.Role = tg.ng.Spec.Role
+	}
+	m := &domain.Machine{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant}, Spec: spec}
+	ng := tg.ng
+	if tg.installDisk != "" {
+		// The machine's own install disk: a copy of its group with that disk.
+		c := *ng
+		var pc map[string]any
+		_ = json.Unmarshal(ng.Spec.ProviderConfig, &pc)
+		if pc == nil {
+			pc = map[string]any{}
+		}
+		pc["installDisk"] = tg.installDisk
+		c.Spec.ProviderConfig, _ = json.Marshal(pc)
+		ng = &c
+	}
+	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle})
+	if err != nil {
+		return fmt.Errorf("rendering its config: %w", err)
+	}
+	sum := sha256.Sum256(cfg)
+	hash := hex.EncodeToString(sum[:])
+	cur, exists := w.cfg.Cache.GetObject(ref)
+	var current *domain.Machine
+	if exists {
+		if current, err = decodeAs[domain.Machine](cur); err != nil {
+			return err
+		}
+		if current.Metadata.Annotations[ConfigHashAnnotation] == hash && current.Spec == spec {
+			return nil
+		}
+	}
+	st, err := w.cfg.Metal.Probe(ctx, in.bundle, tg.address)
+	if err != nil {
+		return err
+	}
+	details, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.address, cfg, st.Maintenance)
+	if err != nil {
+		return err
+	}
+	how := "in place"
+	stage := "Running"
+	if st.Maintenance {
+		how, stage = "from maintenance mode", "Installing"
+	}
+	logw.Printf("machine %s (%s): config applied %s: %s", tg.name, tg.address, how, details)
+	// Record the machine with the hash of what it runs now.
+	rawSpec, _ := json.Marshal(spec)
+	_, err = w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+		cmd := domain.Command{Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), NewUID: newUID()}
+		if state == nil {
+			cmd.Op = domain.OpCreate
+			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant,
+				Labels:      map[string]string{ManagedByLabel: managedByMetal, "rezuscloud.io/nodegroup": tg.ng.Metadata.Name},
+				Annotations: map[string]string{ConfigHashAnnotation: hash}}, Spec: rawSpec}
+		} else {
+			cmd.Op = domain.OpUpdate
+			cmd.Object = state.DeepCopy()
+			cmd.Object.Spec = rawSpec
+			if cmd.Object.Metadata.Annotations == nil {
+				cmd.Object.Metadata.Annotations = map[string]string{}
+			}
+			cmd.Object.Metadata.Annotations[ConfigHashAnnotation] = hash
+		}
+		return domain.Decide(state, cmd)
+	})
+	if err != nil {
+		return fmt.Errorf("recording it: %w", err)
+	}
+	w.writeMachineStatus(ctx, ref, func(s *domain.MachineStatus) {
+		s.Stage, s.ConfigUpToDate = stage, true
+		if st.Version != "" {
+			s.TalosVersion = st.Version
+		}
+	})
+	return nil
+}
+
+func (w *Worker) writeMachineStatus(ctx context.Context, ref domain.Ref, mutate func(*domain.MachineStatus)) {
+	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+		if state == nil {
+			return nil, nil
+		}
+		var s domain.MachineStatus
+		if len(state.Status) > 0 {
+			if err := json.Unmarshal(state.Status, &s); err != nil {
+				return nil, err
+			}
+		}
+		mutate(&s)
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), Object: &domain.Object{Status: raw}})
+	})
+	if err != nil && !domain.IsNotFound(err) {
+		w.cfg.Log.Warn("apply worker: writing machine status", "machine", ref.String(), "err", err)
+	}
+}
+
+// bootstrap starts etcd on the tenant's first control-plane machine once it
+// answers over mTLS, and records that in the tenant's Bootstrapped condition,
+// so it is done once per cluster.
+func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) error {
+	o, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	if !ok {
+		return nil
+	}
+	t, err := decodeAs[domain.Tenant](o)
+	if err != nil {
+		return err
+	}
+	for _, c := range t.Status.Conditions {
+		if c.Type == BootstrappedCondition && c.Status == "True" {
+			return nil
+		}
+	}
+	ms, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	if err != nil {
+		return err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Metadata.Name < ms[j].Metadata.Name })
+	idx := slices.IndexFunc(ms, func(m domain.Machine) bool { return m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" })
+	if idx < 0 {
+		return nil
+	}
+	cp := ms[idx]
+	logw.Printf("bootstrapping etcd on %s (%s)", cp.Metadata.Name, cp.Spec.Address)
+	deadline := time.Now().Add(w.cfg.BootstrapWait)
+	for {
+		st, err := w.cfg.Metal.Probe(ctx, bundle, cp.Spec.Address)
+		if err == nil && !st.Maintenance {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bootstrapping etcd: %s did not come up with the tenant's config within %s (last: %v)", cp.Metadata.Name, w.cfg.BootstrapWait, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err := w.cfg.Metal.Bootstrap(ctx, bundle, cp.Spec.Address); err != nil {
+		return fmt.Errorf("bootstrapping etcd on %s: %w", cp.Metadata.Name, err)
+	}
+	w.updateTenantStatus(ctx, tenant, func(s *domain.TenantStatus, gen int64) {
+		setCondition(s, domain.Condition{Type: BootstrappedCondition, Status: "True", Reason: "EtcdBootstrapped",
+			Message: "etcd was bootstrapped on " + cp.Metadata.Name}, w.cfg.Now())
+	})
+	logw.Printf("etcd bootstrapped on %s", cp.Metadata.Name)
+	return nil
+}
+
+// resetMetal resets every metal machine of a deleted tenant (best effort: a
+// machine that is gone cannot be reset, and must not keep the tenant).
+func (w *Worker) resetMetal(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) {
+	ms, _ := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	for _, m := range ms {
+		if m.Metadata.Labels[ManagedByLabel] != managedByMetal {
+			continue
+		}
+		if err := w.cfg.Metal.Reset(ctx, bundle, m.Spec.Address); err != nil {
+			logw.Printf("resetting %s: %v", m.Metadata.Name, err)
+			continue
+		}
+		logw.Printf("reset %s (%s)", m.Metadata.Name, m.Spec.Address)
+	}
+}
+
