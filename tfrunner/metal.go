@@ -390,4 +390,3 @@ func (w *Worker) resetMetal(ctx context.Context, tenant string, bundle *secrets.
 		logw.Printf("reset %s (%s)", m.Metadata.Name, m.Spec.Address)
 	}
 }
-
