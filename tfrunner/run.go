@@ -288,6 +288,22 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 // built from the state: the providers it names and no instances.
 func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWriter, setPhase func(string)) (runResult, error) {
 	var res runResult
+	if w.cfg.Metal != nil {
+		// Machines built through the Talos API go back to maintenance mode.
+		if bundle, err := w.cfg.Bundles.Bundle(ctx, tenant); err == nil {
+			w.resetMetal(ctx, tenant, bundle, logw)
+		} else {
+			logw.Printf("cannot reset metal machines without the tenant's PKI: %v", err)
+		}
+	}
+	hasState, err := w.cfg.State.HasState(ctx, tenant)
+	if err != nil {
+		return res, fmt.Errorf("checking the state: %w", err)
+	}
+	if !hasState {
+		logw.Printf("there is no state: nothing for tofu to destroy")
+		return res, nil
+	}
 	x, err := w.prepare(ctx, tenant, name, logw, &res.tofu)
 	if err != nil {
 		return res, err
