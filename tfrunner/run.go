@@ -63,6 +63,13 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		// Never applied and nothing to build: no infrastructure, nothing to record.
 		return true
 	}
+	if !destroy && w.cfg.Upgrades != nil && w.cfg.Upgrades.ActiveUpgrade(tenant) {
+		log.Info("apply worker: an upgrade of the tenant is running; the apply waits for it")
+		w.mu.Lock()
+		run.deferred = true
+		w.mu.Unlock()
+		return false
+	}
 	if !destroy {
 		if err := w.ensureFinalizer(ctx, tenant); err != nil {
 			log.Warn("apply worker: adding the infrastructure finalizer", "err", err)

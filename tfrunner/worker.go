@@ -49,6 +49,11 @@ type ProviderCredentials interface {
 	ProviderCredentials(ctx context.Context, name string) (map[string]string, error)
 }
 
+// UpgradeGate says whether a tenant is being upgraded (talos.UpgradeSaga).
+type UpgradeGate interface {
+	ActiveUpgrade(tenant string) bool
+}
+
 // StateStore is what the worker needs of the TF state storage.
 type StateStore interface {
 	// LockHolderApply is the apply whose credentials hold the tenant's state
@@ -79,6 +84,10 @@ type Config struct {
 	// ProviderCredentials may be nil when no Provider has a credentialsRef.
 	ProviderCredentials ProviderCredentials
 	State               StateStore
+	// Upgrades, when set, holds back a tenant's applies while a rolling
+	// upgrade of it runs, so version-specific configs are not regenerated
+	// under the saga's feet.
+	Upgrades UpgradeGate
 	// Metal drives machines through the Talos API: metal node groups and the
 	// bootstrap of etcd on every tenant's first control plane. Nil leaves both out.
 	Metal Metal
@@ -164,6 +173,8 @@ type activeRun struct {
 	apply    string
 	cancel   context.CancelCauseFunc
 	canceled bool
+	// deferred runs did nothing and are tried again later without counting as a failure.
+	deferred bool
 }
 
 // errCanceledByUser is the cause of a run's context when a user cancels it.
@@ -385,6 +396,7 @@ type result struct {
 	rev      uint64
 	ok       bool
 	canceled bool
+	deferred bool
 }
 
 // schedule starts runs for queued tenants once their changes have settled.
@@ -447,11 +459,11 @@ func (w *Worker) schedule(ctx context.Context, kv jetstream.KeyValue) error {
 				defer cancel(nil)
 				ok := w.runTenant(rctx, t, p.entry, attempt, run)
 				w.mu.Lock()
-				canceled := run.canceled
+				canceled, deferred := run.canceled, run.deferred
 				delete(w.running, t)
 				w.mu.Unlock()
 				select {
-				case results <- result{tenant: t, rev: p.rev, ok: ok, canceled: canceled}:
+				case results <- result{tenant: t, rev: p.rev, ok: ok, canceled: canceled, deferred: deferred}:
 				case <-ctx.Done():
 				}
 			}(t, p, attempts[t]+1)
@@ -502,11 +514,18 @@ func (w *Worker) schedule(ctx context.Context, kv jetstream.KeyValue) error {
 				}
 				continue
 			}
+			if r.deferred {
+				notBefore[r.tenant] = w.cfg.Now().Add(deferRetry)
+				continue
+			}
 			attempts[r.tenant]++
 			notBefore[r.tenant] = w.cfg.Now().Add(w.backoff(attempts[r.tenant]))
 		}
 	}
 }
+
+// deferRetry is how soon a deferred tenant (upgrade running) is looked at again.
+const deferRetry = 10 * time.Second
 
 // backoff is the wait before retry n (1-based): exponential, capped, jittered.
 func (w *Worker) backoff(n int) time.Duration {
