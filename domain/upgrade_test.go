@@ -52,7 +52,9 @@ func TestUpgradeStatus(t *testing.T) {
 		{name: "machine twice", mutate: func(s *domain.UpgradeStatus) { s.Machines[1].Name = "cp-1" }, fields: []string{"status.machines[1].name"}},
 		{name: "bad role", mutate: func(s *domain.UpgradeStatus) { s.Machines[0].Role = "master" }, fields: []string{"status.machines[0].role"}},
 		{name: "bad versions", mutate: func(s *domain.UpgradeStatus) { s.Machines[0].From, s.Machines[0].To = "x", "" }, fields: []string{"status.machines[0].from", "status.machines[0].to"}},
-		{name: "error too long", mutate: func(s *domain.UpgradeStatus) { s.Machines[0].Error = strings.Repeat("x", domain.MaxUpgradeErrorBytes+1) }, fields: []string{"status.machines[0].error"}},
+		{name: "error too long", mutate: func(s *domain.UpgradeStatus) {
+			s.Machines[0].Error = strings.Repeat("x", domain.MaxUpgradeErrorBytes+1)
+		}, fields: []string{"status.machines[0].error"}},
 		{name: "reason too long", mutate: func(s *domain.UpgradeStatus) { s.Reason = strings.Repeat("x", domain.MaxUpgradeReasonBytes+1) }, fields: []string{"status.reason"}},
 	}
 	for _, tc := range tests {

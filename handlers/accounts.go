@@ -49,6 +49,8 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return &configPatchHooks{a: a}
 	case domain.ApplyKind:
 		return applyHooks{}
+	case domain.UpgradeKind:
+		return &upgradeHooks{a: a}
 	}
 	return noHooks{}
 }

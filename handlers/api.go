@@ -129,6 +129,10 @@ type Deps struct {
 	// those routes with ServiceUnavailable (no apply worker).
 	ApplyLogs   ApplyLogs
 	CancelApply ApplyCanceler
+
+	// Health probes tenants through the Talos API for /tenants/{t}/health;
+	// nil answers that route with ServiceUnavailable.
+	Health TenantHealthProber
 }
 
 // API serves the REST API.
@@ -160,6 +164,9 @@ type API struct {
 	applyLogs ApplyLogs
 	cancelRun ApplyCanceler
 
+	// health probes tenants; nil answers its route with ServiceUnavailable.
+	health TenantHealthProber
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -173,7 +180,7 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
-		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State}
+		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -221,6 +228,8 @@ func (a *API) routes() {
 	a.applyRoutes(g)
 	a.stateRoutes(g)
 	a.credentialRoutes(g)
+	a.healthRoutes(g)
+	a.upgradeRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

@@ -67,6 +67,8 @@ func requiredPermission(method, route string) permission {
 			return permAdmin
 		}
 		return permAuthenticated // own tokens, or admin for anyone: checked by the handler
+	case rest == "tenants/:tenant/health":
+		return permRead // health through the Talos API: reading, for every role
 	case strings.HasSuffix(rest, "/kubeconfig"), strings.HasSuffix(rest, "/talosconfig"):
 		return permWrite // downloading cluster credentials
 	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):

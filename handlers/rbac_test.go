@@ -32,6 +32,8 @@ func expectedAllowed(role, method, route string) bool {
 		return true
 	case strings.HasPrefix(route, "/api/v1/audit"), strings.HasPrefix(route, "/api/v1/automation-credentials"): // NATS credentials: admin
 		return role == domain.RoleAdmin
+	case route == "/api/v1/tenants/:tenant/health": // probing through the Talos API only reads
+		return read
 	case strings.HasSuffix(route, "/kubeconfig"), strings.HasSuffix(route, "/talosconfig"), strings.HasSuffix(route, "/config"):
 		return role != domain.RoleView // credentials, and rendered configs that hold the tenant's keys
 	case strings.HasPrefix(route, "/api/v1/credentials/"): // provider credentials, even their names

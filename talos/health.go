@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -117,10 +118,12 @@ func NewHealthService(cfg HealthConfig) *HealthService {
 }
 
 // Probe answers a tenant's health: a probe of its machines younger than TTL,
-// else a new one (refresh asks for a new one). A caller that arrives while a
-// probe of the tenant is under way waits for it rather than starting another;
-// a caller whose ctx ends stops waiting, while the probe, bounded by Timeout,
-// finishes for the others and the cache. An unknown tenant is NotFound.
+// else a new one; refresh skips the remembered answer. A caller that arrives
+// while a probe of the tenant is under way (refreshing or not) waits for it
+// rather than starting another, so a burst of requests costs one round of
+// Talos calls. A caller whose ctx ends stops waiting, while the probe, bounded
+// by Timeout per machine, finishes for the others and the cache. An unknown
+// tenant is NotFound.
 func (s *HealthService) Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error) {
 	if _, ok := s.cfg.Cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); !ok {
 		s.mu.Lock()
@@ -181,6 +184,11 @@ func (s *HealthService) probe(ctx context.Context, tenant string) (domain.Tenant
 	h := assess(tenant, obs, start, time.Since(began))
 	s.writeBack(ctx, tenant, h)
 	s.mu.Lock()
+	for t, old := range s.recent {
+		if s.cfg.Now().Sub(old.ObservedAt) >= s.cfg.TTL {
+			delete(s.recent, t) // tenants nobody asks about any more
+		}
+	}
 	s.recent[tenant] = h
 	s.mu.Unlock()
 	return h, nil
@@ -295,8 +303,17 @@ func (s *HealthService) describe(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
 		return "no answer within " + s.cfg.Timeout.String()
 	}
-	if st, ok := status.FromError(err); ok {
-		return st.Message()
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
 	}
-	return err.Error()
+	// gRPC wraps transport failures as `connection error: desc = "..."`; the quoted part says it.
+	msg := st.Message()
+	if desc, found := strings.CutPrefix(msg, "connection error: desc = "); found {
+		if u, err := strconv.Unquote(desc); err == nil {
+			return u
+		}
+		return desc
+	}
+	return msg
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -112,7 +114,8 @@ func newHealthEnv(t testing.TB, cps, workers int, mutate func(*talos.HealthConfi
 	require.NoError(t, err)
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
-	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: quiet})
 
 	em, err := emulator.New(emulator.Config{Addressing: emulator.AddressingLoopback, Port: healthPort,
 		InstallDelay: 10 * time.Millisecond, RebootDelay: 10 * time.Millisecond,
@@ -176,7 +179,7 @@ func newHealthEnv(t testing.TB, cps, workers int, mutate func(*talos.HealthConfi
 		return true
 	})
 
-	cfg := talos.HealthConfig{Cache: cache, PKI: pki, Store: env.Store, Now: h.clock.Now, Port: healthPort,
+	cfg := talos.HealthConfig{Cache: cache, PKI: pki, Store: env.Store, Now: h.clock.Now, Port: healthPort, Log: quiet,
 		Timeout:     time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.calls.interceptor)}}
 	if mutate != nil {

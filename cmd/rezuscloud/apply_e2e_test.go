@@ -457,4 +457,20 @@ func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
 		}
 		return false
 	})
+
+	// Deleting the tenant resets every machine; then the tenant goes.
+	code, _ = p.do("DELETE", "/api/v1/tenants/iron", "")
+	require.Equal(t, http.StatusAccepted, code)
+	p.eventually(2*time.Minute, "tenant iron deleted", func() bool {
+		code, _ := p.do("GET", "/api/v1/tenants/iron", "")
+		return code == http.StatusNotFound
+	})
+	p.eventually(30*time.Second, "every machine back in maintenance mode", func() bool {
+		for _, n := range p.emulatorNodes() {
+			if n["phase"] != "maintenance" {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -176,6 +176,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
+	health := talos.NewHealthService(talos.HealthConfig{Cache: cache, PKI: pki, Store: store, Log: log})
+	upgrades := talos.NewUpgradeSaga(talos.UpgradeConfig{Store: store, Cache: cache, Bundles: pki, Holder: holder, Log: log})
 	stateStore, err := eventstore.OpenStateStore(ctx, store)
 	if err != nil {
 		return err
@@ -191,7 +193,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
-		State: stateStore, ApplyLogs: applyLogs,
+		State: stateStore, ApplyLogs: applyLogs, Health: health,
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 	})
 
@@ -223,13 +225,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
 		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: identity, ProviderCredentials: identity, State: tfrunner.StoreState(stateStore),
-		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{},
+		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 	})
 	if _, err := worker.Tofu().Path(); err != nil {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}
 	g.Go(func() error { return worker.Run(gctx) })
+	g.Go(func() error { return upgrades.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
 		if err != nil {

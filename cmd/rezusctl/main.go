@@ -152,9 +152,11 @@ func (r *rezusctl) app() *cli.App {
 			r.automationCommand(),
 			r.credentialCommand("kubeconfig", "the tenant's Kubernetes kubeconfig"),
 			r.credentialCommand("talosconfig", "the tenant's talosctl config"),
+			r.healthCommand(),
 			r.versionCommand(),
 			r.completionCommand(),
 			r.bootCommand(),
+			r.upgradeCommand(),
 		},
 	}
 	for _, c := range app.Commands {

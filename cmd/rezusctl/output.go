@@ -149,6 +149,12 @@ var kindColumns = map[string][]column{
 		{"CHANGED", field("status.resources.changed")},
 		{"DESTROYED", field("status.resources.destroyed")},
 	},
+	"Upgrade": {
+		{"TALOS", field("spec.talosVersion")},
+		{"PHASE", field("status.phase")},
+		{"DONE", upgradeDone},
+		{"CURRENT", field("status.current")},
+	},
 	"User": {
 		{"ROLE", field("spec.role")},
 	},
@@ -158,8 +164,28 @@ var kindColumns = map[string][]column{
 	},
 }
 
+// kindWideColumns follow a kind's own columns with -o wide.
+var kindWideColumns = map[string][]column{
+	"Machine": {
+		{"VERSION", field("status.talosVersion")},
+		{"SEEN", since("status.lastSeen")},
+	},
+}
+
+// since shows how long ago the time at path was, as AGE does.
+func since(path string) func(*domain.Object, time.Time) string {
+	return func(o *domain.Object, now time.Time) string {
+		t, err := time.Parse(time.RFC3339, lookup(o, path))
+		if err != nil {
+			return ""
+		}
+		return humanDuration(now.Sub(t))
+	}
+}
+
 // columnsFor is the table layout of a kind: TENANT (across tenants), NAME,
-// the kind's own columns, AGE, and LABELS for -o wide.
+// the kind's own columns (and its wide ones for -o wide), AGE, and LABELS for
+// -o wide.
 func columnsFor(k kind, allTenants, wide bool) []column {
 	var cols []column
 	if allTenants && k.TenantScoped {
@@ -167,6 +193,9 @@ func columnsFor(k kind, allTenants, wide bool) []column {
 	}
 	cols = append(cols, column{"NAME", func(o *domain.Object, _ time.Time) string { return o.Metadata.Name }})
 	cols = append(cols, kindColumns[k.Kind]...)
+	if wide {
+		cols = append(cols, kindWideColumns[k.Kind]...)
+	}
 	cols = append(cols, column{"AGE", func(o *domain.Object, now time.Time) string {
 		if o.Metadata.CreationTimestamp == nil {
 			return ""

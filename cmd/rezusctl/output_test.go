@@ -44,7 +44,7 @@ func sampleObjects() map[string][]*item {
 			mk("NodeGroup", "beta", "workers", `{"role":"worker","count":10,"provider":"oci-fra"}`, ``, map[string]string{"pool": "a"}),
 		},
 		"machines": {
-			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true}`, nil),
+			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true,"talosVersion":"v1.13.0","lastSeen":"2026-05-01T11:59:30Z"}`, nil),
 			mk("Machine", "acme", "cp-1", `{"nodeGroup":"cp","role":"controlplane"}`, `{"stage":"Unknown","ready":false}`, nil),
 		},
 		"configpatches": {

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// upgradeCommand starts a rolling Talos upgrade of a tenant (an Upgrade
+// object the server's upgrade saga carries out) and, with --wait, follows it
+// machine by machine until it ends.
+func (r *rezusctl) upgradeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "upgrade",
+		Usage:     "upgrade a tenant's machines to a Talos version, one machine at a time",
+		ArgsUsage: "TENANT",
+		Description: "Creates an upgrade: control planes first (the etcd leader last), each machine checked healthy\n" +
+			"before the next; a machine that fails is rolled back and the upgrade stops. --wait follows it\n" +
+			"and prints each machine's progress; the exit code is 0 only when it succeeds. --follow NAME\n" +
+			"follows an upgrade that exists (one the server started when the tenant's talosVersion changed).\n\n" +
+			"  rezusctl upgrade acme --talos-version v1.13.1 --wait\n" +
+			"  rezusctl upgrade acme --talos-version v1.13.1 --node-group workers --max-parallelism 3\n" +
+			"  rezusctl upgrade acme --follow talos-v1-13-1-4711",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "talos-version", Usage: "the target `VERSION`, e.g. v1.13.1"},
+			&cli.StringSliceFlag{Name: "node-group", Usage: "upgrade only this node group (repeatable; default: every machine)"},
+			&cli.IntFlag{Name: "max-parallelism", Usage: "workers upgraded at once (control planes always go one at a time)", Value: 1},
+			&cli.StringFlag{Name: "name", Usage: "`NAME` of the upgrade (default: generated)"},
+			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "follow the upgrade until it ends"},
+			&cli.StringFlag{Name: "follow", Usage: "follow the existing upgrade `NAME` instead of creating one"},
+			&cli.DurationFlag{Name: "timeout", Usage: "give up waiting after this long (0: no limit)"},
+		},
+		Action: r.upgrade,
+	}
+}
+
+func (r *rezusctl) upgrade(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return errors.New("give the tenant: rezusctl upgrade TENANT --talos-version vX.Y.Z")
+	}
+	tenant := c.Args().First()
+	follow := c.String("follow")
+	version := c.String("talos-version")
+	switch {
+	case follow == "" && version == "":
+		return errors.New("give the target with --talos-version vX.Y.Z (or --follow NAME to follow an upgrade)")
+	case follow != "" && version != "":
+		return errors.New("--follow follows an existing upgrade; it does not go with --talos-version")
+	}
+	_, cl, err := r.connect(c)
+	if err != nil {
+		return err
+	}
+	k, err := resolveKind("upgrades")
+	if err != nil {
+		return err
+	}
+	ctx := c.Context
+	if d := c.Duration("timeout"); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	var u *domain.Object
+	if follow != "" {
+		if u, err = cl.getObject(ctx, k, tenant, follow); err != nil {
+			return err
+		}
+	} else {
+		if u, err = r.createUpgrade(ctx, c, cl, k, tenant, version); err != nil {
+			return err
+		}
+		fmt.Fprintf(r.env.Stdout, "upgrade/%s created: tenant %q to %s\n", u.Metadata.Name, tenant, version)
+		if !c.Bool("wait") {
+			return nil
+		}
+	}
+	err = r.followUpgrade(ctx, cl, k, tenant, u)
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Context.Err() == nil {
+		return fmt.Errorf("timed out after %s; the upgrade goes on (rezusctl upgrade %s --follow %s)", c.Duration("timeout"), tenant, u.Metadata.Name)
+	}
+	return err
+}
+
+func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client, k kind, tenant, version string) (*domain.Object, error) {
+	name := c.String("name")
+	if name == "" {
+		name = generatedUpgradeName(version)
+	}
+	spec := domain.UpgradeSpec{TalosVersion: version, NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism")}
+	specRaw, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(domain.Object{APIVersion: domain.APIVersion, Kind: domain.UpgradeKind.Kind,
+		Metadata: domain.ObjectMeta{Name: name}, Spec: specRaw})
+	if err != nil {
+		return nil, err
+	}
+	u := &domain.Object{}
+	if err := cl.call(ctx, request{method: http.MethodPost, path: k.collectionPath(tenant), body: body}, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// generatedUpgradeName is "talos-<version>-<5 hex>", a DNS label.
+func generatedUpgradeName(version string) string {
+	var b strings.Builder
+	for _, ch := range strings.ToLower(version) {
+		if (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') {
+			b.WriteRune(ch)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	v := strings.Trim(b.String(), "-")
+	if len(v) > 40 {
+		v = strings.Trim(v[:40], "-")
+	}
+	rnd := make([]byte, 3)
+	_, _ = rand.Read(rnd)
+	return "talos-" + v + "-" + hex.EncodeToString(rnd)[:5]
+}
+
+// errUpgradeEnded stops the watch once the upgrade has ended.
+var errUpgradeEnded = errors.New("ended")
+
+// followUpgrade prints the upgrade's progress from the version u was read
+// at: a line per machine whenever its step moves, and how the run ends. It
+// fails unless the run Succeeded.
+func (r *rezusctl) followUpgrade(ctx context.Context, cl *client, k kind, tenant string, u *domain.Object) error {
+	p := &upgradeProgress{out: r.env.Stdout, errOut: r.env.Stderr, seen: map[string]string{}}
+	if done, err := p.show(u); done || err != nil {
+		return err
+	}
+	err := r.stream(ctx, cl, k.collectionPath(tenant), url.Values{"watch": {"true"}}, "resourceVersion", u.Metadata.ResourceVersion, func(ev sseEvent) error {
+		var we watchEvent
+		if err := json.Unmarshal(ev.Data, &we); err != nil {
+			return fmt.Errorf("the server sent a watch event that is not JSON: %w", err)
+		}
+		switch we.Type {
+		case "BOOKMARK":
+			return nil
+		case "ERROR":
+			return streamError(we.Object)
+		}
+		o := &domain.Object{}
+		if err := json.Unmarshal(we.Object, o); err != nil || o.Metadata.Name != u.Metadata.Name {
+			return nil
+		}
+		if we.Type == "DELETED" {
+			return fmt.Errorf("upgrade %s was deleted", u.Metadata.Name)
+		}
+		done, err := p.show(o)
+		if done && err == nil {
+			return errUpgradeEnded
+		}
+		if err != nil {
+			return err
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUpgradeEnded):
+		return nil
+	case err != nil:
+		return err
+	}
+	return ctx.Err()
+}
+
+// upgradeProgress prints what changed since the last state it saw.
+type upgradeProgress struct {
+	out, errOut io.Writer
+	phase       string
+	seen        map[string]string // machine -> the phase printed
+}
+
+// show prints the news of one state of the upgrade; done says it has ended,
+// with an error unless it Succeeded.
+func (p *upgradeProgress) show(o *domain.Object) (done bool, err error) {
+	var u domain.Upgrade
+	raw, _ := json.Marshal(o)
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return false, fmt.Errorf("the server sent an upgrade that is not one: %w", err)
+	}
+	st := u.Status
+	if st.Phase != p.phase && st.Phase == domain.UpgradeRunning {
+		fmt.Fprintf(p.out, "%s: %d machines, control planes first\n", st.Phase, len(st.Machines))
+	}
+	width := 0
+	for _, m := range st.Machines {
+		width = max(width, len(m.Name))
+	}
+	for _, m := range st.Machines {
+		if p.seen[m.Name] == m.Phase || (p.seen[m.Name] == "" && m.Phase == domain.StepPending) {
+			continue
+		}
+		p.seen[m.Name] = m.Phase
+		line := fmt.Sprintf("%-*s  %-12s  %s -> %s  %s", width, m.Name, m.Role, orDash(m.From), m.To, m.Phase)
+		if m.Phase == domain.StepDone && m.Started != nil && m.Finished != nil {
+			line += fmt.Sprintf(" (%s)", m.Finished.Sub(*m.Started).Round(100*time.Millisecond))
+		}
+		if m.Error != "" && m.Final() {
+			line += ": " + m.Error
+		}
+		fmt.Fprintln(p.out, line)
+	}
+	p.phase = st.Phase
+	if !st.Final() {
+		return false, nil
+	}
+	if st.Phase != domain.UpgradeSucceeded {
+		fmt.Fprintf(p.errOut, "%s: %s\n", st.Phase, st.Reason)
+		return true, exitError{code: 1}
+	}
+	fmt.Fprintf(p.out, "%s: %s\n", st.Phase, st.Reason)
+	return true, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// upgradeDone is the DONE column of upgrades: machines done of the plan's.
+func upgradeDone(o *domain.Object, _ time.Time) string {
+	var st domain.UpgradeStatus
+	if json.Unmarshal(o.Status, &st) != nil || len(st.Machines) == 0 {
+		return ""
+	}
+	done := 0
+	for _, m := range st.Machines {
+		if m.Phase == domain.StepDone {
+			done++
+		}
+	}
+	return fmt.Sprintf("%d/%d", done, len(st.Machines))
+}

@@ -1,0 +1,56 @@
+package talos_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/emulator"
+)
+
+// BenchmarkUpgradeSaga53Nodes upgrades a 3+50 cluster, one machine at a time,
+// with emulated reboots of a few milliseconds, and reports the saga's own
+// time per machine beyond the node's (the emulator's configured upgrade,
+// reboot and service-start delays): the quorum check, the status events, the
+// machine status writes, the Talos API calls and the polling granularity.
+//
+//	go test -run '^$' -bench UpgradeSaga -benchtime 1x ./talos/
+func BenchmarkUpgradeSaga53Nodes(b *testing.B) {
+	const (
+		upgradeDelay = 10 * time.Millisecond
+		rebootDelay  = 10 * time.Millisecond
+		startDelay   = 10 * time.Millisecond
+		node         = upgradeDelay + rebootDelay + startDelay
+	)
+	e := newSagaEnv(b, 3, 50, func(c *emulator.Config) {
+		c.UpgradeDelay, c.RebootDelay, c.ServiceStartDelay = upgradeDelay, rebootDelay, startDelay
+	})
+	e.startSaga(func(c *talos.UpgradeConfig) { c.PollInterval = 2 * time.Millisecond })
+	var run, steps time.Duration
+	machines := 0
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("bench-%d", i)
+		e.createUpgrade(name, fmt.Sprintf(`{"talosVersion":"v1.13.%d"}`, i))
+		u := e.waitUpgrade(name, "finished", finished)
+		require.Equal(b, domain.UpgradeSucceeded, u.Status.Phase, u.Status.Reason)
+		run += u.Status.EndTime.Sub(*u.Status.StartTime)
+		for _, m := range u.Status.Machines {
+			steps += m.Finished.Sub(*m.Started)
+		}
+		machines += len(u.Status.Machines)
+	}
+	b.StopTimer()
+	perMachine := run / time.Duration(machines)
+	perStep := steps / time.Duration(machines)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(perMachine), "ms/machine")
+	b.ReportMetric(ms(node), "ms-node/machine")
+	b.ReportMetric(ms(perMachine-node), "ms-overhead/machine")
+	b.ReportMetric(ms(perStep-node), "ms-step-overhead/machine")
+	b.ReportMetric(ms(perMachine-perStep), "ms-between-machines")
+}

@@ -1,0 +1,277 @@
+package talos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// upgradeAPIPort is the port of apid on every Talos node.
+const upgradeAPIPort = 50000
+
+// InstallerImage is the installer of a Talos version that upgrades use.
+func InstallerImage(version string) string { return "ghcr.io/siderolabs/installer:" + version }
+
+// sagaCertTTL bounds the client certificate one run of the saga holds in memory.
+const sagaCertTTL = 7 * 24 * time.Hour
+
+// nodes opens machinery clients to one tenant's nodes, over mTLS with an
+// os:admin certificate issued from the tenant's bundle. Each operation dials
+// afresh: a node that rebooted is reached as soon as it is back, instead of
+// after gRPC's reconnect backoff.
+type sagaNodes struct {
+	tenant   string
+	ca       []byte
+	cert     *x509.PEMEncodedCertificateAndKey
+	endpoint func(m *domain.Machine) (string, error)
+	timeout  time.Duration
+	dialOpts []grpc.DialOption
+}
+
+func newSagaNodes(b *secrets.Bundle, tenant string, cfg *UpgradeConfig) (*sagaNodes, error) {
+	cert, err := b.GenerateTalosAPIClientCertificateWithTTL(role.MakeSet(role.Admin), sagaCertTTL)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the upgrade client certificate of tenant %s: %w", tenant, err)
+	}
+	dialOpts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: cfg.CallTimeout,
+	})}, cfg.DialOptions...)
+	return &sagaNodes{tenant: tenant, ca: b.Certs.OS.Crt, cert: cert, endpoint: cfg.Endpoint, timeout: cfg.CallTimeout, dialOpts: dialOpts}, nil
+}
+
+// machineEndpoint is the Talos API of a machine: its address on port 50000.
+func machineEndpoint(m *domain.Machine) (string, error) {
+	if m.Spec.Address == "" {
+		return "", fmt.Errorf("machine %s has no address", m.Metadata.Name)
+	}
+	return net.JoinHostPort(m.Spec.Address, strconv.Itoa(upgradeAPIPort)), nil
+}
+
+// with runs f with a client to m, bounded by the call timeout.
+func (ns *sagaNodes) with(ctx context.Context, m *domain.Machine, f func(context.Context, *client.Client) error) error {
+	ep, err := ns.endpoint(m)
+	if err != nil {
+		return err
+	}
+	cfg := clientconfig.NewConfig(ns.tenant, []string{ep}, ns.ca, ns.cert)
+	c, err := client.New(ctx, client.WithConfig(cfg), client.WithEndpoints(ep), client.WithGRPCDialOptions(ns.dialOpts...))
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", m.Metadata.Name, err)
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, ns.timeout)
+	defer cancel()
+	return f(cctx, c)
+}
+
+// version is the Talos version the node runs.
+func (ns *sagaNodes) version(ctx context.Context, m *domain.Machine) (string, error) {
+	var v string
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.Version(ctx)
+		if err != nil {
+			return err
+		}
+		v = firstMessage(resp.GetMessages()).GetVersion().GetTag()
+		return nil
+	})
+	return v, err
+}
+
+// upgrade asks the node to install the image and reboot into it, keeping
+// its data (preserve). MachineService.Upgrade is deprecated in favour of
+// LifecycleService.Upgrade, which only stages the image and needs a
+// separate reboot: two calls a crash can fall between, leaving a staged image
+// the saga cannot see through the API. The single call is also the one every
+// Talos version a run starts from serves.
+func (ns *sagaNodes) upgrade(ctx context.Context, m *domain.Machine, image string) error {
+	return ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		//nolint:staticcheck // see above: one call for install and reboot.
+		resp, err := c.MachineClient.Upgrade(ctx, &machine.UpgradeRequest{Image: image, Preserve: true})
+		_, err = client.FilterMessages(resp, err)
+		return err
+	})
+}
+
+// rollback asks the node to boot its previous installation.
+func (ns *sagaNodes) rollback(ctx context.Context, m *domain.Machine) error {
+	return ns.with(ctx, m, func(ctx context.Context, c *client.Client) error { return c.Rollback(ctx) })
+}
+
+// health says what keeps the node from being healthy on version want ("" when
+// it is): every service running and healthy and, on a control plane, its
+// etcd member in the member list and without errors.
+func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string) string {
+	problem := ""
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		v, err := c.Version(ctx)
+		if err != nil {
+			return err
+		}
+		if got := firstMessage(v.GetMessages()).GetVersion().GetTag(); got != want {
+			problem = fmt.Sprintf("runs %s, not %s", got, want)
+			return nil
+		}
+		svcs, err := c.ServiceList(ctx)
+		if err != nil {
+			return err
+		}
+		var bad []string
+		for _, msg := range svcs.GetMessages() {
+			for _, s := range msg.GetServices() {
+				if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
+					why := s.GetState()
+					if h := s.GetHealth().GetLastMessage(); h != "" {
+						why += ": " + h
+					}
+					bad = append(bad, s.GetId()+" ("+why+")")
+				}
+			}
+		}
+		if len(bad) > 0 {
+			problem = "services not healthy: " + strings.Join(bad, ", ")
+			return nil
+		}
+		if m.Spec.Role != domain.RoleControlPlane {
+			return nil
+		}
+		st, err := c.EtcdStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("etcd status: %w", err)
+		}
+		ms := firstMessage(st.GetMessages()).GetMemberStatus()
+		if errs := ms.GetErrors(); len(errs) > 0 {
+			problem = "etcd member errors: " + strings.Join(errs, "; ")
+			return nil
+		}
+		members, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+		if err != nil {
+			return fmt.Errorf("etcd members: %w", err)
+		}
+		for _, mb := range firstMessage(members.GetMessages()).GetMembers() {
+			if mb.GetId() == ms.GetMemberId() {
+				return nil
+			}
+		}
+		problem = "its etcd member is not in the member list"
+		return nil
+	})
+	if err != nil {
+		return describeTalosErr(err)
+	}
+	return problem
+}
+
+// etcdLeaderView is a control plane's view of etcd: members and the leader's id.
+type etcdLeaderView struct {
+	members []*machine.EtcdMember
+	leader  uint64
+}
+
+// etcd reads the member list and the leader through one control plane.
+func (ns *sagaNodes) etcd(ctx context.Context, m *domain.Machine) (etcdLeaderView, error) {
+	var v etcdLeaderView
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		members, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+		if err != nil {
+			return fmt.Errorf("etcd members: %w", err)
+		}
+		v.members = firstMessage(members.GetMessages()).GetMembers()
+		st, err := c.EtcdStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("etcd status: %w", err)
+		}
+		v.leader = firstMessage(st.GetMessages()).GetMemberStatus().GetLeader()
+		return nil
+	})
+	return v, err
+}
+
+// etcdHealthy says what keeps a member from serving ("" when it is healthy).
+func (ns *sagaNodes) etcdHealthy(ctx context.Context, m *domain.Machine) string {
+	problem := ""
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		svcs, err := c.ServiceList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, msg := range svcs.GetMessages() {
+			for _, s := range msg.GetServices() {
+				if s.GetId() == "etcd" && (s.GetState() != "Running" || !s.GetHealth().GetHealthy()) {
+					problem = "etcd is " + s.GetState()
+					if h := s.GetHealth().GetLastMessage(); h != "" {
+						problem += ": " + h
+					}
+					return nil
+				}
+			}
+		}
+		st, err := c.EtcdStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("etcd status: %w", err)
+		}
+		if errs := firstMessage(st.GetMessages()).GetMemberStatus().GetErrors(); len(errs) > 0 {
+			problem = "etcd member errors: " + strings.Join(errs, "; ")
+		}
+		return nil
+	})
+	if err != nil {
+		return describeTalosErr(err)
+	}
+	return problem
+}
+
+// unreachable reports whether err says the node could not be reached (or did
+// not answer in time), as opposed to a node that answered with a refusal.
+func talosUnreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF)
+}
+
+// unimplemented reports whether the node does not serve the method.
+func talosUnimplemented(err error) bool { return status.Code(err) == codes.Unimplemented }
+
+// describe turns a Talos API error into a short lower-case reason.
+func describeTalosErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	if s, ok := status.FromError(err); ok {
+		if talosUnreachable(err) {
+			return "unreachable: " + s.Message()
+		}
+		return s.Message()
+	}
+	return err.Error()
+}
+
+// firstMessage is the first message of an answer (nil when there is none: the
+// generated getters take nil), as the saga talks to one node at a time.
+func firstMessage[T any](msgs []*T) *T {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return msgs[0]
+}

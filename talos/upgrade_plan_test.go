@@ -1,0 +1,138 @@
+package talos
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+func planMachine(name, group, role string) domain.Machine {
+	return domain.Machine{Metadata: domain.ObjectMeta{Name: name}, Spec: domain.MachineSpec{NodeGroup: group, Role: role}}
+}
+
+func TestPlanUpgradeOrder(t *testing.T) {
+	machines := []domain.Machine{
+		planMachine("w-b2", "b", domain.RoleWorker), planMachine("cp-1", "cp", domain.RoleControlPlane),
+		planMachine("w-a1", "a", domain.RoleWorker), planMachine("cp-3", "cp", domain.RoleControlPlane),
+		planMachine("w-b1", "b", domain.RoleWorker), planMachine("cp-2", "cp", domain.RoleControlPlane),
+	}
+	from := map[string]string{"cp-1": "v1.12.0", "cp-2": "v1.12.0", "cp-3": "v1.12.0", "w-a1": "v1.13.0", "w-b1": "v1.12.0", "w-b2": "v1.12.1"}
+	tests := []struct {
+		name   string
+		leader string
+		want   []string
+	}{
+		{"leader last of the control planes", "cp-1", []string{"cp-2", "cp-3", "cp-1", "w-a1", "w-b1", "w-b2"}},
+		{"another leader", "cp-2", []string{"cp-1", "cp-3", "cp-2", "w-a1", "w-b1", "w-b2"}},
+		{"leader unknown: by name", "", []string{"cp-1", "cp-2", "cp-3", "w-a1", "w-b1", "w-b2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := planUpgrade(machines, "v1.13.0", tc.leader, from)
+			var names []string
+			for _, s := range steps {
+				names = append(names, s.Name)
+				require.Equal(t, "v1.13.0", s.To)
+				require.Equal(t, from[s.Name], s.From)
+				if s.Name == "w-a1" {
+					require.Equal(t, domain.StepDone, s.Phase, "already on the target")
+				} else {
+					require.Equal(t, domain.StepPending, s.Phase)
+				}
+			}
+			require.Equal(t, tc.want, names)
+		})
+	}
+}
+
+func TestUpgradePathProblems(t *testing.T) {
+	steps := func(pairs ...string) []domain.UpgradeMachine {
+		var out []domain.UpgradeMachine
+		for i := 0; i+1 < len(pairs); i += 2 {
+			out = append(out, domain.UpgradeMachine{Name: "m" + string(rune('1'+i/2)), From: pairs[i], To: pairs[i+1]})
+		}
+		return out
+	}
+	require.Empty(t, upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.13.0", "v1.13.0", "v1.13.1", "v1.13.0")))
+	p := upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.11.0", "v1.13.0", "v1.14.0", "v1.13.0"))
+	require.Contains(t, p, "refused: m2: v1.11.0 to v1.13.0 skips a minor version")
+	require.Contains(t, p, "m3: v1.14.0 to v1.13.0 is a downgrade")
+	require.NotContains(t, p, "m1")
+	var many []string
+	for range 8 {
+		many = append(many, "v1.10.0", "v1.13.0")
+	}
+	require.Contains(t, upgradePathProblems(steps(many...)), "(and 3 more machines)")
+}
+
+func TestNextStepAction(t *testing.T) {
+	const from, to = "v1.12.0", "v1.13.0"
+	tests := []struct {
+		phase    string
+		observed string // "" = unreachable
+		want     stepAction
+	}{
+		{domain.StepPending, from, actUpgrade},
+		{domain.StepPending, "", actUpgrade}, // the step waits for it, then reports it unreachable
+		{domain.StepPending, to, actVerify},  // already on the target: verified, never upgraded
+		{domain.StepUpgrading, from, actUpgrade},
+		{domain.StepUpgrading, "", actWait}, // the call got through: it is rebooting
+		{domain.StepUpgrading, to, actVerify},
+		{domain.StepRebooting, "", actWait},
+		{domain.StepRebooting, from, actWait}, // not down yet, or came back without it: the wait tells
+		{domain.StepRebooting, to, actVerify},
+		{domain.StepVerifying, to, actVerify},
+		{domain.StepVerifying, "", actVerify},
+		{domain.StepRollingBack, to, actRollback},
+		{domain.StepRollingBack, "", actRollback},
+		{domain.StepDone, to, actNone},
+		{domain.StepRolledBack, from, actNone},
+		{domain.StepFailed, "", actNone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.phase+"/"+tc.observed, func(t *testing.T) {
+			s := domain.UpgradeMachine{Name: "m", From: from, To: to, Phase: tc.phase}
+			require.Equal(t, tc.want, nextStepAction(s, tc.observed), "got %s", nextStepAction(s, tc.observed))
+		})
+	}
+}
+
+func TestEtcdQuorumProblem(t *testing.T) {
+	three := []string{"cp-1", "cp-2", "cp-3"}
+	five := []string{"cp-1", "cp-2", "cp-3", "cp-4", "cp-5"}
+	tests := []struct {
+		name      string
+		self      string
+		members   []string
+		unhealthy map[string]string
+		want      string // fragment; "" = safe
+	}{
+		{"three healthy", "cp-1", three, nil, ""},
+		{"a single member may go down", "cp-1", []string{"cp-1"}, nil, ""},
+		{"the node itself unhealthy does not count", "cp-1", three, map[string]string{"cp-1": "x"}, ""},
+		{"another of three unhealthy", "cp-1", three, map[string]string{"cp-3": "etcd is Stopped"},
+			"etcd quorum would not survive taking cp-1 down: 1 of the other 2 members healthy, 2 needed; unhealthy: cp-3 (etcd is Stopped)"},
+		{"five with one unhealthy", "cp-1", five, map[string]string{"cp-2": "x"}, ""},
+		{"five with two unhealthy", "cp-1", five, map[string]string{"cp-2": "x", "cp-5": "y"}, "2 of the other 4 members healthy, 3 needed; unhealthy: cp-2 (x), cp-5 (y)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := etcdQuorumProblem(tc.self, tc.members, tc.unhealthy)
+			if tc.want == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.Contains(t, got, tc.want)
+		})
+	}
+}
+
+func TestUpgradeName(t *testing.T) {
+	require.Equal(t, "talos-v1-13-0-42", upgradeName("v1.13.0", 42))
+	require.Equal(t, "talos-v1-14-0-beta-0-7", upgradeName("v1.14.0-beta.0", 7))
+	long := upgradeName("v1.14.0-alpha.1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18.19.20", 123456789)
+	require.LessOrEqual(t, len(long), domain.MaxNameLength)
+	require.Empty(t, domain.ValidateName(long, "name"))
+}

@@ -1,0 +1,357 @@
+package talos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// step takes one machine through its named stages — precheck, upgrade,
+// wait for the reboot, verify — each recorded before the next begins, or
+// rolls it back when one fails. What it does first depends on the recorded
+// stage and the node's answer now (nextAction), so it is safe to run again
+// after a restart. It returns an error only when the saga could not go on.
+func (r *upgradeRun) step(ctx context.Context, name string) error {
+	m, err := r.machine(name)
+	if err != nil {
+		r.failed.Store(true)
+		return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+			e.Phase, e.Finished, e.Error = domain.StepFailed, r.now(), "the machine no longer exists"
+		})
+	}
+	e := r.entry(name)
+	observed, _ := r.nodes.version(ctx, m)
+	act := nextStepAction(e, observed)
+	for act != actNone {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e = r.entry(name)
+		switch act {
+		case actUpgrade:
+			next, err := r.startUpgrade(ctx, m, e)
+			if err != nil {
+				return err
+			}
+			act = next
+		case actWait:
+			p := r.awaitBoot(ctx, m, e.From, e.To)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if p != "" {
+				return r.failStep(ctx, m, p)
+			}
+			if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase = domain.StepVerifying }); err != nil {
+				return err
+			}
+			r.observeMachine(ctx, m, e.To, "Booting", false)
+			act = actVerify
+		case actVerify:
+			if e.Phase != domain.StepVerifying {
+				if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase = domain.StepVerifying }); err != nil {
+					return err
+				}
+			}
+			if p := r.awaitHealthy(ctx, m, e.To); p != "" {
+				return r.failStep(ctx, m, fmt.Sprintf("not healthy on %s within %s: %s", e.To, r.s.cfg.HealthTimeout, p))
+			}
+			if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+				e.Phase, e.Finished = domain.StepDone, r.now()
+			}); err != nil {
+				return err
+			}
+			r.observeMachine(ctx, m, e.To, "Running", true)
+			act = actNone
+		case actRollback:
+			return r.rollback(ctx, m, e.Error)
+		}
+	}
+	return ctx.Err()
+}
+
+// startUpgrade checks the node can go down and asks it to upgrade. It answers
+// the next action: wait for the reboot, verify (the node is on the target
+// already), or none (the run stops before touching the node).
+func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (stepAction, error) {
+	name := m.Metadata.Name
+	if e.Phase == domain.StepPending {
+		v, p := r.awaitReachable(ctx, m)
+		if ctx.Err() != nil {
+			return actNone, ctx.Err()
+		}
+		if p != "" {
+			return actNone, r.refuse(ctx, name, p)
+		}
+		if v == e.To {
+			return actVerify, nil
+		}
+		if m.Spec.Role == domain.RoleControlPlane {
+			if p := r.awaitQuorum(ctx, m); p != "" {
+				if ctx.Err() != nil {
+					return actNone, ctx.Err()
+				}
+				return actNone, r.refuse(ctx, name, p)
+			}
+		}
+	}
+	wasPending := e.Phase == domain.StepPending
+	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Started, e.Error = domain.StepUpgrading, r.now(), ""
+	}); err != nil {
+		return actNone, err
+	}
+	// The write above read the latest spec: a cancel that came before it
+	// stops the run before this machine is touched.
+	if wasPending && r.canceled.Load() {
+		return actNone, r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase, e.Started = domain.StepPending, nil })
+	}
+	r.observeMachine(ctx, m, "", "Upgrading", false)
+	err := r.nodes.upgrade(ctx, m, r.s.cfg.Installer(e.To))
+	if err != nil && ctx.Err() != nil {
+		return actNone, ctx.Err()
+	}
+	if err != nil && !talosUnreachable(err) {
+		return actNone, r.failStep(ctx, m, "the node refused the upgrade: "+describeTalosErr(err))
+	}
+	// An unreachable answer may have been taken: waiting tells.
+	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase = domain.StepRebooting }); err != nil {
+		return actNone, err
+	}
+	r.observeMachine(ctx, m, "", "Rebooting", false)
+	return actWait, nil
+}
+
+// refuse stops the run before a machine was touched, saying why.
+func (r *upgradeRun) refuse(ctx context.Context, name, why string) error {
+	r.failed.Store(true)
+	return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Error = clipBytes(why, domain.MaxUpgradeErrorBytes) })
+}
+
+// failStep records why a step failed and rolls the machine back.
+func (r *upgradeRun) failStep(ctx context.Context, m *domain.Machine, why string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.failed.Store(true)
+	why = clipBytes(why, domain.MaxUpgradeErrorBytes/2)
+	r.s.cfg.Log.Warn("upgrade step failed; rolling back", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "machine", m.Metadata.Name, "reason", why)
+	if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Error = domain.StepRollingBack, why
+	}); err != nil {
+		return err
+	}
+	return r.rollback(ctx, m, why)
+}
+
+// rollback brings the machine back to the version it ran: nothing to do when
+// it still runs it; else the Talos rollback API (boot the previous
+// installation) or, where that is not served, an upgrade to the old version.
+func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string) error {
+	r.failed.Store(true)
+	e := r.entry(m.Metadata.Name)
+	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
+	issued, how, last := false, "", ""
+	for {
+		v, err := r.nodes.version(ctx, m)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch {
+		case err == nil && v == e.From:
+			note := "it still runs " + e.From
+			if issued {
+				note = "rolled back to " + e.From + " (" + how + ")"
+			}
+			healthy := true
+			if p := r.awaitHealthy(ctx, m, e.From); p != "" {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				note += ", but it is not healthy: " + p
+				healthy = false
+			}
+			if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
+				e.Phase, e.Finished, e.Error = domain.StepRolledBack, r.now(), clipBytes(why+"; "+note, domain.MaxUpgradeErrorBytes)
+			}); err != nil {
+				return err
+			}
+			r.observeMachine(ctx, m, e.From, "Running", healthy)
+			return nil
+		case err == nil && !issued:
+			how = "the rollback API"
+			rerr := r.nodes.rollback(ctx, m)
+			if talosUnimplemented(rerr) {
+				how = "an upgrade to " + e.From
+				rerr = r.nodes.upgrade(ctx, m, r.s.cfg.Installer(e.From))
+			}
+			if rerr != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if rerr != nil && !talosUnreachable(rerr) {
+				return r.rollbackFailed(ctx, m, why, fmt.Sprintf("the node refused %s: %s", how, describeTalosErr(rerr)))
+			}
+			issued = true
+			r.observeMachine(ctx, m, "", "Rebooting", false)
+		case err == nil:
+			last = "runs " + v
+		default:
+			last = describeTalosErr(err)
+		}
+		if r.s.cfg.Now().After(deadline) {
+			return r.rollbackFailed(ctx, m, why, fmt.Sprintf("not back on %s within %s (%s)", e.From, r.s.cfg.RebootTimeout, last))
+		}
+		if err := r.sleep(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *upgradeRun) rollbackFailed(ctx context.Context, m *domain.Machine, why, problem string) error {
+	if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Finished, e.Error = domain.StepFailed, r.now(), clipBytes(why+"; rollback failed: "+problem, domain.MaxUpgradeErrorBytes)
+	}); err != nil {
+		return err
+	}
+	r.observeMachine(ctx, m, "", "Unknown", false)
+	return nil
+}
+
+// awaitReachable waits for the node to answer Version; p says why it did not.
+func (r *upgradeRun) awaitReachable(ctx context.Context, m *domain.Machine) (version, p string) {
+	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
+	for {
+		v, err := r.nodes.version(ctx, m)
+		if err == nil {
+			return v, ""
+		}
+		if ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
+			return "", fmt.Sprintf("not reachable before its upgrade: %s", describeTalosErr(err))
+		}
+		if r.sleep(ctx) != nil {
+			return "", ctx.Err().Error()
+		}
+	}
+}
+
+// awaitBoot waits for the node to go down and come back on to. A node seen
+// down that comes back on from did not take the upgrade.
+func (r *upgradeRun) awaitBoot(ctx context.Context, m *domain.Machine, from, to string) string {
+	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
+	seenDown := false
+	last := ""
+	for {
+		v, err := r.nodes.version(ctx, m)
+		switch {
+		case ctx.Err() != nil:
+			return ""
+		case err == nil && v == to:
+			return ""
+		case err == nil && seenDown && v != to:
+			return fmt.Sprintf("came back on %s: the upgrade to %s did not take", v, to)
+		case err == nil:
+			last = "still runs " + v
+		case talosUnreachable(err):
+			seenDown, last = true, describeTalosErr(err)
+		default:
+			last = describeTalosErr(err)
+		}
+		if r.s.cfg.Now().After(deadline) {
+			return fmt.Sprintf("not back on %s within %s (%s)", to, r.s.cfg.RebootTimeout, last)
+		}
+		if r.sleep(ctx) != nil {
+			return ""
+		}
+	}
+}
+
+// awaitHealthy waits for the node to be healthy on version; it answers the
+// last problem when the health timeout passes.
+func (r *upgradeRun) awaitHealthy(ctx context.Context, m *domain.Machine, version string) string {
+	deadline := r.s.cfg.Now().Add(r.s.cfg.HealthTimeout)
+	for {
+		p := r.nodes.health(ctx, m, version)
+		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
+			return p
+		}
+		if r.sleep(ctx) != nil {
+			return p
+		}
+	}
+}
+
+// awaitQuorum waits until taking a control plane down keeps etcd quorum.
+func (r *upgradeRun) awaitQuorum(ctx context.Context, m *domain.Machine) string {
+	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
+	for {
+		p := r.quorumCheck(ctx, m)
+		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
+			return p
+		}
+		if r.sleep(ctx) != nil {
+			return p
+		}
+	}
+}
+
+// quorumCheck reads the members through the node itself and asks every other
+// member whether its etcd is healthy.
+func (r *upgradeRun) quorumCheck(ctx context.Context, m *domain.Machine) string {
+	v, err := r.nodes.etcd(ctx, m)
+	if err != nil {
+		return "cannot read etcd members: " + describeTalosErr(err)
+	}
+	self := m.Metadata.Name
+	var names []string
+	unhealthy := map[string]string{}
+	for _, mb := range v.members {
+		mm := r.memberMachine(mb.GetHostname(), mb.GetPeerUrls())
+		if mm == nil {
+			name := mb.GetHostname()
+			names = append(names, name)
+			unhealthy[name] = "no machine of the tenant is this member"
+			continue
+		}
+		names = append(names, mm.Metadata.Name)
+		if mm.Metadata.Name == self {
+			continue
+		}
+		if p := r.nodes.etcdHealthy(ctx, mm); p != "" {
+			unhealthy[mm.Metadata.Name] = p
+		}
+	}
+	return etcdQuorumProblem(self, names, unhealthy)
+}
+
+// observeMachine writes what the saga saw to the Machine's status: its stage,
+// readiness and, when known, version. Failures are logged: the Upgrade's
+// status is the record, this is for watchers of machines.
+func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine, version, stage string, ready bool) {
+	ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: r.ref.Tenant, Name: m.Metadata.Name}
+	now := r.s.cfg.Now().UTC()
+	_, err := r.s.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Hint: r.s.cfg.Cache, Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
+		if state == nil {
+			return nil, nil
+		}
+		var st domain.MachineStatus
+		if err := json.Unmarshal(state.Status, &st); err != nil {
+			return nil, err
+		}
+		st.Stage, st.Ready = stage, ready
+		if version != "" {
+			st.TalosVersion = version
+		}
+		if ready {
+			st.LastSeen = &now
+		}
+		obj := state.DeepCopy()
+		obj.Status = upgradeJSON(st)
+		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Object: obj, Actor: UpgradeActor, Now: now})
+	})
+	if err != nil && ctx.Err() == nil {
+		r.s.cfg.Log.Warn("upgrade saga: recording machine status", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
+	}
+}
