@@ -444,6 +444,10 @@ func (e *Emulator) restore() error {
 		}
 		n := &node{em: e, st: p.NodeStatus}
 		n.st.Error = ""
+		if v := n.st.RebootingInto; v != "" {
+			// The upgrade's reboot went on while the emulator was down.
+			n.st.Version, n.st.Staged, n.st.RebootingInto = v, "", ""
+		}
 		if cfgBytes, err := os.ReadFile(filepath.Join(dir, p.Name+".config.yaml")); err == nil {
 			cfg, err := loadConfig(cfgBytes)
 			if err != nil {

@@ -429,3 +429,29 @@ func TestWorkerWaitsForTrustd(t *testing.T) {
 	eventually(t, "worker up once a control plane is", versionIs(t, c, "v1.13.0"))
 	eventually(t, "worker running", phaseIs(em, "worker-1", PhaseRunning))
 }
+
+// TestUpgradeRebootOutlivesTheEmulator stops the emulator while a node
+// reboots into an upgrade: a real machine's reboot goes on without the
+// management plane, so the node comes back on the new version.
+func TestUpgradeRebootOutlivesTheEmulator(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cl := newTestCluster(t, "outlive")
+	slow := fastConfig(dir)
+	slow.UpgradeDelay = time.Hour
+	em, stop := startEmulator(t, slow)
+	cp := configuredNode(t, em, "cp-1", cl.controlPlane)
+	c := connect(t, cl.admin, cp.Address)
+	_, err := c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.2", false, false)
+	require.NoError(t, err)
+	n, err := em.Get("cp-1")
+	require.NoError(t, err)
+	require.Equal(t, PhaseRebooting, n.Phase)
+	stop()
+
+	em2, _ := startEmulator(t, fastConfig(dir))
+	eventually(t, "back on the new version", versionIs(t, c, "v1.13.2"))
+	got, err := em2.Get("cp-1")
+	require.NoError(t, err)
+	require.Empty(t, got.RebootingInto)
+}

@@ -45,6 +45,11 @@ type NodeStatus struct {
 	// Staged is a version installed by LifecycleService.Upgrade that the next
 	// reboot boots into.
 	Staged string `json:"staged,omitempty"`
+	// RebootingInto is the version an upgrade is rebooting the node into. It
+	// is persisted so that a node whose emulator process died mid-reboot
+	// comes back upgraded, as a real machine would: its reboot does not
+	// depend on the management plane that asked for it.
+	RebootingInto string `json:"rebootingInto,omitempty"`
 	// Bootstrapped is true on the control plane that etcd was bootstrapped on.
 	Bootstrapped bool   `json:"bootstrapped,omitempty"`
 	Faults       Faults `json:"faults"`

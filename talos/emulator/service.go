@@ -192,9 +192,12 @@ func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) 
 		return nil, status.Errorf(codes.Unavailable, "node is %s, not running", n.st.Phase)
 	}
 	n.logf("upgrade to %s requested", version)
+	n.st.RebootingInto = version
 	n.mu.Unlock()
+	// On disk before the answer: the reboot must survive the emulator.
+	n.em.persist(n)
 	go n.transition(PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
-		n.st.Version, n.st.Staged = version, ""
+		n.st.Version, n.st.Staged, n.st.RebootingInto = version, "", ""
 		n.logf("upgraded to %s", version)
 	})
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
