@@ -79,8 +79,18 @@ func (f *TenantFinalizer) Pass(ctx context.Context) {
 }
 
 func (f *TenantFinalizer) finalize(ctx context.Context, tenant string) error {
+	// While other finalizers hold the tenant (the apply worker's, until its
+	// infrastructure is destroyed), its machines stay: they are what that
+	// teardown works from (bare-metal machines to reset), and it removes them.
+	held := false
+	if t, ok := f.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); ok {
+		held = len(t.Metadata.Finalizers) > 0
+	}
 	children := f.Cache.Children(tenant)
 	for _, ref := range children {
+		if held && ref.Kind == domain.MachineKind.Kind {
+			continue
+		}
 		f.delete(ctx, ref, 0)
 	}
 	remaining := len(f.Cache.Children(tenant))

@@ -3,12 +3,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -369,30 +373,48 @@ func TestMissingTofuFailsWithACondition(t *testing.T) {
 	})
 }
 
-// bootMaintenance starts n emulated nodes in maintenance mode (what `rezusctl
-// boot --platform emulated` starts) and returns their Talos API hosts.
-func (p *proc) bootMaintenance(prefix string, n int) []string {
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	var hosts []string
-	for i := 0; i < n; i++ {
-		resp, err := http.Post(endpoint+"/v1/nodes", "application/json", strings.NewReader(fmt.Sprintf(`{"name":"%s-%d"}`, prefix, i)))
-		require.NoError(p.t, err)
-		var node struct{ Address string }
-		require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&node))
-		resp.Body.Close()
-		require.Equal(p.t, http.StatusCreated, resp.StatusCode)
-		host, _, err := net.SplitHostPort(node.Address)
-		require.NoError(p.t, err)
-		hosts = append(hosts, host)
+// bootMaintenance runs `rezusctl boot --platform emulated` (built from this
+// tree) for machines in maintenance mode, and returns their Talos API hosts
+// and the URL of that emulator's HTTP API.
+func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (hosts []string, api string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rezusctl")
+	out, err := exec.Command("go", "build", "-o", bin, "../rezusctl").CombinedOutput()
+	require.NoError(t, err, string(out))
+	listen := freePort(t)
+	cmd := exec.Command(bin, "boot", "--platform", "emulated", "--cluster", cluster,
+		"--control-planes", strconv.Itoa(controlPlanes), "--workers", strconv.Itoa(workers), "--listen", listen)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	for len(hosts) < controlPlanes+workers && sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 3 && strings.HasPrefix(f[0], cluster) {
+			host, _, err := net.SplitHostPort(f[2])
+			require.NoError(t, err, sc.Text())
+			hosts = append(hosts, host)
+		}
 	}
-	return hosts
+	require.Len(t, hosts, controlPlanes+workers, "rezusctl boot printed the machines")
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return hosts, "http://" + listen
+}
+
+func nodesAt(t *testing.T, api string) []map[string]any {
+	resp, err := http.Get(api + "/v1/nodes")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var l struct{ Items []map[string]any }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	return l.Items
 }
 
 func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
 	t.Parallel()
 	p := startInfraServer(t, t.TempDir())
-	hosts := p.bootMaintenance("rack", 5)
+	hosts, rack := bootMaintenance(t, "rack", 3, 2)
 	code, body := p.do("POST", "/api/v1/providers", `{"metadata":{"name":"dc1"},"spec":{"type":"metal"}}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	code, body = p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"iron"},"spec":{}}`)
@@ -449,9 +471,10 @@ func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
 	logText := string(p.raw("/api/v1/tenants/iron/applies/" + last.Metadata.Name + "/log"))
 	require.Contains(t, logText, "config applied in place")
 	require.Contains(t, logText, "left its node group: resetting it")
+	removed := hosts[4]
 	p.eventually(30*time.Second, "the removed machine is reset into maintenance mode", func() bool {
-		for _, n := range p.emulatorNodes() {
-			if n["name"] == "rack-4" {
+		for _, n := range nodesAt(t, rack) {
+			if strings.HasPrefix(n["address"].(string), removed+":") {
 				return n["phase"] == "maintenance"
 			}
 		}
@@ -466,7 +489,7 @@ func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
 		return code == http.StatusNotFound
 	})
 	p.eventually(30*time.Second, "every machine back in maintenance mode", func() bool {
-		for _, n := range p.emulatorNodes() {
+		for _, n := range nodesAt(t, rack) {
 			if n["phase"] != "maintenance" {
 				return false
 			}
