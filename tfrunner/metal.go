@@ -299,26 +299,7 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 }
 
 func (w *Worker) writeMachineStatus(ctx context.Context, ref domain.Ref, mutate func(*domain.MachineStatus)) {
-	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, nil
-		}
-		var s domain.MachineStatus
-		if len(state.Status) > 0 {
-			if err := json.Unmarshal(state.Status, &s); err != nil {
-				return nil, err
-			}
-		}
-		mutate(&s)
-		raw, err := json.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), Object: &domain.Object{Status: raw}})
-	})
-	if err != nil && !domain.IsNotFound(err) {
-		w.cfg.Log.Warn("apply worker: writing machine status", "machine", ref.String(), "err", err)
-	}
+	updateStatus(ctx, w, ref, func(s *domain.MachineStatus, _ int64) { mutate(s) })
 }
 
 // bootstrap starts etcd on the tenant's first control-plane machine once it

@@ -914,12 +914,17 @@ func (w *Worker) writeApplyStatus(ctx context.Context, tenant, name string, st d
 
 // updateTenantStatus rewrites the tenant's status through mutate.
 func (w *Worker) updateTenantStatus(ctx context.Context, tenant string, mutate func(s *domain.TenantStatus, generation int64)) {
-	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}
+	updateStatus(ctx, w, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}, mutate)
+}
+
+// updateStatus rewrites an object's status (of type S) through mutate, which
+// also gets the object's generation; a missing object is left alone.
+func updateStatus[S any](ctx context.Context, w *Worker, ref domain.Ref, mutate func(s *S, generation int64)) {
 	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
 		if state == nil {
 			return nil, nil
 		}
-		var s domain.TenantStatus
+		var s S
 		if len(state.Status) > 0 {
 			if err := json.Unmarshal(state.Status, &s); err != nil {
 				return nil, err
@@ -934,7 +939,7 @@ func (w *Worker) updateTenantStatus(ctx context.Context, tenant string, mutate f
 			Object: &domain.Object{Status: raw}})
 	})
 	if err != nil && !domain.IsNotFound(err) {
-		w.cfg.Log.Warn("apply worker: writing tenant status", "tenant", tenant, "err", err)
+		w.cfg.Log.Warn("apply worker: writing status", "object", ref.String(), "err", err)
 	}
 }
 
