@@ -157,6 +157,7 @@ func (r *rezusctl) app() *cli.App {
 			r.completionCommand(),
 			r.bootCommand(),
 			r.upgradeCommand(),
+			r.logsCommand(),
 		},
 	}
 	for _, c := range app.Commands {
