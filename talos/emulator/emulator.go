@@ -37,6 +37,10 @@ type Emulator struct {
 	addresses map[string]*reservation
 	loopback  bool
 	running   bool
+
+	// writes counts state writes in flight, so Run returns only after the
+	// last one: nothing touches StateDir once Run has returned.
+	writes sync.WaitGroup
 }
 
 // New checks cfg and returns an emulator; Run starts it.
@@ -93,6 +97,8 @@ func (e *Emulator) Run(ctx context.Context) error {
 		n.shutdown(false)
 	}
 	e.closeReservations()
+	// A stopped node writes no more (persist checks stopped under its lock).
+	e.writes.Wait()
 	return nil
 }
 
@@ -367,12 +373,14 @@ func (e *Emulator) persist(n *node) {
 		return
 	}
 	n.mu.Lock()
-	if n.deleted {
+	if n.deleted || n.stopped {
 		n.mu.Unlock()
 		return
 	}
 	st, cfg := n.st, n.cfgBytes
+	e.writes.Add(1)
 	n.mu.Unlock()
+	defer e.writes.Done()
 	dir := filepath.Join(e.cfg.StateDir, "nodes")
 	if err := writeFiles(dir, st, cfg); err != nil {
 		e.cfg.Logf("persisting node %s: %v", st.Name, err)
