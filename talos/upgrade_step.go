@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -23,7 +24,14 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 		})
 	}
 	e := r.entry(name)
-	observed, _ := r.nodes.version(ctx, m)
+	observed, err := r.nodes.version(ctx, m)
+	if err != nil && e.Phase == domain.StepUpgrading {
+		// Whether the upgrade call got through is unknown (the saga stopped
+		// around it): a node that is down only because it is itself coming
+		// back (say, after a restart of its host) must not pass for one that
+		// took the call. Give it a moment to answer before deciding.
+		observed = r.settledVersion(ctx, m)
+	}
 	act := nextStepAction(e, observed)
 	for act != actNone {
 		if ctx.Err() != nil {
@@ -233,6 +241,25 @@ func (r *upgradeRun) awaitReachable(ctx context.Context, m *domain.Machine) (ver
 		}
 		if r.sleep(ctx) != nil {
 			return "", ctx.Err().Error()
+		}
+	}
+}
+
+// resumeSettle bounds how long a resumed step waits for a node to answer
+// before taking its silence as the sign of a reboot in progress.
+const resumeSettle = 30 * time.Second
+
+// settledVersion is the node's version once it answers, or "" when it stays
+// silent for resumeSettle.
+func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine) string {
+	deadline := r.s.cfg.Now().Add(min(resumeSettle, r.s.cfg.RebootTimeout))
+	for {
+		v, err := r.nodes.version(ctx, m)
+		if err == nil {
+			return v
+		}
+		if ctx.Err() != nil || r.s.cfg.Now().After(deadline) || r.sleep(ctx) != nil {
+			return ""
 		}
 	}
 }

@@ -550,6 +550,12 @@ func TestUpgradeSurvivesKillNine(t *testing.T) {
 	<-p.done
 
 	p2 := startInfraServer(t, dir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("upgrades: %s", p2.raw("/api/v1/tenants/roll/upgrades"))
+			t.Logf("emulator nodes: %v", p2.emulatorNodes())
+		}
+	})
 	p2.eventually(3*time.Minute, "the upgrade finished", func() bool {
 		us := p2.upgrades("roll")
 		return len(us) == 1 && (us[0].Status.Phase == "Succeeded" || us[0].Status.Phase == "Failed")

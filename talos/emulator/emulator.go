@@ -372,6 +372,11 @@ func (e *Emulator) persist(n *node) {
 	if e.cfg.StateDir == "" {
 		return
 	}
+	// The snapshot is taken under persistMu, so writes land in the order
+	// their snapshots were taken: a stale snapshot cannot overwrite a newer
+	// one (an upgrade's pending reboot was lost that way).
+	persistMu.Lock()
+	defer persistMu.Unlock()
 	n.mu.Lock()
 	if n.deleted || n.stopped {
 		n.mu.Unlock()
@@ -387,11 +392,10 @@ func (e *Emulator) persist(n *node) {
 	}
 }
 
-var persistMu sync.Mutex // orders concurrent writes of the same files
+var persistMu sync.Mutex // orders snapshots and writes of the state files
 
+// writeFiles writes a node's files; the caller holds persistMu.
 func writeFiles(dir string, st NodeStatus, cfg []byte) error {
-	persistMu.Lock()
-	defer persistMu.Unlock()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
