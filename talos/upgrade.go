@@ -268,33 +268,9 @@ func (s *UpgradeSaga) wake() {
 // consume handles events in stream order: version changes start runs, new
 // runs and cancel requests wake the scheduler.
 func (s *UpgradeSaga) consume(ctx context.Context, kv jetstream.KeyValue) error {
-	cons, err := s.cfg.Store.JetStream().Consumer(ctx, eventstore.StreamName, UpgradeConsumer)
-	if err != nil {
-		return fmt.Errorf("upgrade saga: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(64))
-	if err != nil {
-		return fmt.Errorf("upgrade saga: %w", err)
-	}
-	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("upgrade saga: %w", err)
-		}
-		if err := s.handleEvent(ctx, kv, msg); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.cfg.Log.Warn("upgrade saga: handling an event", "subject", msg.Subject(), "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			continue
-		}
-		_ = msg.Ack()
-	}
+	return s.cfg.Store.ConsumeDurable(ctx, UpgradeConsumer, s.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
+		return s.handleEvent(ctx, kv, msg)
+	})
 }
 
 func (s *UpgradeSaga) handleEvent(ctx context.Context, kv jetstream.KeyValue, msg jetstream.Msg) error {

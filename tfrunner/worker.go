@@ -284,33 +284,9 @@ func (w *Worker) recover(ctx context.Context, kv jetstream.KeyValue) error {
 
 // consume turns tenant-affecting events into queue entries.
 func (w *Worker) consume(ctx context.Context, kv jetstream.KeyValue) error {
-	cons, err := w.cfg.Store.JetStream().Consumer(ctx, eventstore.StreamName, WorkerConsumer)
-	if err != nil {
-		return fmt.Errorf("apply worker: %w", err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(64))
-	if err != nil {
-		return fmt.Errorf("apply worker: %w", err)
-	}
-	defer it.Stop()
-	for {
-		msg, err := it.Next(jetstream.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("apply worker: %w", err)
-		}
-		if err := w.handleEvent(ctx, kv, msg); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			w.cfg.Log.Warn("apply worker: queueing", "subject", msg.Subject(), "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			continue
-		}
-		_ = msg.Ack()
-	}
+	return w.cfg.Store.ConsumeDurable(ctx, WorkerConsumer, w.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
+		return w.handleEvent(ctx, kv, msg)
+	})
 }
 
 func (w *Worker) handleEvent(ctx context.Context, kv jetstream.KeyValue, msg jetstream.Msg) error {

@@ -1,0 +1,44 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ConsumeDurable feeds the messages of the durable consumer name on the event
+// stream to handle, one at a time in stream order, until ctx ends. A message
+// handle accepts is acked; one it fails is logged and redelivered a second
+// later. The caller provisions the consumer (and holds any lease it needs).
+func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logger, handle func(context.Context, jetstream.Msg) error) error {
+	cons, err := s.js.Consumer(ctx, StreamName, name)
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", name, err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("consumer %s: %w", name, err)
+		}
+		if err := handle(ctx, msg); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("handling an event failed; it will be redelivered", "consumer", name, "subject", msg.Subject(), "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			continue
+		}
+		_ = msg.Ack()
+	}
+}
