@@ -112,6 +112,16 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 		if ng.Metadata.DeletionTimestamp != nil {
 			continue
 		}
+		// Each event decides only what it can change: a node group event its
+		// own group, a tenant event the groups that follow the tenant's
+		// version. The read model may be ahead of the event; a group's own
+		// later change is decided (and labelled) by its own event.
+		if obj.Kind == domain.NodeGroupKind.Kind && ng.Metadata.Name != obj.Metadata.Name {
+			continue
+		}
+		if obj.Kind == domain.TenantKind.Kind && ng.Spec.TalosVersion != "" {
+			continue
+		}
 		desired := ng.Spec.TalosVersion
 		if desired == "" {
 			desired = tenant.Spec.TalosVersion
