@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/webui"
 )
 
 func serveCommand() *cli.Command {
@@ -201,7 +202,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
+	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: identity, Store: store, Cache: cache})
+	srv := &http.Server{Handler: ui.Handler(api.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
@@ -263,6 +265,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		runErr = g.Wait()
 	}
 	api.StopWatches()
+	ui.Close()
 	shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shCtx); err != nil {

@@ -1,0 +1,14 @@
+// Package webui is the server-rendered web interface: templ components, HTMX
+// for partial updates and Server-Sent Events for live ones, Tailwind CSS.
+//
+// The UI performs every operation through the REST API's own handler, in
+// process, with the signed-in user's session: validation, role checks,
+// read-after-write and the audit trail are the API's, so the UI cannot drift
+// from it. Pages read the same way; live fragments are re-rendered when the
+// event stream shows a change to what they display. Static assets (Tailwind's
+// output, htmx and its SSE extension) are built from npm by `npm run build` in
+// this directory, committed under static/, and embedded, so `go build` alone
+// serves the UI.
+//
+// cmd/rezuscloud mounts it with Handler in front of the API.
+package webui

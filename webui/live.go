@@ -1,0 +1,159 @@
+package webui
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// fragment is one live part of a page: an SSE event name (the element's
+// sse-swap) and how to render it now.
+type fragment struct {
+	Event  string
+	Render func(c echo.Context) (templ.Component, error)
+}
+
+// live streams a page's fragments as Server-Sent Events for htmx's SSE
+// extension: all of them at once on connect (so nothing that changed between
+// the page load and the connect is missed), then again whenever the event
+// stream shows a change on one of subjects (a burst is gathered into one
+// re-render), and every LiveRefresh. The stream ends with the client, the
+// session (a re-render the API refuses) or the server.
+func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	defer cancel()
+	stop := context.AfterFunc(u.stopping, cancel)
+	defer stop()
+
+	_, last, err := u.store.Bounds(ctx)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	cur, err := u.store.Follow(ctx, last+1, subjects)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	changes := make(chan uint64)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		for {
+			rec, err := cur.Next(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case changes <- rec.Seq:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-followed
+		cur.Stop()
+	}()
+
+	w := c.Response()
+	h := w.Header()
+	h.Set(echo.HeaderContentType, "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	send := func() bool {
+		var out bytes.Buffer
+		for _, f := range frags {
+			comp, err := f.Render(c)
+			if err != nil {
+				if domain.ReasonOf(err) == domain.ReasonUnauthorized {
+					return false
+				}
+				comp = Flash("error", errorMessage(err))
+			}
+			var html bytes.Buffer
+			if err := comp.Render(ctx, &html); err != nil {
+				return false
+			}
+			writeEvent(&out, f.Event, html.String())
+		}
+		if _, err := w.Write(out.Bytes()); err != nil {
+			return false
+		}
+		w.Flush()
+		return true
+	}
+	if !send() {
+		return nil
+	}
+	heartbeat := time.NewTicker(u.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	refresh := time.NewTicker(u.cfg.LiveRefresh)
+	defer refresh.Stop()
+	var debounce <-chan time.Time
+	var upTo uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case seq := <-changes:
+			upTo = max(upTo, seq)
+			if debounce == nil {
+				debounce = time.After(u.cfg.LiveDebounce)
+			}
+		case <-debounce:
+			debounce = nil
+			// The read model must include the change before it is rendered.
+			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = u.cache.WaitFor(wctx, upTo)
+			wcancel()
+			if !send() {
+				return nil
+			}
+		case <-refresh.C:
+			if !send() {
+				return nil
+			}
+		case <-heartbeat.C:
+			if _, err := fmt.Fprint(w, ": heartbeat\n\n"); err != nil {
+				return nil
+			}
+			w.Flush()
+		}
+	}
+}
+
+// writeEvent frames one SSE event; each line of data gets its own data field.
+func writeEvent(out *bytes.Buffer, event, data string) {
+	fmt.Fprintf(out, "event: %s\n", event)
+	sc := bufio.NewScanner(strings.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
+	for sc.Scan() {
+		fmt.Fprintf(out, "data: %s\n", sc.Text())
+	}
+	if data == "" {
+		out.WriteString("data: \n")
+	}
+	out.WriteString("\n")
+}
+
+// tenantSubjects are the event subjects of one tenant and everything in it.
+func tenantSubjects(tenant string) []string {
+	return []string{
+		domain.SubjectFilter(domain.TenantKind, "", tenant),
+		domain.SubjectPrefix + ".*." + tenant + ".>",
+	}
+}
+
+// allSubjects is every resource event.
+func allSubjects() []string { return []string{domain.SubjectPrefix + ".>"} }

@@ -1,0 +1,4 @@
+package webui
+
+// machineRoutes serves a machine's page.
+func (u *UI) machineRoutes(p *pages) {}

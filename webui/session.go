@@ -1,0 +1,172 @@
+package webui
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/handlers"
+)
+
+const (
+	viewerKey = "webui.viewer"
+	// preSessionCookie binds the sign-in form's CSRF token before a session exists.
+	preSessionCookie = "rezus_csrf"
+	// csrfField and csrfHeader carry the token in forms and htmx requests.
+	csrfField  = "_csrf"
+	csrfHeader = "X-CSRF-Token"
+)
+
+// viewer is the signed-in user as pages see them.
+type viewer struct {
+	Name string
+	Role string
+	// CSRF is the token every form and htmx request of this session carries.
+	CSRF string
+	// Path is the page's path, for the navigation's current item.
+	Path string
+}
+
+// CanWrite: edit and admin may change resources.
+func (v viewer) CanWrite() bool { return handlers.CanWrite(v.Role) }
+
+// CanAdmin: only admins manage users, providers and read the audit log.
+func (v viewer) CanAdmin() bool { return handlers.CanAdmin(v.Role) }
+
+func viewerOf(c echo.Context) viewer {
+	v, _ := c.Get(viewerKey).(viewer)
+	return v
+}
+
+// authenticate lets signed-in users through; others go to the sign-in page
+// (htmx requests are told to navigate there).
+func (u *UI) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		id, err := u.identity.Authenticate(r)
+		ck, cerr := r.Cookie(handlers.SessionCookie)
+		if err != nil || cerr != nil || ck.Value == "" || id.AuthMethod != handlers.AuthSession {
+			return u.toLogin(c)
+		}
+		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path})
+		return next(c)
+	}
+}
+
+func (u *UI) toLogin(c echo.Context) error {
+	target := Prefix + "/login"
+	if r := c.Request(); r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, Prefix+"/live") {
+		target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	if isHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", target)
+		return c.NoContent(http.StatusUnauthorized)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// checkCSRF refuses a changing request whose token is not the session's.
+func (u *UI) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return next(c)
+		}
+		ck, err := r.Cookie(handlers.SessionCookie)
+		if err != nil || !u.identity.CheckCSRF(ck.Value, csrfToken(c)) {
+			return u.fail(c, domain.NewForbidden("", "", "the form's security token is missing or stale; reload the page and try again"))
+		}
+		return next(c)
+	}
+}
+
+func csrfToken(c echo.Context) string {
+	if t := c.Request().Header.Get(csrfHeader); t != "" {
+		return t
+	}
+	return c.FormValue(csrfField)
+}
+
+// loginPage shows the sign-in form with a CSRF token bound to a fresh
+// pre-session cookie.
+func (u *UI) loginPage(c echo.Context) error {
+	if id, err := u.identity.Authenticate(c.Request()); err == nil && id.AuthMethod == handlers.AuthSession {
+		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
+	}
+	token := u.preSession(c)
+	return render(c, http.StatusOK, LoginPage(u, loginForm{CSRF: token, Next: safeNext(c.QueryParam("next"))}))
+}
+
+// preSession returns the CSRF token of the browser's pre-session cookie,
+// setting a new cookie when there is none.
+func (u *UI) preSession(c echo.Context) string {
+	if ck, err := c.Cookie(preSessionCookie); err == nil && len(ck.Value) >= 16 {
+		return u.identity.CSRFToken(ck.Value)
+	}
+	raw := make([]byte, 18)
+	_, _ = rand.Read(raw)
+	v := base64.RawURLEncoding.EncodeToString(raw)
+	c.SetCookie(&http.Cookie{Name: preSessionCookie, Value: v, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: u.cfg.SecureCookies})
+	return u.identity.CSRFToken(v)
+}
+
+// login signs in through the API, which sets the session cookie.
+func (u *UI) login(c echo.Context) error {
+	form := loginForm{Username: strings.TrimSpace(c.FormValue("username")), Next: safeNext(c.FormValue("next"))}
+	ck, err := c.Cookie(preSessionCookie)
+	if err != nil || !u.identity.CheckCSRF(ck.Value, c.FormValue(csrfField)) {
+		form.CSRF = u.preSession(c)
+		form.Error = "The sign-in form expired; please try again."
+		return render(c, http.StatusForbidden, LoginPage(u, form))
+	}
+	form.CSRF = u.identity.CSRFToken(ck.Value)
+	rec, err := u.api.callRaw(c.Request(), apiRequest{Method: http.MethodPost, Path: "/auth/login",
+		Body: map[string]string{"username": form.Username, "password": c.FormValue("password")}}, nil)
+	if err != nil {
+		form.Error = err.Error()
+		return render(c, errorCode(err), LoginPage(u, form))
+	}
+	for _, ck := range rec.cookies() {
+		c.SetCookie(ck)
+	}
+	return c.Redirect(http.StatusSeeOther, form.Next)
+}
+
+// logout ends the session through the API.
+func (u *UI) logout(c echo.Context) error {
+	rec, err := u.api.callRaw(c.Request(), apiRequest{Method: http.MethodPost, Path: "/auth/logout"}, nil)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	for _, ck := range rec.cookies() {
+		c.SetCookie(ck)
+	}
+	if isHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", Prefix+"/login")
+		return c.NoContent(http.StatusNoContent)
+	}
+	return c.Redirect(http.StatusSeeOther, Prefix+"/login")
+}
+
+// safeNext keeps redirects after sign-in inside the UI.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") ||
+		strings.HasPrefix(next, Prefix+"/login") || strings.HasPrefix(next, Prefix+"/live") {
+		return Prefix + "/"
+	}
+	return next
+}
+
+// loginForm is what the sign-in page shows.
+type loginForm struct {
+	Username string
+	Next     string
+	CSRF     string
+	Error    string
+}
