@@ -15,17 +15,17 @@ const htmxConfig = `{"includeIndicatorStyles":false,"allowEval":false,"responseH
 
 // Shared Tailwind class lists; Tailwind finds them in this file.
 const (
-	inputClass       = "mt-1 block w-full rounded border border-slate-300 px-2 py-1.5 text-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500"
-	primaryButton    = "inline-flex items-center justify-center rounded bg-indigo-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-indigo-500 disabled:opacity-50"
-	secondaryButton  = "inline-flex items-center justify-center rounded border border-slate-300 bg-white px-3 py-1.5 text-sm font-medium hover:bg-slate-50"
-	dangerButton     = "inline-flex items-center justify-center rounded bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"
-	smallButton      = "inline-flex items-center justify-center rounded border border-slate-300 bg-white px-2 py-0.5 text-xs font-medium hover:bg-slate-50"
-	tableClass       = "min-w-full divide-y divide-slate-200 text-sm"
-	thClass          = "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500"
-	tdClass          = "whitespace-nowrap px-3 py-2"
-	tableWrap        = "overflow-x-auto"
-	linkClass        = "text-indigo-700 hover:underline"
-	preClass         = "max-h-96 overflow-auto rounded bg-slate-900 p-3 font-mono text-xs leading-relaxed text-slate-100"
+	inputClass      = "mt-1 block w-full rounded border border-slate-300 px-2 py-1.5 text-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500"
+	primaryButton   = "inline-flex items-center justify-center rounded bg-indigo-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-indigo-500 disabled:opacity-50"
+	secondaryButton = "inline-flex items-center justify-center rounded border border-slate-300 bg-white px-3 py-1.5 text-sm font-medium hover:bg-slate-50"
+	dangerButton    = "inline-flex items-center justify-center rounded bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"
+	smallButton     = "inline-flex items-center justify-center rounded border border-slate-300 bg-white px-2 py-0.5 text-xs font-medium hover:bg-slate-50"
+	tableClass      = "min-w-full divide-y divide-slate-200 text-sm"
+	thClass         = "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500"
+	tdClass         = "whitespace-nowrap px-3 py-2"
+	tableWrap       = "overflow-x-auto"
+	linkClass       = "text-indigo-700 hover:underline"
+	preClass        = "max-h-96 overflow-auto rounded bg-slate-900 p-3 font-mono text-xs leading-relaxed text-slate-100"
 )
 
 func csrfHeaders(token string) string {
