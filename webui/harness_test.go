@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/handlers"
@@ -297,4 +298,45 @@ func eventually(t testing.TB, within time.Duration, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// hxGetTarget is hxGet with the HX-Target header htmx sends for a target.
+func (b *browser) hxGetTarget(path, target string) page {
+	req, err := http.NewRequest(http.MethodGet, b.s.srv.URL+path, nil)
+	require.NoError(b.s.t, err)
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("HX-Target", target)
+	return b.do(req)
+}
+
+// hxTarget is hx with the HX-Target header.
+func (b *browser) hxTarget(method, path, target string) page {
+	req, err := http.NewRequest(method, b.s.srv.URL+path, nil)
+	require.NoError(b.s.t, err)
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("HX-Target", target)
+	req.Header.Set(csrfHeader, b.csrf)
+	return b.do(req)
+}
+
+// record writes an object the way a controller does (applies are read-only
+// through the API): straight through the event store, with a status.
+func (s *uiStack) record(kind *domain.KindInfo, tenant, name string, spec, status any) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ref := domain.Ref{Kind: kind.Kind, Tenant: tenant, Name: name}
+	rawSpec, err := json.Marshal(spec)
+	require.NoError(s.t, err)
+	res, err := s.env.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Actor: "test", Now: time.Now(), NewUID: "uid-" + name,
+		Object: &domain.Object{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant}, Spec: rawSpec}}, eventstore.UpdateOptions{})
+	require.NoError(s.t, err)
+	if status != nil {
+		rawStatus, err := json.Marshal(status)
+		require.NoError(s.t, err)
+		res, err = s.env.Store.Execute(ctx, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: "test", Now: time.Now(),
+			Object: &domain.Object{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant}, Status: rawStatus}}, eventstore.UpdateOptions{})
+		require.NoError(s.t, err)
+	}
+	require.NoError(s.t, s.cache.WaitFor(ctx, res.Seq))
 }
