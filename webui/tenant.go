@@ -1,4 +1,463 @@
 package webui
 
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// tenantEventLimit is how many resource events the tenant page's history shows.
+const tenantEventLimit = 30
+
 // tenantRoutes serves one tenant's page and its actions.
-func (u *UI) tenantRoutes(p *pages) {}
+func (u *UI) tenantRoutes(p *pages) {
+	p.GET("/tenants/:tenant", u.tenantPage)
+	p.GET("/live/tenants/:tenant", u.tenantLive)
+	p.GET("/tenants/:tenant/health", u.tenantHealth)
+	p.GET("/tenants/:tenant/kubeconfig", u.tenantDownload("kubeconfig"))
+	p.GET("/tenants/:tenant/talosconfig", u.tenantDownload("talosconfig"))
+	p.POST("/tenants/:tenant/nodegroups", u.addNodeGroup)
+	p.GET("/tenants/:tenant/nodegroups/:name/edit", u.editNodeGroupPage)
+	p.POST("/tenants/:tenant/nodegroups/:name", u.updateNodeGroup)
+	p.POST("/tenants/:tenant/nodegroups/:name/scale", u.scaleNodeGroup)
+}
+
+// tenantView is everything the tenant page shows; the components are the
+// first renders of the live fragments (tenantFragments' order) and of the
+// config patch, apply and upgrade panels.
+type tenantView struct {
+	Name                       string
+	Deleting                   bool
+	Overview, NodeGroups       templ.Component
+	Machines, Events           templ.Component
+	Patches, Applies, Upgrades templ.Component
+	AddForm                    nodeGroupAddForm
+	Providers                  []string
+}
+
+// tenantFragmentTargets maps the id of each live element of the page to its
+// fragment's event: an htmx GET of the page that targets one of them gets
+// that fragment alone.
+var tenantFragmentTargets = map[string]string{
+	"tenant-overview": "overview",
+	"nodegroup-rows":  "nodegroups",
+	"machine-rows":    "machines",
+	"event-rows":      "events",
+}
+
+// tenantFragments are the live parts of the tenant page. Each reads the
+// tenant first: once it is gone, every part says so instead of failing.
+func (u *UI) tenantFragments(tenant string) []fragment {
+	guard := func(event string, render func(c echo.Context, t *domain.Tenant) (templ.Component, error)) fragment {
+		return fragment{Event: event, Render: func(c echo.Context) (templ.Component, error) {
+			t, err := getOf[domain.Tenant](u, c.Request(), "/tenants/"+tenant)
+			if domain.ReasonOf(err) == domain.ReasonNotFound {
+				return tenantGone(tenant), nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return render(c, t)
+		}}
+	}
+	return []fragment{
+		guard("overview", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
+			return tenantOverview(*t), nil
+		}),
+		guard("nodegroups", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
+			ngs, err := listOf[domain.NodeGroup](u, c.Request(), "/tenants/"+tenant+"/nodegroups")
+			return nodeGroupTable(viewerOf(c), *t, ngs), err
+		}),
+		guard("machines", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
+			ms, err := listOf[domain.Machine](u, c.Request(), "/tenants/"+tenant+"/machines")
+			return machineTable(tenant, ms), err
+		}),
+		guard("events", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
+			evs, err := u.recentEvents(c.Request(), tenant, tenantEventLimit)
+			return eventTable(evs), err
+		}),
+	}
+}
+
+func (u *UI) tenantPage(c echo.Context) error {
+	name := c.Param("tenant")
+	t, err := getOf[domain.Tenant](u, c.Request(), "/tenants/"+name)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	frags := u.tenantFragments(name)
+	if isHTMX(c) {
+		if event, ok := tenantFragmentTargets[c.Request().Header.Get("HX-Target")]; ok {
+			for _, f := range frags {
+				if f.Event == event {
+					comp, err := f.Render(c)
+					if err != nil {
+						return u.fail(c, err)
+					}
+					return render(c, http.StatusOK, comp)
+				}
+			}
+		}
+	}
+	comps := make([]templ.Component, len(frags))
+	for i, f := range frags {
+		if comps[i], err = f.Render(c); err != nil {
+			return u.fail(c, err)
+		}
+	}
+	tv := tenantView{Name: name, Deleting: t.Metadata.DeletionTimestamp != nil,
+		Overview: comps[0], NodeGroups: comps[1], Machines: comps[2], Events: comps[3]}
+	if tv.Patches, tv.Applies, tv.Upgrades, err = u.tenantOpsPanels(c, name); err != nil {
+		return u.fail(c, err)
+	}
+	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
+	tv.Providers = providerNames(providers)
+	tv.AddForm = nodeGroupAddForm{Tenant: name, Role: domain.RoleWorker, Count: "1"}
+	if len(tv.Providers) > 0 {
+		tv.AddForm.Provider = tv.Providers[0]
+	}
+	return render(c, http.StatusOK, TenantPage(u, viewerOf(c), tv))
+}
+
+func (u *UI) tenantLive(c echo.Context) error {
+	t := c.Param("tenant")
+	frags := append(u.tenantFragments(t), u.tenantOpsFragments(t)...)
+	return u.live(c, tenantSubjects(t), frags...)
+}
+
+// tenantEvent is one resource event as GET /api/v1/events answers it.
+type tenantEvent struct {
+	Seq     uint64         `json:"seq"`
+	Subject string         `json:"subject"`
+	Type    string         `json:"type"`
+	Action  domain.Action  `json:"action"`
+	Actor   string         `json:"actor,omitempty"`
+	Time    time.Time      `json:"time"`
+	Object  *domain.Object `json:"object"`
+}
+
+// KindName is "Kind/name" of the event's object.
+func (e tenantEvent) KindName() string {
+	if e.Object != nil {
+		return e.Object.Kind + "/" + e.Object.Metadata.Name
+	}
+	return e.Subject
+}
+
+type eventPage struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []tenantEvent `json:"items"`
+}
+
+// recentEvents reads the newest n events of a tenant, newest first. The API
+// replays oldest first, so it reads the last day, then the last month, then
+// everything, until a window holds n events.
+func (u *UI) recentEvents(r *http.Request, tenant string, n int) ([]tenantEvent, error) {
+	var kept []tenantEvent
+	for _, window := range []time.Duration{24 * time.Hour, 30 * 24 * time.Hour, 0} {
+		kept = kept[:0]
+		q := url.Values{"tenant": {tenant}, "limit": {"1000"}}
+		if window > 0 {
+			q.Set("since", u.now().Add(-window).UTC().Format(time.RFC3339))
+		}
+		for pages := 0; pages < 50; pages++ {
+			var p eventPage
+			if err := u.api.call(r, apiRequest{Path: "/events?" + q.Encode()}, &p); err != nil {
+				return nil, err
+			}
+			kept = append(kept, p.Items...)
+			if len(kept) > n {
+				kept = append(kept[:0], kept[len(kept)-n:]...)
+			}
+			if p.Metadata.Continue == "" {
+				break
+			}
+			q.Del("since")
+			q.Set("continue", p.Metadata.Continue)
+		}
+		if len(kept) >= n {
+			break
+		}
+	}
+	out := make([]tenantEvent, len(kept))
+	for i := range kept {
+		out[len(kept)-1-i] = kept[i]
+	}
+	return out, nil
+}
+
+// tenantHealth probes the tenant through the API and shows the answer; a
+// server without health probes (no Talos access) says so in the fragment.
+func (u *UI) tenantHealth(c echo.Context) error {
+	t := c.Param("tenant")
+	var h domain.TenantHealth
+	err := u.api.call(c.Request(), apiRequest{Path: "/tenants/" + t + "/health?refresh=true"}, &h)
+	var hv healthView
+	switch {
+	case err == nil:
+		hv.Health = &h
+	case domain.ReasonOf(err) == domain.ReasonServiceUnavailable:
+		hv.Message = "Health probes are unavailable: " + errorMessage(err)
+	default:
+		return u.fail(c, err)
+	}
+	if isHTMX(c) {
+		return render(c, http.StatusOK, healthResult(hv))
+	}
+	return render(c, http.StatusOK, TenantHealthPage(u, viewerOf(c), t, hv))
+}
+
+// healthView is a probe's answer, or why there is none.
+type healthView struct {
+	Health  *domain.TenantHealth
+	Message string
+}
+
+// tenantDownload answers the tenant's kubeconfig or talosconfig as a file;
+// the API checks the role and audits the download.
+func (u *UI) tenantDownload(what string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		t := c.Param("tenant")
+		var raw []byte
+		if err := u.api.call(c.Request(), apiRequest{Path: "/tenants/" + t + "/" + what}, &raw); err != nil {
+			return u.fail(c, err)
+		}
+		c.Response().Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", t+"."+what))
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return c.Blob(http.StatusOK, "application/yaml", raw)
+	}
+}
+
+// scaleNodeGroup changes a node group's count by delta: the count read now,
+// written back with its resourceVersion, so a concurrent change is a conflict
+// rather than a lost update.
+func (u *UI) scaleNodeGroup(c echo.Context) error {
+	t, name := c.Param("tenant"), c.Param("name")
+	delta, err := strconv.Atoi(strings.TrimSpace(c.FormValue("delta")))
+	if err != nil || delta == 0 || delta < -domain.MaxNodeGroupCount || delta > domain.MaxNodeGroupCount {
+		return u.fail(c, domain.NewBadRequest("delta must be a non-zero whole number, e.g. 1 or -1",
+			domain.Cause{Field: "delta", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-zero whole number", c.FormValue("delta"))}))
+	}
+	path := "/tenants/" + t + "/nodegroups/" + name
+	ng, err := getOf[domain.NodeGroup](u, c.Request(), path)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{"resourceVersion": ng.Metadata.ResourceVersion},
+		"spec":     map[string]any{"count": ng.Spec.Count + delta},
+	}
+	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPatch, Path: path, Body: patch,
+		ContentType: "application/merge-patch+json"}, nil); err != nil {
+		return u.fail(c, err)
+	}
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#nodegroups")
+	}
+	frag := u.tenantFragments(t)[1]
+	comp, err := frag.Render(c)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	return render(c, http.StatusOK, comp)
+}
+
+// nodeGroupAddForm is the add form's values and the API's refusal.
+type nodeGroupAddForm struct {
+	Tenant                      string
+	Name, Role, Count, Provider string
+	Errors                      formErrors
+	// Added names the group just created, for the confirmation.
+	Added string
+}
+
+var nodeGroupAddFields = []string{"metadata.name", "spec.role", "spec.count", "spec.provider"}
+
+// addNodeGroup creates a node group; the table shows it through the live stream.
+func (u *UI) addNodeGroup(c echo.Context) error {
+	t := c.Param("tenant")
+	f := nodeGroupAddForm{Tenant: t, Name: strings.TrimSpace(c.FormValue("metadata.name")),
+		Role: strings.TrimSpace(c.FormValue("spec.role")), Count: strings.TrimSpace(c.FormValue("spec.count")),
+		Provider: strings.TrimSpace(c.FormValue("spec.provider"))}
+	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
+	again := func(err error) error {
+		f.Errors = toFormErrors(err, nodeGroupAddFields...)
+		if isHTMX(c) {
+			return render(c, errorCode(err), nodeGroupAddFormView(f, providerNames(providers)))
+		}
+		return u.fail(c, err)
+	}
+	count, err := strconv.Atoi(f.Count)
+	if err != nil {
+		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, f.Name, []domain.Cause{{Field: "spec.count", Type: domain.CauseInvalid,
+			Message: fmt.Sprintf("%q is not a whole number", f.Count)}}))
+	}
+	ng := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind,
+		"metadata": map[string]any{"name": f.Name, "tenant": t},
+		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider}}
+	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/nodegroups", Body: ng}, nil); err != nil {
+		return again(err)
+	}
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#nodegroups")
+	}
+	next := nodeGroupAddForm{Tenant: t, Role: f.Role, Count: "1", Provider: f.Provider, Added: f.Name}
+	return render(c, http.StatusCreated, nodeGroupAddFormView(next, providerNames(providers)))
+}
+
+// nodeGroupEditForm is the edit form's values and the API's refusal.
+type nodeGroupEditForm struct {
+	Tenant, Name, Role, Provider string
+	// ResourceVersion is the version the form was filled from: the update is
+	// refused with a conflict when the group changed since.
+	ResourceVersion                                             string
+	Count, TalosVersion, Labels, MaxParallelism, ProviderConfig string
+	Errors                                                      formErrors
+}
+
+var nodeGroupEditFields = []string{"spec.count", "spec.talosVersion", "spec.labels",
+	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion"}
+
+func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
+	pc := ""
+	if len(ng.Spec.ProviderConfig) > 0 {
+		var v any
+		if json.Unmarshal(ng.Spec.ProviderConfig, &v) == nil {
+			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+				pc = string(b)
+			}
+		}
+	}
+	return nodeGroupEditForm{Tenant: tenant, Name: ng.Metadata.Name, Role: ng.Spec.Role, Provider: ng.Spec.Provider,
+		ResourceVersion: ng.Metadata.ResourceVersion, Count: strconv.Itoa(ng.Spec.Count), TalosVersion: ng.Spec.TalosVersion,
+		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc}
+}
+
+func (u *UI) editNodeGroupPage(c echo.Context) error {
+	t, name := c.Param("tenant"), c.Param("name")
+	if !viewerOf(c).CanWrite() {
+		return u.fail(c, domain.NewForbidden(domain.NodeGroupKind.Kind, name, "your role may not change node groups"))
+	}
+	ng, err := getOf[domain.NodeGroup](u, c.Request(), "/tenants/"+t+"/nodegroups/"+name)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	f := editFormOf(t, ng)
+	if isHTMX(c) {
+		return render(c, http.StatusOK, nodeGroupEditFormView(viewerOf(c), f))
+	}
+	return render(c, http.StatusOK, NodeGroupEditPage(u, viewerOf(c), f))
+}
+
+// updateNodeGroup writes the edit form back with PUT and the resourceVersion
+// the form was read at.
+func (u *UI) updateNodeGroup(c echo.Context) error {
+	t, name := c.Param("tenant"), c.Param("name")
+	f := nodeGroupEditForm{Tenant: t, Name: name, ResourceVersion: strings.TrimSpace(c.FormValue("metadata.resourceVersion")),
+		Count: strings.TrimSpace(c.FormValue("spec.count")), TalosVersion: strings.TrimSpace(c.FormValue("spec.talosVersion")),
+		Labels: strings.TrimSpace(c.FormValue("spec.labels")), MaxParallelism: strings.TrimSpace(c.FormValue("spec.updateStrategy.maxParallelism")),
+		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig"))}
+	path := "/tenants/" + t + "/nodegroups/" + name
+	ng, err := getOf[domain.NodeGroup](u, c.Request(), path)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	f.Role, f.Provider = ng.Spec.Role, ng.Spec.Provider
+	again := func(err error) error {
+		f.Errors = toFormErrors(err, nodeGroupEditFields...)
+		if domain.ReasonOf(err) == domain.ReasonConflict {
+			f.Errors.Message += " (the node group changed since this form was loaded; reload it to see the current values)"
+		}
+		if isHTMX(c) {
+			return render(c, errorCode(err), nodeGroupEditFormView(viewerOf(c), f))
+		}
+		return render(c, errorCode(err), NodeGroupEditPage(u, viewerOf(c), f))
+	}
+	var causes []domain.Cause
+	count, err := strconv.Atoi(f.Count)
+	if err != nil {
+		causes = append(causes, domain.Cause{Field: "spec.count", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a whole number", f.Count)})
+	}
+	mp, err := strconv.Atoi(f.MaxParallelism)
+	if err != nil {
+		causes = append(causes, domain.Cause{Field: "spec.updateStrategy.maxParallelism", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a whole number", f.MaxParallelism)})
+	}
+	labels, err := parseLabels(f.Labels)
+	if err != nil {
+		causes = append(causes, domain.Cause{Field: "spec.labels", Type: domain.CauseInvalid, Message: err.Error()})
+	}
+	var pc json.RawMessage
+	if f.ProviderConfig != "" {
+		if !json.Valid([]byte(f.ProviderConfig)) {
+			causes = append(causes, domain.Cause{Field: "spec.providerConfig", Type: domain.CauseInvalid, Message: "is not valid JSON"})
+		}
+		pc = json.RawMessage(f.ProviderConfig)
+	}
+	if len(causes) > 0 {
+		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, name, causes))
+	}
+	spec := ng.Spec
+	spec.Count, spec.TalosVersion, spec.Labels, spec.ProviderConfig = count, f.TalosVersion, labels, pc
+	spec.UpdateStrategy.MaxParallelism = mp
+	meta := ng.Metadata
+	meta.ResourceVersion = f.ResourceVersion
+	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind, "metadata": meta, "spec": spec}
+	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: path, Body: obj}, nil); err != nil {
+		return again(err)
+	}
+	target := "/ui/tenants/" + t + "#nodegroups"
+	if isHTMX(c) {
+		c.Response().Header().Set("HX-Redirect", target)
+		return c.NoContent(http.StatusOK)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// endpointOf is the control-plane endpoint: the configured one, else the one observed.
+func endpointOf(t domain.Tenant) string {
+	if t.Spec.ControlPlane.Endpoint != "" {
+		return t.Spec.ControlPlane.Endpoint
+	}
+	return t.Status.EndpointAddress
+}
+
+func condAge(c domain.Condition) string {
+	if c.LastTransitionTime.IsZero() {
+		return ""
+	}
+	return ago(&c.LastTransitionTime)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// healthClass colours a health state.
+func healthClass(state string) string {
+	if state == domain.HealthUnreachable {
+		return phaseClass("Failed")
+	}
+	return phaseClass(state)
+}
+
+// labelPairs are labels as sorted k=v strings.
+func labelPairs(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return strings.Split(labelString(m), ",")
+}
