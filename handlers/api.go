@@ -133,6 +133,11 @@ type Deps struct {
 	// Health probes tenants through the Talos API for /tenants/{t}/health;
 	// nil answers that route with ServiceUnavailable.
 	Health TenantHealthProber
+
+	// MachineLogs reads machines' logs and kernel messages through the Talos
+	// API for /tenants/{t}/machines/{m}/logs and /dmesg; nil answers those
+	// routes with ServiceUnavailable.
+	MachineLogs MachineLogReader
 }
 
 // API serves the REST API.
@@ -167,6 +172,9 @@ type API struct {
 	// health probes tenants; nil answers its route with ServiceUnavailable.
 	health TenantHealthProber
 
+	// machineLog reads machines' logs; nil answers its routes with ServiceUnavailable.
+	machineLog MachineLogReader
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -180,7 +188,8 @@ func New(cfg Config, d Deps) *API {
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
-		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health}
+		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
+		machineLog: d.MachineLogs}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -229,6 +238,7 @@ func (a *API) routes() {
 	a.stateRoutes(g)
 	a.credentialRoutes(g)
 	a.healthRoutes(g)
+	a.machineLogRoutes(g)
 	a.upgradeRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}

@@ -69,6 +69,8 @@ func requiredPermission(method, route string) permission {
 		return permAuthenticated // own tokens, or admin for anyone: checked by the handler
 	case rest == "tenants/:tenant/health":
 		return permRead // health through the Talos API: reading, for every role
+	case rest == "tenants/:tenant/machines/:name/logs", rest == "tenants/:tenant/machines/:name/dmesg":
+		return permRead // logs through the Talos API: lower-layer state, read only, for every role
 	case strings.HasSuffix(rest, "/kubeconfig"), strings.HasSuffix(rest, "/talosconfig"):
 		return permWrite // downloading cluster credentials
 	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):

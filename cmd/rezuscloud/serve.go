@@ -194,7 +194,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
-		State: stateStore, ApplyLogs: applyLogs, Health: health,
+		State: stateStore, ApplyLogs: applyLogs, Health: health, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 	})
 
