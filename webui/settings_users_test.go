@@ -1,0 +1,144 @@
+package webui
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+func TestUsersPageListsUsersForAdmins(t *testing.T) {
+	s := newUIStack(t)
+	s.apiCall(http.MethodPost, "/users", map[string]any{"apiVersion": "rezuscloud.io/v1", "kind": "User",
+		"metadata": map[string]any{"name": "jane"}, "spec": map[string]any{"role": "edit", "displayName": "Jane Doe", "disabled": true}}, nil)
+	b := s.signIn("boss", "admin")
+	p := b.get("/ui/settings/users")
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	require.Contains(t, p.Body, `data-user="jane"`)
+	require.Contains(t, p.Body, "Jane Doe")
+	require.Contains(t, p.Body, `data-testid="user-disabled"`)
+	require.Contains(t, p.Body, `data-testid="user-create"`)
+	require.Contains(t, p.Body, `data-testid="enable-user"`)
+	require.Contains(t, p.Body, `aria-current="page" data-tab="Users"`)
+	// Admins cannot disable or delete themselves from the list (the API would
+	// let them lock themselves out).
+	require.Contains(t, p.Body, `hx-delete="/ui/settings/users/jane"`)
+	require.NotContains(t, p.Body, `hx-delete="/ui/settings/users/boss"`)
+	require.Contains(t, p.Body, `hx-confirm="Delete user jane?`)
+}
+
+func TestUsersCreate(t *testing.T) {
+	s := newUIStack(t)
+	b := s.signIn("boss", "admin")
+	b.get("/ui/settings/users")
+
+	for _, tc := range []struct {
+		name  string
+		form  url.Values
+		code  int
+		field string
+	}{
+		{"capitals in the name", url.Values{"metadata.name": {"Jane"}, "spec.role": {"view"}, "spec.password": {"long-enough-password"}}, http.StatusUnprocessableEntity, "metadata.name"},
+		{"weak password", url.Values{"metadata.name": {"jane"}, "spec.role": {"view"}, "spec.password": {"short"}}, http.StatusUnprocessableEntity, "spec.password"},
+		{"empty password", url.Values{"metadata.name": {"jane"}, "spec.role": {"view"}, "spec.password": {""}}, http.StatusUnprocessableEntity, "spec.password"},
+		{"unknown role", url.Values{"metadata.name": {"jane"}, "spec.role": {"root"}, "spec.password": {"long-enough-password"}}, http.StatusUnprocessableEntity, "spec.role"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := b.hx(http.MethodPost, "/ui/settings/users", tc.form)
+			require.Equal(t, tc.code, p.Code, p.Body)
+			require.Contains(t, p.Body, `data-field-error="`+tc.field+`"`)
+			require.Contains(t, p.Body, `data-testid="form-error"`)
+			require.Contains(t, p.Body, `value="`+tc.form.Get("metadata.name")+`"`, "what was typed is kept")
+			if pw := tc.form.Get("spec.password"); pw != "" {
+				require.NotContains(t, p.Body, pw, "the password is not sent back")
+			}
+		})
+	}
+	code, _ := s.apiRaw(http.MethodGet, "/users/jane", nil)
+	require.Equal(t, http.StatusNotFound, code)
+
+	p := b.hx(http.MethodPost, "/ui/settings/users", url.Values{"metadata.name": {"jane"}, "spec.role": {"edit"},
+		"spec.password": {"long-enough-password"}, "spec.displayName": {"Jane Doe"}})
+	require.Equal(t, http.StatusCreated, p.Code, p.Body)
+	require.Contains(t, p.Body, "User jane was created")
+	require.Contains(t, p.Body, `id="user-rows" hx-swap-oob="innerHTML"`)
+	require.Contains(t, p.Body, `data-user="jane"`)
+	var u domain.User
+	s.apiCall(http.MethodGet, "/users/jane", nil, &u)
+	require.Equal(t, "edit", u.Spec.Role)
+	require.Equal(t, "Jane Doe", u.Spec.DisplayName)
+	require.True(t, settingsCanSignIn(s, "jane", "long-enough-password"))
+
+	dup := b.hx(http.MethodPost, "/ui/settings/users", url.Values{"metadata.name": {"jane"}, "spec.role": {"edit"}, "spec.password": {"long-enough-password"}})
+	require.Equal(t, http.StatusConflict, dup.Code, dup.Body)
+	require.Contains(t, dup.Body, `data-testid="form-error"`)
+}
+
+func TestUsersEditDisablePasswordDelete(t *testing.T) {
+	s := newUIStack(t)
+	s.createUser("jane", "view", "pw-jane-123456789")
+	b := s.signIn("boss", "admin")
+	b.get("/ui/settings/users")
+	var u domain.User
+	s.apiCall(http.MethodGet, "/users/jane", nil, &u)
+
+	// Role and display name, with the version the form was rendered from.
+	p := b.hx(http.MethodPut, "/ui/settings/users/jane", url.Values{"form": {"edit"}, "metadata.resourceVersion": {u.Metadata.ResourceVersion},
+		"spec.role": {"edit"}, "spec.displayName": {"Jane"}})
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	require.Equal(t, "#user-rows", p.Header.Get("HX-Retarget"))
+	require.Contains(t, p.Body, `data-user="jane"`)
+	s.apiCall(http.MethodGet, "/users/jane", nil, &u)
+	require.Equal(t, "edit", u.Spec.Role)
+	require.Equal(t, "Jane", u.Spec.DisplayName)
+
+	t.Run("stale version", func(t *testing.T) {
+		p := b.hx(http.MethodPut, "/ui/settings/users/jane", url.Values{"form": {"edit"}, "metadata.resourceVersion": {"1"}, "spec.role": {"admin"}})
+		require.Equal(t, http.StatusConflict, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-testid="form-error"`)
+		require.Contains(t, p.Body, `value="`+u.Metadata.ResourceVersion+`"`, "the form is offered again on the current version")
+	})
+	t.Run("bad role", func(t *testing.T) {
+		p := b.hx(http.MethodPut, "/ui/settings/users/jane", url.Values{"form": {"edit"}, "spec.role": {"root"}})
+		require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-field-error="spec.role"`)
+	})
+
+	// Disable, then enable.
+	p = b.hx(http.MethodPut, "/ui/settings/users/jane", url.Values{"spec.disabled": {"true"}})
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	require.Contains(t, p.Body, `data-testid="user-disabled"`)
+	require.False(t, settingsCanSignIn(s, "jane", "pw-jane-123456789"))
+	p = b.hx(http.MethodPut, "/ui/settings/users/jane", url.Values{"spec.disabled": {"false"}})
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	require.NotContains(t, p.Body, `data-testid="user-disabled"`)
+	require.True(t, settingsCanSignIn(s, "jane", "pw-jane-123456789"))
+
+	// Password.
+	weak := b.hx(http.MethodPut, "/ui/settings/users/jane/password", url.Values{"password": {"short"}})
+	require.Equal(t, http.StatusUnprocessableEntity, weak.Code, weak.Body)
+	require.Contains(t, weak.Body, `data-field-error="password"`)
+	set := b.hx(http.MethodPut, "/ui/settings/users/jane/password", url.Values{"password": {"a-new-password-for-jane"}})
+	require.Equal(t, http.StatusOK, set.Code, set.Body)
+	require.Contains(t, set.Body, `data-testid="password-set"`)
+	require.True(t, settingsCanSignIn(s, "jane", "a-new-password-for-jane"))
+	require.False(t, settingsCanSignIn(s, "jane", "pw-jane-123456789"))
+
+	missing := b.hx(http.MethodPut, "/ui/settings/users/nobody/password", url.Values{"password": {"a-new-password-for-x"}})
+	require.Equal(t, http.StatusNotFound, missing.Code, missing.Body)
+
+	// Delete.
+	del := b.hx(http.MethodDelete, "/ui/settings/users/jane", nil)
+	require.Equal(t, http.StatusOK, del.Code, del.Body)
+	require.NotContains(t, del.Body, `data-user="jane"`)
+	require.Contains(t, del.Body, `data-user="boss"`)
+	code, _ := s.apiRaw(http.MethodGet, "/users/jane", nil)
+	require.Equal(t, http.StatusNotFound, code)
+	require.False(t, settingsCanSignIn(s, "jane", "a-new-password-for-jane"))
+	again := b.hx(http.MethodDelete, "/ui/settings/users/jane", nil)
+	require.Equal(t, http.StatusNotFound, again.Code)
+	require.Equal(t, "#flash", again.Header.Get("HX-Retarget"))
+}
