@@ -7,15 +7,46 @@ import (
 
 // tenantOpsRoutes serves a tenant's config patches, applies (with their logs)
 // and upgrades.
-func (u *UI) tenantOpsRoutes(p *pages) {}
+func (u *UI) tenantOpsRoutes(p *pages) {
+	u.patchRoutes(p)
+	u.applyRoutes(p)
+	u.upgradeRoutes(p)
+}
 
 // tenantOpsPanels are the tenant page's sections for config patches, applies
 // and upgrades, rendered once with the page; each holds an element with
 // sse-swap set to one of tenantOpsFragments' events.
 func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, upgrades templ.Component, err error) {
-	return templ.NopComponent, templ.NopComponent, templ.NopComponent, nil
+	v := viewerOf(c)
+	patchRows, err := u.patchRows(c, tenant)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	applyRows, err := u.applyRows(c, tenant)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	upgradeRows, err := u.upgradeRows(c, tenant)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var form *upgradeForm
+	if v.CanWrite() {
+		f, err := u.newUpgradeForm(c, tenant)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		form = &f
+	}
+	return patchesPanel(v, tenant, patchRows), appliesPanel(applyRows), upgradesPanel(v, tenant, upgradeRows, form), nil
 }
 
 // tenantOpsFragments are the live parts of those sections, for the tenant
 // page's live stream (events "patches", "applies", "upgrades").
-func (u *UI) tenantOpsFragments(tenant string) []fragment { return nil }
+func (u *UI) tenantOpsFragments(tenant string) []fragment {
+	return []fragment{
+		{Event: "patches", Render: func(c echo.Context) (templ.Component, error) { return u.patchRows(c, tenant) }},
+		{Event: "applies", Render: func(c echo.Context) (templ.Component, error) { return u.applyRows(c, tenant) }},
+		{Event: "upgrades", Render: func(c echo.Context) (templ.Component, error) { return u.upgradeRows(c, tenant) }},
+	}
+}
