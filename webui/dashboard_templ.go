@@ -108,7 +108,7 @@ func DashboardPage(u *UI, v viewer, parts []templ.Component) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<div hx-ext=\"sse\" sse-connect=\"/ui/live/dashboard\" class=\"grid gap-6 lg:grid-cols-2\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "<div hx-ext=\"sse\" sse-connect=\"/ui/live/dashboard\" class=\"grid grid-cols-1 gap-6 lg:grid-cols-2\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -10,5 +10,11 @@
 // this directory, committed under static/, and embedded, so `go build` alone
 // serves the UI.
 //
+// Controls that change shared resources carry the attribute data-mutating and
+// are rendered only for roles that may use them (the API refuses the others
+// anyway); controls any user may use on their own account (password, own API
+// tokens) carry data-self-service. The browser tests check that a view user's
+// pages have no data-mutating element.
+//
 // cmd/rezuscloud mounts it with Handler in front of the API.
 package webui

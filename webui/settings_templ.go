@@ -335,7 +335,7 @@ func ownPasswordForm(f passwordForm) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<form id=\"own-password\" hx-put=\"/ui/settings/password\" hx-swap=\"outerHTML\" class=\"space-y-3\" data-testid=\"own-password\" data-mutating>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "<form id=\"own-password\" hx-put=\"/ui/settings/password\" hx-swap=\"outerHTML\" class=\"space-y-3\" data-testid=\"own-password\" data-self-service>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

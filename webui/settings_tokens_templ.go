@@ -882,7 +882,7 @@ func tokensTable(v viewer, ts []domain.APIToken, now time.Time) templ.Component 
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "\" data-testid=\"revoke-token\" data-mutating")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "\" data-testid=\"revoke-token\" data-self-service")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -928,7 +928,7 @@ func tokenCreateForm(v viewer, f tokenForm) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "<form hx-post=\"/ui/settings/tokens\" hx-target=\"#token-create\" class=\"grid gap-4 sm:grid-cols-2\" data-testid=\"token-create\" data-mutating><div class=\"sm:col-span-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "<form hx-post=\"/ui/settings/tokens\" hx-target=\"#token-create\" class=\"grid gap-4 sm:grid-cols-2\" data-testid=\"token-create\" data-self-service><div class=\"sm:col-span-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

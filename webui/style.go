@@ -15,7 +15,7 @@ const htmxConfig = `{"includeIndicatorStyles":false,"allowEval":false,"responseH
 
 // Shared Tailwind class lists; Tailwind finds them in this file.
 const (
-	inputClass      = "mt-1 block w-full rounded border border-slate-300 px-2 py-1.5 text-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500"
+	inputClass      = "mt-1 block w-full rounded border border-slate-300 bg-white px-2 py-1.5 text-sm focus:border-indigo-500 focus:outline-none focus:ring-1 focus:ring-indigo-500"
 	primaryButton   = "inline-flex items-center justify-center rounded bg-indigo-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-indigo-500 disabled:opacity-50"
 	secondaryButton = "inline-flex items-center justify-center rounded border border-slate-300 bg-white px-3 py-1.5 text-sm font-medium hover:bg-slate-50"
 	dangerButton    = "inline-flex items-center justify-center rounded bg-red-600 px-3 py-1.5 text-sm font-medium text-white hover:bg-red-500"

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -131,7 +132,39 @@ func (u *UI) tenantPage(c echo.Context) error {
 func (u *UI) tenantLive(c echo.Context) error {
 	t := c.Param("tenant")
 	frags := append(u.tenantFragments(t), u.tenantOpsFragments(t)...)
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	probing := make(chan struct{})
+	go func() {
+		defer close(probing)
+		u.probeWhileWatched(ctx, c.Request(), t)
+	}()
+	defer func() {
+		cancel()
+		<-probing
+	}()
 	return u.live(c, tenantSubjects(t), frags...)
+}
+
+// probeWhileWatched asks the API for the tenant's health now and every
+// LiveRefresh while someone has the tenant page open. Machine readiness is
+// observed on demand (no background scraper, DESIGN's status plane); an open
+// page is that demand. The API answers from its cache within the probe TTL, so
+// many viewers cost the nodes one probe; the probe writes what changed back to
+// the machines, and those events re-render the page.
+func (u *UI) probeWhileWatched(ctx context.Context, r *http.Request, tenant string) {
+	r = r.WithContext(ctx)
+	tick := time.NewTicker(u.cfg.LiveRefresh)
+	defer tick.Stop()
+	for {
+		// A failure (no health service, unreachable nodes) is shown by the
+		// health section when asked; here it only means nothing to write back.
+		_ = u.api.call(r, apiRequest{Path: "/tenants/" + tenant + "/health"}, nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // tenantEvent is one resource event as GET /api/v1/events answers it.

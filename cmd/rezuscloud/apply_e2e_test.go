@@ -23,38 +23,12 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
 // These tests run the whole loop: a real server process with embedded NATS
 // and the in-process Talos emulator, the real tofu binary with the emulated
 // provider from the tools mirror, and the Talos API of the machines it builds.
 // Run with `go test -tags e2e ./cmd/rezuscloud` after `go tool task tools`.
-
-func startInfraServer(t *testing.T, dataDir string, extra ...string) *proc {
-	t.Helper()
-	tofu, mirror := tofutest.Tools(t)
-	args := append([]string{"--with-emulator", "--tofu", tofu, "--provider-mirror", mirror,
-		"--apply-debounce", "1500ms", "--resync", "0"}, extra...)
-	p := startServer(t, dataDir, args...)
-	p.eventually(60*time.Second, "the emulated provider is registered", func() bool {
-		code, _ := p.do("GET", "/api/v1/providers/emulated", "")
-		return code == http.StatusOK
-	})
-	return p
-}
-
-func (p *proc) eventually(d time.Duration, what string, cond func() bool) {
-	p.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 func (p *proc) mergePatch(path, body string) int {
 	req, err := http.NewRequest("PATCH", p.url+path, strings.NewReader(body))
