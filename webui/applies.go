@@ -234,41 +234,6 @@ func readLogChunks(ctx context.Context, r io.Reader, out chan<- string) {
 	}
 }
 
-// followSubjects reports the sequence of every event on subjects from now on.
-// stop ends the follower and waits for it.
-func (u *UI) followSubjects(ctx context.Context, subjects []string) (changes <-chan uint64, stop func(), err error) {
-	_, last, err := u.store.Bounds(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	cur, err := u.store.Follow(ctx, last+1, subjects)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan uint64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			rec, err := cur.Next(ctx)
-			if err != nil {
-				return
-			}
-			select {
-			case ch <- rec.Seq:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, func() {
-		cancel()
-		<-done
-		cur.Stop()
-	}, nil
-}
-
 // componentHTML renders a component for an SSE event.
 func componentHTML(ctx context.Context, comp templ.Component) string {
 	var b strings.Builder
