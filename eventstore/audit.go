@@ -276,8 +276,12 @@ type AuditQuery struct {
 	Tenant string
 	// Actor, when set, keeps only that identity's records.
 	Actor string
-	// Limit is the most records returned; it must be positive.
+	// Limit is the most records returned; it must be positive unless Newest is set.
 	Limit int
+	// Newest, when positive, asks Query for the newest Newest matching
+	// records of the window instead of the oldest Limit (which is then not
+	// used). They are read backwards from the window's end; more is false.
+	Newest int
 }
 
 func (q AuditQuery) subjects() []string {
@@ -289,8 +293,14 @@ func (q AuditQuery) subjects() []string {
 
 // Query returns up to q.Limit matching records in stream (time) order,
 // reading what the stream holds now. more says records behind the last one
-// returned may match too; resume after its Seq.
+// returned may match too; resume after its Seq. With q.Newest it returns the
+// newest q.Newest matching records of the window, still in stream order,
+// and more is false: the records before them end with the first one's Seq - 1.
 func (l *AuditLog) Query(ctx context.Context, q AuditQuery) (recs []AuditRecord, more bool, err error) {
+	if q.Newest != 0 {
+		recs, _, err = l.queryNewest(ctx, q)
+		return recs, false, err
+	}
 	if q.Limit <= 0 {
 		return nil, false, fmt.Errorf("querying %s: limit must be positive, got %d", AuditStreamName, q.Limit)
 	}
@@ -314,6 +324,23 @@ func (l *AuditLog) Query(ctx context.Context, q AuditQuery) (recs []AuditRecord,
 		return nil, false, fmt.Errorf("querying %s: %w", AuditStreamName, err)
 	}
 	return recs, more, nil
+}
+
+// queryNewest is Query with q.Newest; it also says how many backwards rounds
+// it took. The actor filter is applied as the records are read, so rounds
+// go on until enough records of the actor are found.
+func (l *AuditLog) queryNewest(ctx context.Context, q AuditQuery) ([]AuditRecord, int, error) {
+	recs, rounds, err := newest(ctx, l.js, AuditStreamName, q.Window, q.subjects(), q.Newest, func(m scanned) (AuditRecord, bool, error) {
+		rec, err := decodeAudit(m.msg.Data(), m.seq)
+		if err != nil {
+			return AuditRecord{}, false, err
+		}
+		return rec, q.Actor == "" || rec.Actor == q.Actor, nil
+	})
+	if err != nil {
+		return nil, rounds, fmt.Errorf("querying the newest of %s: %w", AuditStreamName, err)
+	}
+	return recs, rounds, nil
 }
 
 // AuditCursor reads audit records in order and follows new ones.

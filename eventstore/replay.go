@@ -49,15 +49,25 @@ type ReplayOptions struct {
 	// Subjects narrow the events (nil: every resource event); see domain.SubjectFilter.
 	// JetStream refuses overlapping filters.
 	Subjects []string
-	// Limit is the most events returned; it must be positive.
+	// Limit is the most events returned; it must be positive unless Newest is set.
 	Limit int
+	// Newest, when positive, asks for the newest Newest events of the window
+	// instead of the oldest Limit (which is then not used). They are read
+	// backwards from the window's end, not from its start; more is false.
+	Newest int
 }
 
 // Replay returns up to opts.Limit events of the window in stream order. It
 // reads what the stream holds now and never waits for new events (FollowFrom
 // does). more says matching events follow the last one returned; resume after
-// its sequence.
+// its sequence. With opts.Newest it returns the newest opts.Newest events of
+// the window, still in stream order, and more is false: the events before
+// them end with the first one's sequence - 1.
 func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record, more bool, err error) {
+	if opts.Newest != 0 {
+		recs, _, err = s.replayNewest(ctx, opts)
+		return recs, false, err
+	}
 	if opts.Limit <= 0 {
 		return nil, false, fmt.Errorf("replaying %s: limit must be positive, got %d", StreamName, opts.Limit)
 	}
@@ -77,6 +87,19 @@ func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record,
 		return nil, false, fmt.Errorf("replaying %s: %w", StreamName, err)
 	}
 	return recs, more, nil
+}
+
+// replayNewest is Replay with opts.Newest; it also says how many backwards
+// rounds it took.
+func (s *Store) replayNewest(ctx context.Context, opts ReplayOptions) ([]*Record, int, error) {
+	recs, rounds, err := newest(ctx, s.js, StreamName, opts.Window, opts.Subjects, opts.Newest, func(m scanned) (*Record, bool, error) {
+		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
+		return rec, err == nil, err
+	})
+	if err != nil {
+		return nil, rounds, fmt.Errorf("replaying the newest of %s: %w", StreamName, err)
+	}
+	return recs, rounds, nil
 }
 
 // FollowFrom is Follow starting at a position: after a sequence, or at the
@@ -132,6 +155,16 @@ const scanBatch = 512
 // iterator it never waits for messages that are not there yet, which is
 // what a bounded read wants.
 func scan(ctx context.Context, js jetstream.JetStream, stream string, w Window, subjects []string, visit func(scanned) (bool, error)) error {
+	batch := scanBatch
+	if w.From.Time.IsZero() && w.UntilSeq > w.From.After && w.UntilSeq-w.From.After < scanBatch {
+		// A short window: a pull need not fetch (much) past its end.
+		batch = int(w.UntilSeq - w.From.After)
+	}
+	return scanBatched(ctx, js, stream, w, subjects, batch, visit)
+}
+
+// scanBatched is scan pulling batch messages at a time.
+func scanBatched(ctx context.Context, js jetstream.JetStream, stream string, w Window, subjects []string, batch int, visit func(scanned) (bool, error)) error {
 	cfg := jetstream.ConsumerConfig{
 		AckPolicy:      jetstream.AckNonePolicy,
 		FilterSubjects: subjects,
@@ -163,12 +196,12 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, w Window, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		batch, err := cons.FetchNoWait(scanBatch)
+		msgs, err := cons.FetchNoWait(batch)
 		if err != nil {
 			return fmt.Errorf("fetching: %w", err)
 		}
 		n := 0
-		for msg := range batch.Messages() {
+		for msg := range msgs.Messages() {
 			n++
 			md, err := msg.Metadata()
 			if err != nil {
@@ -182,7 +215,7 @@ func scan(ctx context.Context, js jetstream.JetStream, stream string, w Window, 
 				return err
 			}
 		}
-		if err := batch.Error(); err != nil {
+		if err := msgs.Error(); err != nil {
 			return fmt.Errorf("fetching: %w", err)
 		}
 		if n == 0 {

@@ -192,14 +192,15 @@ type auditList struct {
 
 // auditTrail serves GET /api/v1/audit: the audit records, oldest first,
 // filtered by time or sequence, actor, kind and tenant; follow=true keeps
-// streaming new records as SSE.
+// streaming new records as SSE; newest=N answers the newest N matching
+// records of the window instead of the oldest.
 func (a *API) auditTrail(c echo.Context) error {
 	if a.audit == nil {
 		return a.writeError(c, &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "this server keeps no audit log"})
 	}
 	q := c.QueryParams()
 	rq, causes := parseReplayQuery(c)
-	aq := eventstore.AuditQuery{Window: rq.window, Limit: rq.limit, Actor: q.Get("actor"), Tenant: q.Get("tenant")}
+	aq := eventstore.AuditQuery{Window: rq.window, Limit: rq.limit, Newest: rq.newest, Actor: q.Get("actor"), Tenant: q.Get("tenant")}
 	if v := q.Get("kind"); v != "" {
 		if _, ok := domain.LookupKind(v); !ok && credentialKind(v) == "" {
 			causes = append(causes, domain.Cause{Field: "kind", Type: domain.CauseNotSupported,

@@ -295,6 +295,22 @@ func TestAuditQueryParameters(t *testing.T) {
 		{name: "last page", query: "?limit=3&continue=6", want: []uint64{7, 8}},
 		{name: "filtered page", query: "?limit=2&tenant=acme&actor=" + url.QueryEscape(actor), want: []uint64{1, 3}, wantContinue: "3"},
 		{name: "filtered next page", query: "?limit=2&tenant=acme&continue=3&actor=" + url.QueryEscape(actor), want: []uint64{5, 8}},
+		// newest=N: the newest N matching records, oldest first, never with continue.
+		{name: "newest", query: "?newest=3", want: []uint64{6, 7, 8}},
+		{name: "newest, exactly all", query: "?newest=8", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{name: "newest, more than there are", query: "?newest=100", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{name: "newest, the most", query: "?newest=10000", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8}},
+		{name: "newest of an actor", query: "?newest=2&actor=" + url.QueryEscape(actor), want: []uint64{7, 8}},
+		{name: "newest of an actor in a tenant", query: "?newest=2&tenant=acme&actor=" + url.QueryEscape(actor), want: []uint64{5, 8}},
+		{name: "newest of an unknown actor", query: "?newest=2&actor=mallory", want: []uint64{}},
+		{name: "newest of a kind", query: "?newest=1&kind=tenants", want: []uint64{5}},
+		{name: "newest of a kind in a tenant", query: "?newest=2&kind=nodegroups&tenant=globex", want: []uint64{4, 7}},
+		{name: "newest, the older page", query: "?newest=3&until=5", want: []uint64{3, 4, 5}},
+		{name: "newest of a tenant, the older page", query: "?newest=2&tenant=acme&until=5", want: []uint64{3, 5}},
+		{name: "newest since", query: "?newest=5&since=5", want: []uint64{6, 7, 8}},
+		{name: "newest since and until", query: "?newest=2&since=2&until=4", want: []uint64{3, 4}},
+		{name: "newest until a time", query: "?newest=1&until=" + storedAt(3), want: []uint64{3}},
+		{name: "newest, not following", query: "?newest=1&follow=false", want: []uint64{8}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,6 +339,13 @@ func TestAuditQueryParameters(t *testing.T) {
 		{"?actor=" + strings.Repeat("x", 300), "actor"},
 		{"?follow=maybe", "follow"},
 		{"?follow=true&until=5", "until"},
+		{"?newest=0", "newest"},
+		{"?newest=-3", "newest"},
+		{"?newest=abc", "newest"},
+		{"?newest=10001", "newest"},
+		{"?newest=2&follow=true", "newest"},
+		{"?newest=2&continue=3", "newest"},
+		{"?newest=2&limit=3", "newest"},
 	}
 	for _, tt := range bad {
 		t.Run("bad "+tt.field+" "+tt.query[:min(len(tt.query), 24)], func(t *testing.T) {

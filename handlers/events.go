@@ -49,7 +49,8 @@ func eventItemOf(rec *eventstore.Record) eventItem {
 
 // replayMeta is the metadata of a replay answer. Continue, when set, is the
 // sequence of the last item: pass it as continue= (with the same filters) for
-// the next page.
+// the next page. An answer to newest= never sets it: the older page is
+// until=<the first item's seq - 1> with the same newest and filters.
 type replayMeta struct {
 	Continue string `json:"continue,omitempty"`
 }
@@ -63,7 +64,8 @@ type eventList struct {
 
 // events serves GET /api/v1/events: the resource event stream in order,
 // filtered by kind, tenant and name (all three: one object's whole history),
-// from a sequence or a time; follow=true keeps streaming new events as SSE.
+// from a sequence or a time; follow=true keeps streaming new events as SSE;
+// newest=N answers the newest N events of the window instead of the oldest.
 func (a *API) events(c echo.Context) error {
 	q := c.QueryParams()
 	rq, causes := parseReplayQuery(c)
@@ -106,7 +108,7 @@ func (a *API) events(c echo.Context) error {
 	if err := a.checkNotPurged(ctx, rq.window.From); err != nil {
 		return a.writeError(c, err)
 	}
-	recs, more, err := a.store.Replay(ctx, eventstore.ReplayOptions{Window: rq.window, Subjects: subjects, Limit: rq.limit})
+	recs, more, err := a.store.Replay(ctx, eventstore.ReplayOptions{Window: rq.window, Subjects: subjects, Limit: rq.limit, Newest: rq.newest})
 	if err != nil {
 		return a.writeError(c, err)
 	}
@@ -183,13 +185,19 @@ func (s eventSource) Stop() { s.cur.Stop() }
 type replayQuery struct {
 	window eventstore.Window
 	limit  int
+	// newest, when positive, asks for the newest newest items of the window
+	// (still oldest first) instead of the oldest limit.
+	newest int
 	follow bool
 }
 
-// parseReplayQuery reads since, until, continue, limit and follow (and, for
-// a follow, the Last-Event-ID header EventSource sends on reconnect). since
-// and until take a stream sequence or an RFC 3339 time; since=N starts after
-// N, until=N ends with N. It returns a cause for every bad parameter.
+// parseReplayQuery reads since, until, continue, limit, newest and follow
+// (and, for a follow, the Last-Event-ID header EventSource sends on
+// reconnect). since and until take a stream sequence or an RFC 3339 time;
+// since=N starts after N, until=N ends with N. newest=N (1..MaxReplayLimit)
+// asks for the newest N items of the window; it pages backwards with until,
+// so it goes with neither follow, continue nor limit. It returns a cause for
+// every bad parameter.
 func parseReplayQuery(c echo.Context) (replayQuery, []domain.Cause) {
 	q := c.QueryParams()
 	rq := replayQuery{limit: DefaultReplayLimit}
@@ -244,6 +252,21 @@ func parseReplayQuery(c echo.Context) (replayQuery, []domain.Cause) {
 			bad("limit", fmt.Sprintf("%q is not a number from 0 to %d", v, MaxReplayLimit))
 		case n > 0:
 			rq.limit = n
+		}
+	}
+	if v := q.Get("newest"); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil || n < 1 || n > MaxReplayLimit:
+			bad("newest", fmt.Sprintf("%q is not a number from 1 to %d", v, MaxReplayLimit))
+		case rq.follow:
+			bad("newest", "a follow streams new items, it has no newest ones; leave out newest or follow")
+		case q.Get("continue") != "":
+			bad("newest", "older items than the newest are read with until=<the first seq returned - 1>, not continue")
+		case q.Get("limit") != "":
+			bad("newest", "newest says how many items to answer; leave out limit")
+		default:
+			rq.newest = n
 		}
 	}
 	return rq, causes

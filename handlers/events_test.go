@@ -153,6 +153,23 @@ func TestEventsReplay(t *testing.T) {
 		{name: "next page", query: "?limit=4&continue=4", want: []uint64{5, 6, 7, 8}, wantContinue: "8"},
 		{name: "last page", query: "?limit=4&continue=8", want: []uint64{9, 10}},
 		{name: "filtered pages", query: "?limit=2&tenant=acme&continue=3", want: []uint64{5, 6}, wantContinue: "6"},
+		// newest=N: the newest N matching events, oldest first, never with continue.
+		{name: "newest", query: "?newest=3", want: []uint64{8, 9, 10}},
+		{name: "newest, exactly all", query: "?newest=10", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{name: "newest, more than there are", query: "?newest=100", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{name: "newest, the most", query: "?newest=10000", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{name: "newest of a tenant", query: "?newest=3&tenant=acme", want: []uint64{8, 9, 10}},
+		{name: "newest of a rarely named tenant", query: "?newest=5&tenant=globex", want: []uint64{2, 4}},
+		{name: "newest of a kind", query: "?newest=2&kind=tenants", want: []uint64{2, 10}},
+		{name: "newest of a kind in a tenant", query: "?newest=2&kind=nodegroups&tenant=acme", want: []uint64{8, 9}},
+		{name: "newest of an object", query: "?newest=1&kind=nodegroups&tenant=globex&name=workers", want: []uint64{4}},
+		{name: "newest, the older page", query: "?newest=2&kind=nodegroups&tenant=acme&until=7", want: []uint64{6, 7}},
+		{name: "newest, the oldest page", query: "?newest=2&kind=nodegroups&tenant=acme&until=4", want: []uint64{3}},
+		{name: "newest since", query: "?newest=5&since=8", want: []uint64{9, 10}},
+		{name: "newest since and until", query: "?newest=10&since=2&until=5", want: []uint64{3, 4, 5}},
+		{name: "newest until a time", query: "?newest=2&until=" + storedAt(5), want: []uint64{4, 5}},
+		{name: "newest, none match", query: "?newest=3&kind=machines", want: []uint64{}},
+		{name: "newest, not following", query: "?newest=1&follow=false", want: []uint64{10}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,6 +211,14 @@ func TestEventsReplay(t *testing.T) {
 		{"?kind=tenants&tenant=acme&name=globex", "name"},
 		{"?continue=x", "continue"},
 		{"?follow=true&until=3", "until"},
+		{"?newest=0", "newest"},
+		{"?newest=-1", "newest"},
+		{"?newest=many", "newest"},
+		{"?newest=10001", "newest"},
+		{"?newest=3&follow=true", "newest"},
+		{"?newest=3&continue=2", "newest"},
+		{"?newest=3&limit=5", "newest"},
+		{"?newest=3&kind=widgets", "kind"},
 	}
 	for _, tt := range bad {
 		t.Run("bad "+tt.query, func(t *testing.T) {

@@ -1,0 +1,15 @@
+package eventstore
+
+import "context"
+
+// ReplayNewestRounds is Replay with opts.Newest, also saying how many
+// backwards rounds it took.
+func (s *Store) ReplayNewestRounds(ctx context.Context, opts ReplayOptions) ([]*Record, int, error) {
+	return s.replayNewest(ctx, opts)
+}
+
+// QueryNewestRounds is Query with q.Newest, also saying how many backwards
+// rounds it took.
+func (l *AuditLog) QueryNewestRounds(ctx context.Context, q AuditQuery) ([]AuditRecord, int, error) {
+	return l.queryNewest(ctx, q)
+}
