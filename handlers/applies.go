@@ -74,16 +74,12 @@ func (a *API) applyLog(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if follow {
-		release, ok, err := a.acquireStream(c)
+		fctx, done, ok, err := a.followContext(c)
 		if !ok {
 			return err
 		}
-		defer release()
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(a.stopping, cancel)
-		defer stop()
+		defer done()
+		ctx = fctx
 	}
 	resp := c.Response()
 	started := false

@@ -71,6 +71,9 @@ type IdentityConfig struct {
 	// Secrets keeps password hashes, token hashes and the signing key; the
 	// server passes a sealing store. Default: the plain secrets bucket.
 	Secrets SecretStore
+	// PasswordCost is the bcrypt cost of password hashes; default
+	// bcrypt.DefaultCost. Tests lower it (bcrypt.MinCost) to stay fast.
+	PasswordCost int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -96,6 +99,9 @@ func (c *IdentityConfig) setDefaults() {
 	}
 	if c.TokenUseInterval == 0 {
 		c.TokenUseInterval = 5 * time.Minute
+	}
+	if c.PasswordCost == 0 {
+		c.PasswordCost = bcrypt.DefaultCost
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -168,7 +174,7 @@ func NewIdentityService(ctx context.Context, cfg IdentityConfig, store *eventsto
 	if err != nil {
 		return nil, fmt.Errorf("loading the state credentials key: %w", err)
 	}
-	dummy, err := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
+	dummy, err := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), cfg.PasswordCost)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +369,7 @@ func (s *IdentityService) SetPassword(ctx context.Context, user, password string
 	if causes := domain.ValidatePassword(password, "password"); causes != nil {
 		return domain.NewInvalid(domain.UserKind.Kind, user, causes)
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cfg.PasswordCost)
 	if err != nil {
 		return fmt.Errorf("hashing the password: %w", err)
 	}

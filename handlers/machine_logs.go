@@ -126,16 +126,12 @@ func (a *API) logParams(c echo.Context, causes []domain.Cause) (tenant, name str
 func (a *API) streamLog(c echo.Context, follow bool, open func(context.Context) (io.ReadCloser, error)) error {
 	ctx := c.Request().Context()
 	if follow {
-		release, ok, err := a.acquireStream(c)
+		fctx, done, ok, err := a.followContext(c)
 		if !ok {
 			return err
 		}
-		defer release()
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(a.stopping, cancel)
-		defer stop()
+		defer done()
+		ctx = fctx
 	}
 	rd, err := open(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -19,6 +20,24 @@ func (a *API) acquireStream(c echo.Context) (release func(), ok bool, err error)
 			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
 	}
 	return func() { a.watches.Add(-1) }, true, nil
+}
+
+// followContext counts a followed plain-text stream (an apply's or a
+// machine's log) against MaxWatches and gives it a context that ends with the
+// client or the server's shutdown; the caller defers done. ok is false when
+// the limit was hit and the 429 is already written (err is its result).
+func (a *API) followContext(c echo.Context) (ctx context.Context, done func(), ok bool, err error) {
+	release, ok, err := a.acquireStream(c)
+	if !ok {
+		return nil, nil, false, err
+	}
+	ctx, cancel := context.WithCancel(c.Request().Context())
+	stop := context.AfterFunc(a.stopping, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		release()
+	}, true, nil
 }
 
 // startSSE answers 200 with an event stream and returns a writer that flushes

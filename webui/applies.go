@@ -82,7 +82,7 @@ func (u *UI) applyLogLive(c echo.Context) error {
 	defer stop()
 
 	// Follow the apply's events before reading it, so no change is missed.
-	changes, stopFollow, err := u.followSubjects(ctx, []string{domain.SubjectFilter(domain.ApplyKind, t, name)})
+	changes, stopFollow, err := u.cache.Changes(ctx, []string{domain.SubjectFilter(domain.ApplyKind, t, name)})
 	if err != nil {
 		return u.fail(c, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 func (u *UI) dashboardRoutes(p *pages) {
@@ -21,7 +20,7 @@ type dashboardData struct {
 	Applies  []domain.Apply
 	Upgrades []domain.Upgrade
 	// Audit is nil for roles that may not read it.
-	Audit []eventstore.AuditRecord
+	Audit []auditRecord
 }
 
 func (u *UI) dashboardFragments() []fragment {

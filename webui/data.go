@@ -4,9 +4,10 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 // itemList is the body of a list answer, typed.
@@ -47,27 +48,20 @@ func newestFirst[T any](items []T, meta func(*T) *domain.ObjectMeta) {
 func applyMeta(a *domain.Apply) *domain.ObjectMeta     { return &a.Metadata }
 func upgradeMeta(a *domain.Upgrade) *domain.ObjectMeta { return &a.Metadata }
 
-// recentAudit reads the newest n audit records of the last day, newest first.
-func (u *UI) recentAudit(r *http.Request, n int, filters url.Values) ([]eventstore.AuditRecord, error) {
-	var l itemList[eventstore.AuditRecord]
+// recentAudit reads the newest n audit records, newest first.
+func (u *UI) recentAudit(r *http.Request, n int, filters url.Values) ([]auditRecord, error) {
+	var l itemList[auditRecord]
 	q := url.Values{}
 	for k, v := range filters {
 		q[k] = v
 	}
-	if q.Get("since") == "" {
-		q.Set("since", u.now().Add(-24*3600e9).UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	q.Set("limit", "10000")
+	q.Set("newest", strconv.Itoa(n))
 	if err := u.api.call(r, apiRequest{Path: "/audit?" + q.Encode()}, &l); err != nil {
 		return nil, err
 	}
-	recs := l.Items
-	if len(recs) > n {
-		recs = recs[len(recs)-n:]
-	}
-	out := make([]eventstore.AuditRecord, len(recs))
-	for i := range recs {
-		out[len(recs)-1-i] = recs[i]
+	out := make([]auditRecord, len(l.Items))
+	for i := range l.Items {
+		out[len(l.Items)-1-i] = l.Items[i]
 	}
 	return out, nil
 }
@@ -78,4 +72,21 @@ func firstN[T any](items []T, n int) []T {
 		return items[:n]
 	}
 	return items
+}
+
+// auditRecord is one audit record as GET /api/v1/audit answers it.
+type auditRecord struct {
+	Seq           uint64    `json:"seq,omitempty"`
+	Time          time.Time `json:"time"`
+	Actor         string    `json:"actor"`
+	Role          string    `json:"role,omitempty"`
+	Method        string    `json:"method"`
+	Path          string    `json:"path"`
+	Kind          string    `json:"kind,omitempty"`
+	Tenant        string    `json:"tenant,omitempty"`
+	Name          string    `json:"name,omitempty"`
+	Code          int       `json:"code"`
+	RequestID     string    `json:"requestId,omitempty"`
+	ClientAddress string    `json:"clientAddress,omitempty"`
+	Detail        string    `json:"detail,omitempty"`
 }

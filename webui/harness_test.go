@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -55,7 +56,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 	fin := &projections.TenantFinalizer{Cache: s.cache, Store: env.Store, Interval: 20 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{StaticToken: testToken}, env.Store, s.cache)
+	id, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{StaticToken: testToken, PasswordCost: bcrypt.MinCost}, env.Store, s.cache)
 	require.NoError(t, err)
 	s.identity = id
 	s.audit, err = eventstore.OpenAudit(ctx, env.Store, eventstore.AuditConfig{})
@@ -73,7 +74,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 		o(&deps)
 	}
 	s.api = handlers.New(handlers.Config{}, deps)
-	s.ui = New(Config{LiveDebounce: 20 * time.Millisecond}, Deps{API: s.api.Handler(), Identity: id, Store: env.Store, Cache: s.cache})
+	s.ui = New(Config{LiveDebounce: 20 * time.Millisecond}, Deps{API: s.api.Handler(), Identity: id, Cache: s.cache})
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, run := range []func(context.Context) error{s.cache.Run, projector.Run, fin.Run, pki.Run} {

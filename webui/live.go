@@ -34,7 +34,7 @@ func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 	stop := context.AfterFunc(u.stopping, cancel)
 	defer stop()
 
-	changes, stopFollowing, err := u.followSubjects(ctx, subjects)
+	changes, stopFollowing, err := u.cache.Changes(ctx, subjects)
 	if err != nil {
 		return u.fail(c, err)
 	}
@@ -133,38 +133,3 @@ func tenantSubjects(tenant string) []string {
 
 // allSubjects is every resource event.
 func allSubjects() []string { return []string{domain.SubjectPrefix + ".>"} }
-
-// followSubjects reports the sequence of every event on subjects from now on.
-// stop ends the follower and waits for it.
-func (u *UI) followSubjects(ctx context.Context, subjects []string) (changes <-chan uint64, stop func(), err error) {
-	_, last, err := u.store.Bounds(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	cur, err := u.store.Follow(ctx, last+1, subjects)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan uint64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			rec, err := cur.Next(ctx)
-			if err != nil {
-				return
-			}
-			select {
-			case ch <- rec.Seq:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, func() {
-		cancel()
-		<-done
-		cur.Stop()
-	}, nil
-}

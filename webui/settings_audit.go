@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 )
 
@@ -33,7 +32,7 @@ var auditFilterFields = []string{"actor", "kind", "tenant", "since", "until"}
 type auditView struct {
 	Filters auditFilters
 	// Records are newest first.
-	Records []eventstore.AuditRecord
+	Records []auditRecord
 	// Older is the Before of the next page back, "" on the last.
 	Older  string
 	Errors formErrors
@@ -70,9 +69,8 @@ func auditKinds() []string {
 	return append(out, handlers.CredentialKubeconfig, handlers.CredentialTalosconfig, handlers.CredentialMachineConfig)
 }
 
-// readAudit reads the newest auditPageSize records of the filters' window.
-// The API answers oldest first and pages forward, so the window is read to
-// its end, keeping only the newest page.
+// readAudit reads the newest auditPageSize records of the filters' window
+// (one more, to know whether older ones exist) with the API's newest=N.
 func (u *UI) readAudit(r *http.Request, f auditFilters) (auditView, error) {
 	view := auditView{Filters: f}
 	q := url.Values{}
@@ -81,30 +79,17 @@ func (u *UI) readAudit(r *http.Request, f auditFilters) (auditView, error) {
 			q.Set(k, v)
 		}
 	}
-	q.Set("limit", strconv.Itoa(handlers.MaxReplayLimit))
-	var recs []eventstore.AuditRecord
-	older := false
-	for {
-		var page struct {
-			Metadata struct {
-				Continue string `json:"continue"`
-			} `json:"metadata"`
-			Items []eventstore.AuditRecord `json:"items"`
-		}
-		if err := u.api.call(r, apiRequest{Path: "/audit?" + q.Encode()}, &page); err != nil {
-			return view, err
-		}
-		recs = append(recs, page.Items...)
-		if len(recs) > auditPageSize {
-			recs = append(recs[:0:0], recs[len(recs)-auditPageSize:]...)
-			older = true
-		}
-		if page.Metadata.Continue == "" || len(page.Items) == 0 {
-			break
-		}
-		q.Set("continue", page.Metadata.Continue)
+	q.Set("newest", strconv.Itoa(auditPageSize+1))
+	var page itemList[auditRecord]
+	if err := u.api.call(r, apiRequest{Path: "/audit?" + q.Encode()}, &page); err != nil {
+		return view, err
 	}
-	view.Records = make([]eventstore.AuditRecord, len(recs))
+	recs := page.Items
+	older := len(recs) > auditPageSize
+	if older {
+		recs = recs[1:]
+	}
+	view.Records = make([]auditRecord, len(recs))
 	for i := range recs {
 		view.Records[len(recs)-1-i] = recs[i]
 	}
@@ -134,7 +119,7 @@ func (u *UI) auditPage(c echo.Context) error {
 }
 
 // auditObjectLabel is "Kind tenant/name" of what a record was about.
-func auditObjectLabel(r eventstore.AuditRecord) string {
+func auditObjectLabel(r auditRecord) string {
 	name := r.Name
 	if r.Tenant != "" && r.Tenant != r.Name {
 		name = r.Tenant + "/" + r.Name

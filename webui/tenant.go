@@ -193,39 +193,17 @@ type eventPage struct {
 	Items []tenantEvent `json:"items"`
 }
 
-// recentEvents reads the newest n events of a tenant, newest first. The API
-// replays oldest first, so it reads the last day, then the last month, then
-// everything, until a window holds n events.
+// recentEvents reads the newest n events of a tenant (the API's newest=N),
+// newest first.
 func (u *UI) recentEvents(r *http.Request, tenant string, n int) ([]tenantEvent, error) {
-	var kept []tenantEvent
-	for _, window := range []time.Duration{24 * time.Hour, 30 * 24 * time.Hour, 0} {
-		kept = kept[:0]
-		q := url.Values{"tenant": {tenant}, "limit": {"1000"}}
-		if window > 0 {
-			q.Set("since", u.now().Add(-window).UTC().Format(time.RFC3339))
-		}
-		for pages := 0; pages < 50; pages++ {
-			var p eventPage
-			if err := u.api.call(r, apiRequest{Path: "/events?" + q.Encode()}, &p); err != nil {
-				return nil, err
-			}
-			kept = append(kept, p.Items...)
-			if len(kept) > n {
-				kept = append(kept[:0], kept[len(kept)-n:]...)
-			}
-			if p.Metadata.Continue == "" {
-				break
-			}
-			q.Del("since")
-			q.Set("continue", p.Metadata.Continue)
-		}
-		if len(kept) >= n {
-			break
-		}
+	var p eventPage
+	q := url.Values{"tenant": {tenant}, "newest": {strconv.Itoa(n)}}
+	if err := u.api.call(r, apiRequest{Path: "/events?" + q.Encode()}, &p); err != nil {
+		return nil, err
 	}
-	out := make([]tenantEvent, len(kept))
-	for i := range kept {
-		out[len(kept)-1-i] = kept[i]
+	out := make([]tenantEvent, len(p.Items))
+	for i := range p.Items {
+		out[len(p.Items)-1-i] = p.Items[i]
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ func newOpsStack(t *testing.T) *uiStack {
 func newOpsStackAt(t *testing.T, now func() time.Time) *uiStack {
 	t.Helper()
 	s := newUIStack(t)
-	ui := New(Config{LiveDebounce: 20 * time.Millisecond, Now: now}, Deps{API: s.api.Handler(), Identity: s.identity, Store: s.env.Store, Cache: s.cache})
+	ui := New(Config{LiveDebounce: 20 * time.Millisecond, Now: now}, Deps{API: s.api.Handler(), Identity: s.identity, Cache: s.cache})
 	p := &pages{e: ui.echo, mw: []echo.MiddlewareFunc{ui.authenticate, ui.checkCSRF}}
 	p.GET("/test/ops/:tenant", func(c echo.Context) error {
 		tenant := c.Param("tenant")

@@ -15,7 +15,6 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
@@ -81,9 +80,8 @@ type Deps struct {
 	API http.Handler
 	// Identity authenticates page requests and checks CSRF tokens.
 	Identity Identity
-	// Store is followed to know when a live fragment must be re-rendered.
-	Store *eventstore.Store
-	// Cache is waited on, so a re-render after a change shows the change.
+	// Cache reports changes on the event stream, so live fragments are
+	// re-rendered, and is waited on, so the re-render shows the change.
 	Cache *projections.Cache
 }
 
@@ -92,7 +90,6 @@ type UI struct {
 	cfg      Config
 	api      backend
 	identity Identity
-	store    *eventstore.Store
 	cache    *projections.Cache
 	log      *slog.Logger
 	echo     *echo.Echo
@@ -107,7 +104,7 @@ type UI struct {
 // New builds the UI and its routes.
 func New(cfg Config, d Deps) *UI {
 	cfg.setDefaults()
-	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, store: d.Store, cache: d.Cache, log: cfg.Log}
+	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, cache: d.Cache, log: cfg.Log}
 	u.stopping, u.stop = context.WithCancel(context.Background())
 	u.static, _ = fs.Sub(staticFiles, "static")
 	u.etags = map[string]string{}

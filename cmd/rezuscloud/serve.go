@@ -202,7 +202,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: identity, Store: store, Cache: cache})
+	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: identity, Cache: cache})
 	srv := &http.Server{Handler: ui.Handler(api.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
