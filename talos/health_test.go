@@ -2,6 +2,7 @@ package talos_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -321,4 +322,48 @@ func condition(conds []domain.Condition, typ string) *domain.Condition {
 		}
 	}
 	return nil
+}
+
+func TestHealthWritesNodeGroupReplicas(t *testing.T) {
+	h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = time.Second })
+	for _, g := range []struct {
+		name, role string
+		count      int
+	}{{"cp", domain.RoleControlPlane, 3}, {"workers", domain.RoleWorker, 2}, {"empty", domain.RoleWorker, 0}} {
+		spec, err := json.Marshal(domain.NodeGroupSpec{Role: g.role, Count: g.count, Provider: "emu"})
+		require.NoError(t, err)
+		h.execute(domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: h.tenant, Name: g.name},
+			Object: &domain.Object{Metadata: domain.ObjectMeta{Name: g.name, Tenant: h.tenant}, Spec: spec}})
+	}
+	group := func(name string) domain.NodeGroupStatus {
+		return getAs[domain.NodeGroup](t, h.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: h.tenant, Name: name}).Status
+	}
+
+	_, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, 3, group("cp").Replicas)
+	assert.Equal(t, 3, group("cp").ReadyReplicas)
+	assert.Equal(t, 2, group("workers").Replicas)
+	assert.Equal(t, 2, group("workers").ReadyReplicas)
+	assert.Equal(t, domain.NodeGroupStatus{}, group("empty"), "no machines, nothing to write")
+
+	// A worker away: only its group changes.
+	h.fault("w-2", emulator.Faults{Unreachable: true})
+	seq := h.lastSeq()
+	_, err = h.svc.Probe(h.ctx, h.tenant, true)
+	require.NoError(t, err)
+	h.sync()
+	assert.Equal(t, 2, group("workers").Replicas)
+	assert.Equal(t, 1, group("workers").ReadyReplicas)
+	assert.Equal(t, 3, group("cp").ReadyReplicas)
+	var groupWrites int
+	for s := seq + 1; s <= h.lastSeq(); s++ {
+		rec, err := h.store.Get(h.ctx, s)
+		require.NoError(t, err)
+		if rec.Event.Type == "NodeGroupStatusUpdated" {
+			groupWrites++
+		}
+	}
+	assert.Equal(t, 1, groupWrites, "the workers group only")
 }

@@ -49,6 +49,7 @@ func (s *HealthService) writeBack(ctx context.Context, tenant string, h domain.T
 		}()
 	}
 	wg.Wait()
+	s.writeNodeGroups(ctx, tenant, h)
 
 	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}
 	cur, err := getTyped[domain.Tenant](s.cfg.Cache, ref)
@@ -68,6 +69,61 @@ func (s *HealthService) writeBack(ctx context.Context, tenant string, h domain.T
 	})
 	if err != nil {
 		s.cfg.Log.Warn("health: writing tenant status", "tenant", tenant, "err", err)
+	}
+}
+
+// replicaCounts are a node group's machines and how many of them the probe
+// found ready.
+type replicaCounts struct{ replicas, ready int }
+
+// writeNodeGroups records each node group's replicas (its machines) and ready
+// replicas (those the probe found ready), for the groups whose counts changed.
+// Other status fields are left as they are.
+func (s *HealthService) writeNodeGroups(ctx context.Context, tenant string, h domain.TenantHealth) {
+	groups, err := listTyped[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind.Kind, tenant)
+	if err != nil || len(groups) == 0 {
+		return
+	}
+	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenant)
+	if err != nil {
+		return
+	}
+	ready := make(map[string]bool, len(h.Machines))
+	for _, mh := range h.Machines {
+		ready[mh.Name] = mh.Ready
+	}
+	counts := map[string]replicaCounts{}
+	for _, m := range machines {
+		if m.Metadata.DeletionTimestamp != nil {
+			continue
+		}
+		c := counts[m.Spec.NodeGroup]
+		c.replicas++
+		if ready[m.Metadata.Name] {
+			c.ready++
+		}
+		counts[m.Spec.NodeGroup] = c
+	}
+	for _, g := range groups {
+		want := counts[g.Metadata.Name]
+		if g.Metadata.DeletionTimestamp != nil || (g.Status.Replicas == want.replicas && g.Status.ReadyReplicas == want.ready) {
+			continue
+		}
+		ref := domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: g.Metadata.Name}
+		err := s.updateStatus(ctx, ref, func(raw json.RawMessage) (any, bool, error) {
+			var st domain.NodeGroupStatus
+			if err := decodeStatus(raw, &st); err != nil {
+				return nil, false, err
+			}
+			if st.Replicas == want.replicas && st.ReadyReplicas == want.ready {
+				return nil, false, nil
+			}
+			st.Replicas, st.ReadyReplicas = want.replicas, want.ready
+			return st, true, nil
+		})
+		if err != nil {
+			s.cfg.Log.Warn("health: writing node group status", "tenant", tenant, "nodegroup", g.Metadata.Name, "err", err)
+		}
 	}
 }
 
