@@ -28,6 +28,15 @@ type Machine struct {
 	Status     MachineStatus `json:"status"`
 }
 
+// LabelManagedBy on a Machine says what made it and keeps it: ManagedByTofu
+// (projected from a provider's Terraform state) or ManagedByMetal (configured
+// through the Talos API by the metal provider).
+const (
+	LabelManagedBy = "rezuscloud.io/managed-by"
+	ManagedByTofu  = "tofu"
+	ManagedByMetal = "metal"
+)
+
 // MachineSpec is what the infrastructure says about a machine.
 type MachineSpec struct {
 	NodeGroup string `json:"nodeGroup"`

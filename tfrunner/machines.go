@@ -12,10 +12,10 @@ import (
 
 // ManagedByLabel marks the machines the apply worker owns (projected from TF
 // state); machines registered otherwise (bare metal) are never touched by it.
-const ManagedByLabel = "rezuscloud.io/managed-by"
+const ManagedByLabel = domain.LabelManagedBy
 
 // managedByValue is the label's value on machines from TF state.
-const managedByValue = "tofu"
+const managedByValue = domain.ManagedByTofu
 
 // syncMachines makes the tenant's tofu-managed Machine objects match the
 // state: new instances are created, existing ones get their spec refreshed,

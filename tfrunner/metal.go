@@ -48,7 +48,7 @@ type Metal interface {
 
 // Labels and annotations on machines built through the Talos API.
 const (
-	managedByMetal = "metal"
+	managedByMetal = domain.ManagedByMetal
 	// ConfigHashAnnotation is the hash of the config last applied to a machine.
 	ConfigHashAnnotation = "rezuscloud.io/config-hash"
 	// BootstrappedCondition is the tenant condition recording etcd's bootstrap.

@@ -27,3 +27,10 @@ func upgradeProgress(up domain.Upgrade) string {
 	}
 	return fmt.Sprintf("%d/%d", done, len(up.Status.Machines))
 }
+
+// configTracked reports whether RezusCloud applies the machine's config
+// itself (metal machines, through the Talos API) and so knows whether it is
+// current; machines a tofu provider builds get theirs as user data once.
+func configTracked(m domain.Machine) bool {
+	return m.Metadata.Labels[domain.LabelManagedBy] == domain.ManagedByMetal
+}
