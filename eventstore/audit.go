@@ -77,42 +77,14 @@ func (c *AuditConfig) setDefaults(s *Store) {
 	}
 }
 
-// AuditRecord is one entry of the audit trail: who did what to which object,
-// from where, and how it ended. It never holds request bodies, headers or
-// query strings.
-type AuditRecord struct {
-	// Seq is the record's stream sequence; set when read, never stored.
-	Seq uint64 `json:"seq,omitempty"`
-	// Time is when the request finished.
-	Time time.Time `json:"time"`
-	// Actor is the caller's identity name; empty when the request was not authenticated.
-	Actor string `json:"actor"`
-	// Role is the caller's role (admin, edit, view); empty when not authenticated.
-	Role   string `json:"role,omitempty"`
-	Method string `json:"method"`
-	// Path is the request path, without the query string.
-	Path string `json:"path"`
-	// Kind is the resource kind (e.g. NodeGroup) or credential kind (e.g.
-	// Kubeconfig) the request was about; empty when the route names none.
-	Kind string `json:"kind,omitempty"`
-	// Tenant is the tenant the object belongs to; for a Tenant it is the tenant itself.
-	Tenant string `json:"tenant,omitempty"`
-	// Name is the object's name when the route carries it.
-	Name string `json:"name,omitempty"`
-	// Code is the HTTP status code of the answer.
-	Code int `json:"code"`
-	// RequestID is the request's X-Request-Id, also the correlation id of the events it caused.
-	RequestID     string `json:"requestId,omitempty"`
-	ClientAddress string `json:"clientAddress,omitempty"`
-	// Detail is what the handler adds about the request, e.g. the lock a
-	// force-unlock released. Never a secret.
-	Detail string `json:"detail,omitempty"`
-}
+// AuditRecord is one entry of the audit trail (the type lives in domain so
+// readers of the API, the web UI and the CLI, share it).
+type AuditRecord = domain.AuditRecord
 
-// Subject is where the record is stored: rezus.audit.<kind token>.<tenant>,
+// AuditSubject is where a record is stored: rezus.audit.<kind token>.<tenant>,
 // "_" standing in for a missing kind or tenant, so kind and tenant filters
 // are subject filters.
-func (r *AuditRecord) Subject() string {
+func AuditSubject(r *AuditRecord) string {
 	return AuditSubjectPrefix + "." + orScope(AuditKindToken(r.Kind)) + "." + orScope(auditToken(r.Tenant))
 }
 
@@ -226,7 +198,7 @@ func (l *AuditLog) Lost() uint64 { return l.lost.Load() }
 // for what was appended.
 func (l *AuditLog) Append(rec AuditRecord) {
 	rec.Seq = 0
-	subject := rec.Subject()
+	subject := AuditSubject(&rec)
 	data, err := json.Marshal(rec)
 	if err != nil {
 		l.drop(subject, nil, fmt.Errorf("encoding the record: %w", err))

@@ -90,7 +90,7 @@ func TestAuditSubject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, tt.rec.Subject())
+			require.Equal(t, tt.want, eventstore.AuditSubject(&tt.rec))
 		})
 	}
 

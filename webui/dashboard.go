@@ -20,7 +20,7 @@ type dashboardData struct {
 	Applies  []domain.Apply
 	Upgrades []domain.Upgrade
 	// Audit is nil for roles that may not read it.
-	Audit []auditRecord
+	Audit []domain.AuditRecord
 }
 
 func (u *UI) dashboardFragments() []fragment {

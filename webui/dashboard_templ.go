@@ -2440,7 +2440,7 @@ func upgradesTable(us []domain.Upgrade, withTenant bool) templ.Component {
 	})
 }
 
-func auditTable(recs []auditRecord) templ.Component {
+func auditTable(recs []domain.AuditRecord) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

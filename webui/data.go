@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -49,8 +48,8 @@ func applyMeta(a *domain.Apply) *domain.ObjectMeta     { return &a.Metadata }
 func upgradeMeta(a *domain.Upgrade) *domain.ObjectMeta { return &a.Metadata }
 
 // recentAudit reads the newest n audit records, newest first.
-func (u *UI) recentAudit(r *http.Request, n int, filters url.Values) ([]auditRecord, error) {
-	var l itemList[auditRecord]
+func (u *UI) recentAudit(r *http.Request, n int, filters url.Values) ([]domain.AuditRecord, error) {
+	var l itemList[domain.AuditRecord]
 	q := url.Values{}
 	for k, v := range filters {
 		q[k] = v
@@ -59,7 +58,7 @@ func (u *UI) recentAudit(r *http.Request, n int, filters url.Values) ([]auditRec
 	if err := u.api.call(r, apiRequest{Path: "/audit?" + q.Encode()}, &l); err != nil {
 		return nil, err
 	}
-	out := make([]auditRecord, len(l.Items))
+	out := make([]domain.AuditRecord, len(l.Items))
 	for i := range l.Items {
 		out[len(l.Items)-1-i] = l.Items[i]
 	}
@@ -72,21 +71,4 @@ func firstN[T any](items []T, n int) []T {
 		return items[:n]
 	}
 	return items
-}
-
-// auditRecord is one audit record as GET /api/v1/audit answers it.
-type auditRecord struct {
-	Seq           uint64    `json:"seq,omitempty"`
-	Time          time.Time `json:"time"`
-	Actor         string    `json:"actor"`
-	Role          string    `json:"role,omitempty"`
-	Method        string    `json:"method"`
-	Path          string    `json:"path"`
-	Kind          string    `json:"kind,omitempty"`
-	Tenant        string    `json:"tenant,omitempty"`
-	Name          string    `json:"name,omitempty"`
-	Code          int       `json:"code"`
-	RequestID     string    `json:"requestId,omitempty"`
-	ClientAddress string    `json:"clientAddress,omitempty"`
-	Detail        string    `json:"detail,omitempty"`
 }

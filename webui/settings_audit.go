@@ -32,7 +32,7 @@ var auditFilterFields = []string{"actor", "kind", "tenant", "since", "until"}
 type auditView struct {
 	Filters auditFilters
 	// Records are newest first.
-	Records []auditRecord
+	Records []domain.AuditRecord
 	// Older is the Before of the next page back, "" on the last.
 	Older  string
 	Errors formErrors
@@ -80,7 +80,7 @@ func (u *UI) readAudit(r *http.Request, f auditFilters) (auditView, error) {
 		}
 	}
 	q.Set("newest", strconv.Itoa(auditPageSize+1))
-	var page itemList[auditRecord]
+	var page itemList[domain.AuditRecord]
 	if err := u.api.call(r, apiRequest{Path: "/audit?" + q.Encode()}, &page); err != nil {
 		return view, err
 	}
@@ -89,7 +89,7 @@ func (u *UI) readAudit(r *http.Request, f auditFilters) (auditView, error) {
 	if older {
 		recs = recs[1:]
 	}
-	view.Records = make([]auditRecord, len(recs))
+	view.Records = make([]domain.AuditRecord, len(recs))
 	for i := range recs {
 		view.Records[len(recs)-1-i] = recs[i]
 	}
@@ -119,7 +119,7 @@ func (u *UI) auditPage(c echo.Context) error {
 }
 
 // auditObjectLabel is "Kind tenant/name" of what a record was about.
-func auditObjectLabel(r auditRecord) string {
+func auditObjectLabel(r domain.AuditRecord) string {
 	name := r.Name
 	if r.Tenant != "" && r.Tenant != r.Name {
 		name = r.Tenant + "/" + r.Name
