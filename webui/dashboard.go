@@ -76,16 +76,11 @@ func (u *UI) recentUpgrades(r *http.Request, tenant string) ([]domain.Upgrade, e
 }
 
 func (u *UI) dashboard(c echo.Context) error {
-	frags := u.dashboardFragments()
-	comps := make([]templ.Component, len(frags))
-	for i, f := range frags {
-		comp, err := f.Render(c)
-		if err != nil {
-			return u.fail(c, err)
-		}
-		comps[i] = comp
+	comps, seen, err := renderFragments(c, u.dashboardFragments())
+	if err != nil {
+		return u.fail(c, err)
 	}
-	return render(c, http.StatusOK, DashboardPage(u, viewerOf(c), comps))
+	return render(c, http.StatusOK, DashboardPage(u, viewerOf(c), comps, seen))
 }
 
 func (u *UI) dashboardLive(c echo.Context) error {

@@ -247,6 +247,12 @@ func (b *browser) hx(method, path string, v url.Values) page {
 // data contains it) or the time is up; it returns every event name=data seen.
 func (b *browser) liveEvents(path string, within time.Duration, want func(event, data string) bool) bool {
 	b.s.t.Helper()
+	return b.liveEventsHook(path, within, func() {}, want)
+}
+
+// liveEventsHook is liveEvents calling started once the stream has answered.
+func (b *browser) liveEventsHook(path string, within time.Duration, started func(), want func(event, data string) bool) bool {
+	b.s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.s.srv.URL+path, nil)
@@ -256,6 +262,7 @@ func (b *browser) liveEvents(path string, within time.Duration, want func(event,
 	defer resp.Body.Close()
 	require.Equal(b.s.t, http.StatusOK, resp.StatusCode)
 	require.Equal(b.s.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	started()
 	var event string
 	var data strings.Builder
 	buf := make([]byte, 0, 64*1024)
@@ -340,4 +347,11 @@ func (s *uiStack) record(kind *domain.KindInfo, tenant, name string, spec, statu
 		require.NoError(s.t, err)
 	}
 	require.NoError(s.t, s.cache.WaitFor(ctx, res.Seq))
+}
+
+// liveEventsOpen is liveEvents that calls opened once the stream's answer
+// has started (so a change made then is one the stream must report).
+func (b *browser) liveEventsOpen(path string, within time.Duration, opened func(), want func(event, data string) bool) bool {
+	b.s.t.Helper()
+	return b.liveEventsHook(path, within, opened, want)
 }

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +26,9 @@ type fragment struct {
 
 // live streams a page's fragments as Server-Sent Events for htmx's SSE
 // extension: all of them at once on connect (so nothing that changed between
-// the page load and the connect is missed), then again whenever the event
-// stream shows a change on one of subjects (a burst is gathered into one
-// re-render), and every LiveRefresh. The stream ends with the client, the
+// the page load and the connect is missed), then those whose rendering
+// changed whenever the event stream shows a change on one of subjects (a
+// burst is gathered into one re-render), and every LiveRefresh. The stream ends with the client, the
 // session (a re-render the API refuses) or the server.
 func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 	ctx, cancel := context.WithCancel(c.Request().Context())
@@ -46,7 +48,15 @@ func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// The browser's EventSource opens on the headers; the first fragments may
+	// be none (the page is current).
+	w.Flush()
 
+	// sent is a digest of what each event last carried, starting with what
+	// the page itself was rendered with (?seen=): a fragment that renders the
+	// same is not sent, so the page's DOM (a button being clicked, text being
+	// selected) is only replaced when what it shows changed.
+	sent := parseSeen(c.QueryParam("seen"))
 	send := func() bool {
 		var out bytes.Buffer
 		for _, f := range frags {
@@ -61,7 +71,15 @@ func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 			if err := comp.Render(ctx, &html); err != nil {
 				return false
 			}
+			digest := fragmentDigest(html.Bytes())
+			if sent[f.Event] == digest {
+				continue
+			}
+			sent[f.Event] = digest
 			writeEvent(&out, f.Event, html.String())
+		}
+		if out.Len() == 0 {
+			return true
 		}
 		if _, err := w.Write(out.Bytes()); err != nil {
 			return false
@@ -133,3 +151,46 @@ func tenantSubjects(tenant string) []string {
 
 // allSubjects is every resource event.
 func allSubjects() []string { return []string{domain.SubjectPrefix + ".>"} }
+
+// fragmentDigest is a short digest of a rendered fragment.
+func fragmentDigest(html []byte) string {
+	h := fnv.New64a()
+	h.Write(html)
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// renderFragments renders a live page's fragments for its first load, and
+// returns the seen= value its live stream is opened with, so the stream sends
+// only the fragments that changed since.
+func renderFragments(c echo.Context, frags []fragment) ([]templ.Component, string, error) {
+	comps := make([]templ.Component, len(frags))
+	seen := make([]string, 0, len(frags))
+	for i, f := range frags {
+		comp, err := f.Render(c)
+		if err != nil {
+			return nil, "", err
+		}
+		var html bytes.Buffer
+		if err := comp.Render(c.Request().Context(), &html); err != nil {
+			return nil, "", err
+		}
+		comps[i] = templ.Raw(html.String())
+		seen = append(seen, f.Event+":"+fragmentDigest(html.Bytes()))
+	}
+	return comps, strings.Join(seen, ","), nil
+}
+
+// parseSeen reads renderFragments' seen= value; anything malformed is ignored
+// (the fragments are then all sent).
+func parseSeen(v string) map[string]string {
+	out := map[string]string{}
+	if len(v) > 4096 {
+		return out
+	}
+	for _, part := range strings.Split(v, ",") {
+		if event, digest, ok := strings.Cut(part, ":"); ok && event != "" && digest != "" {
+			out[event] = digest
+		}
+	}
+	return out
+}

@@ -42,7 +42,9 @@ type tenantView struct {
 	Machines, Events           templ.Component
 	Patches, Applies, Upgrades templ.Component
 	AddForm                    nodeGroupAddForm
-	Providers                  []string
+	// Seen is what the live parts were rendered with, for the live stream.
+	Seen      string
+	Providers []string
 }
 
 // tenantFragmentTargets maps the id of each live element of the page to its
@@ -109,17 +111,22 @@ func (u *UI) tenantPage(c echo.Context) error {
 			}
 		}
 	}
-	comps := make([]templ.Component, len(frags))
-	for i, f := range frags {
-		if comps[i], err = f.Render(c); err != nil {
-			return u.fail(c, err)
-		}
+	comps, seen, err := renderFragments(c, frags)
+	if err != nil {
+		return u.fail(c, err)
 	}
 	tv := tenantView{Name: name, Deleting: t.Metadata.DeletionTimestamp != nil,
 		Overview: comps[0], NodeGroups: comps[1], Machines: comps[2], Events: comps[3]}
 	if tv.Patches, tv.Applies, tv.Upgrades, err = u.tenantOpsPanels(c, name); err != nil {
 		return u.fail(c, err)
 	}
+	// The panels hold the ops fragments' first renders; their digests go to
+	// the live stream too, so it sends nothing the page already shows.
+	_, opsSeen, err := renderFragments(c, u.tenantOpsFragments(name))
+	if err != nil {
+		return u.fail(c, err)
+	}
+	tv.Seen = seen + "," + opsSeen
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
 	tv.Providers = providerNames(providers)
 	tv.AddForm = nodeGroupAddForm{Tenant: name, Role: domain.RoleWorker, Count: "1"}

@@ -51,7 +51,7 @@ func TestTenantPage(t *testing.T) {
 			p := tc.b.get("/ui/tenants/acme")
 			require.Equal(t, http.StatusOK, p.Code, p.Body)
 			for _, want := range []string{`data-testid="tenant-phase"`, `data-nodegroup="cp"`, `data-nodegroup="workers"`,
-				`data-machine="cp1"`, `data-machine="w1"`, `id="machines"`, `sse-connect="/ui/live/tenants/acme"`,
+				`data-machine="cp1"`, `data-machine="w1"`, `id="machines"`, `sse-connect="/ui/live/tenants/acme?seen=overview%3A`,
 				`sse-swap="overview"`, `sse-swap="nodegroups"`, `sse-swap="machines"`, `sse-swap="events"`,
 				`id="patches"`, `id="applies"`, `id="upgrades"`, `id="health"`, `id="events"`, `href="/ui/tenants/acme/machines/cp1"`,
 				`hx-get="/ui/tenants/acme/health"`, "env=dev", domain.DefaultTalosVersion, "10.0.0.21", "TenantCreated"} {

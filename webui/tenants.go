@@ -42,13 +42,14 @@ func (u *UI) tenantRows(c echo.Context) (templ.Component, error) {
 
 func (u *UI) tenantList(c echo.Context) error {
 	v := viewerOf(c)
-	rows, err := u.tenantRows(c)
+	parts, seen, err := renderFragments(c, []fragment{{Event: "tenants", Render: u.tenantRows}})
 	if err != nil {
 		if domain.ReasonOf(err) == domain.ReasonBadRequest && isHTMX(c) {
 			return render(c, http.StatusBadRequest, Flash("error", errorMessage(err)))
 		}
 		return u.fail(c, err)
 	}
+	rows := parts[0]
 	if isHTMX(c) && c.Request().Header.Get("HX-Target") == "tenant-rows" {
 		return render(c, http.StatusOK, rows)
 	}
@@ -57,7 +58,7 @@ func (u *UI) tenantList(c echo.Context) error {
 	if len(providers) > 0 {
 		form.Provider = providers[0].Metadata.Name
 	}
-	return render(c, http.StatusOK, TenantsPage(u, v, c.QueryParam("labelSelector"), rows, form, providerNames(providers)))
+	return render(c, http.StatusOK, TenantsPage(u, v, c.QueryParam("labelSelector"), seen, rows, form, providerNames(providers)))
 }
 
 func (u *UI) tenantListLive(c echo.Context) error {

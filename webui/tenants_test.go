@@ -3,6 +3,7 @@ package webui
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestDashboard(t *testing.T) {
 	admin := s.signIn("ada", "admin")
 	res := admin.get("/ui/")
 	require.Equal(t, http.StatusOK, res.Code)
-	for _, want := range []string{`sse-connect="/ui/live/dashboard"`, `sse-swap="tenants"`, `sse-swap="applies"`, `sse-swap="upgrades"`, `sse-swap="audit"`, `data-tenant="alpha"`, "POST /api/v1/auth/login"} {
+	for _, want := range []string{`sse-connect="/ui/live/dashboard?seen=tenants%3A`, `sse-swap="tenants"`, `sse-swap="applies"`, `sse-swap="upgrades"`, `sse-swap="audit"`, `data-tenant="alpha"`, "POST /api/v1/auth/login"} {
 		assert.Contains(t, res.Body, want)
 	}
 	// The audit log is for admins.
@@ -222,4 +223,31 @@ func TestDashboardShowsApplies(t *testing.T) {
 	assert.Contains(t, res.Body, `data-apply="apply-1"`)
 	assert.Contains(t, res.Body, `data-phase="Failed"`)
 	assert.Contains(t, res.Body, "3/0/0")
+}
+
+// A live stream opened with what the page was rendered with (seen=) sends
+// only what changed since: the page's buttons are not replaced on connect.
+func TestLiveSendsOnlyWhatChanged(t *testing.T) {
+	s := newUIStack(t)
+	s.createTenant("alpha", nil)
+	b := s.signIn("victor", "view")
+	page := b.get("/ui/tenants")
+	require.Equal(t, http.StatusOK, page.Code)
+	m := regexp.MustCompile(`sse-connect="(/ui/live/tenants\?seen=[^"]+)"`).FindStringSubmatch(page.Body)
+	require.NotNil(t, m, "the page opens its stream with what it shows")
+	live := strings.ReplaceAll(m[1], "&amp;", "&")
+
+	var first string
+	created := false
+	ok := b.liveEventsOpen(live, 15*time.Second, func() {
+		// Nothing was sent on connect (the page is current); now a change.
+		created = true
+		s.createTenant("beta", nil)
+	}, func(event, data string) bool {
+		first = data
+		return true
+	})
+	require.True(t, ok)
+	assert.True(t, created, "the first event came only after the change")
+	assert.Contains(t, first, `data-tenant="beta"`)
 }

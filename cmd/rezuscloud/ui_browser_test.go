@@ -505,7 +505,26 @@ func (b *tab) setValue(sel, value string) {
 func (b *tab) click(sel string) {
 	b.t.Helper()
 	b.t.Logf("[%s] click %s", b.name, sel)
-	b.run("clicking "+sel, 10*time.Second, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	// A live fragment may be swapped between finding the element and
+	// clicking it (the page's stream re-sends every fragment on connect): a
+	// click on a node that is gone is tried again on the new one, as a user
+	// would click again.
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		cancel()
+		if err == nil || attempt == 5 || !staleNode(err) {
+			b.check(err, "clicking "+sel)
+			return
+		}
+		b.t.Logf("[%s]   the element was replaced while clicking (%v); again", b.name, err)
+	}
+}
+
+// staleNode reports whether err says the element went away under the action.
+func staleNode(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node") || strings.Contains(msg, "not attached") || strings.Contains(msg, "No node with given id")
 }
 
 // clickAndLoad clicks something that loads a new document (a plain form's
