@@ -179,9 +179,7 @@ func (u *UI) applyLogLive(c echo.Context) error {
 			}
 		case <-debounce:
 			debounce = nil
-			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			_ = u.cache.WaitFor(wctx, upTo)
-			wcancel()
+			u.waitShown(ctx, upTo)
 			if !status() || !flush() {
 				return nil
 			}

@@ -107,10 +107,7 @@ func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 			}
 		case <-debounce:
 			debounce = nil
-			// The read model must include the change before it is rendered.
-			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			_ = u.cache.WaitFor(wctx, upTo)
-			wcancel()
+			u.waitShown(ctx, upTo)
 			if !send() {
 				return nil
 			}
@@ -193,4 +190,12 @@ func parseSeen(v string) map[string]string {
 		}
 	}
 	return out
+}
+
+// waitShown waits, at most 5 s, until the read model includes seq, so a
+// re-render after a change shows it.
+func (u *UI) waitShown(ctx context.Context, seq uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = u.cache.WaitFor(ctx, seq)
 }
