@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func TestApplyCreatesThenUpdates(t *testing.T) {
 	assert.Equal(t, domain.APIVersion, posted.APIVersion)
 	assert.Equal(t, "acme", posted.Metadata.Tenant, "the context's tenant fills in")
 
-	f.calls = nil
+	f.resetCalls()
 	out = tc.ok("apply", "-f", "testdata/cluster.yaml")
 	assert.Equal(t, "tenant/acme unchanged\nnodegroup/cp unchanged\nnodegroup/workers unchanged\n", out)
 	var put domain.Object
@@ -53,14 +54,14 @@ func TestApplyRetriesOneConflict(t *testing.T) {
 	tc.loginTo(srv.URL)
 	f.put("/api/v1/tenants/acme", obj("Tenant", "", "acme", tcNow, `{"talosVersion":"v1.12.0"}`, "", nil))
 
-	f.conflicts["/api/v1/tenants/acme"] = 1
+	f.conflictNext("/api/v1/tenants/acme", 1)
 	tc.stdin = "kind: Tenant\nmetadata: {name: acme}\nspec: {talosVersion: v1.13.0}\n"
 	assert.Equal(t, "tenant/acme configured\n", tc.ok("apply", "-f", "-"))
 	assert.Equal(t, []string{"GET /api/v1/tenants/acme", "PUT /api/v1/tenants/acme", "GET /api/v1/tenants/acme", "PUT /api/v1/tenants/acme"},
 		f.callLog(), "a 409 is retried once from a fresh read")
 
-	f.calls = nil
-	f.conflicts["/api/v1/tenants/acme"] = 2
+	f.resetCalls()
+	f.conflictNext("/api/v1/tenants/acme", 2)
 	tc.stdin = "kind: Tenant\nmetadata: {name: acme}\nspec: {talosVersion: v1.11.0}\n"
 	r := tc.run("apply", "-f", "-")
 	assert.Equal(t, 1, r.code)
@@ -74,14 +75,13 @@ func TestApplyCreateRace(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
-	first := true
-	f.routes["POST /api/v1/tenants"] = func(w http.ResponseWriter, r *http.Request) {
-		if first {
-			first = false
+	var answered atomic.Bool // handlers may run on different connections
+	f.handle("POST /api/v1/tenants", func(w http.ResponseWriter, r *http.Request) {
+		if answered.CompareAndSwap(false, true) {
 			f.put("/api/v1/tenants/acme", obj("Tenant", "", "acme", tcNow, `{}`, "", nil))
 			writeStatus(w, domain.NewAlreadyExists("Tenant", "acme"))
 		}
-	}
+	})
 	tc.stdin = "kind: Tenant\nmetadata: {name: acme}\nspec: {talosVersion: v1.13.0}\n"
 	assert.Equal(t, "tenant/acme configured\n", tc.ok("apply", "-f", "-"))
 	assert.Equal(t, []string{"GET /api/v1/tenants/acme", "POST /api/v1/tenants", "GET /api/v1/tenants/acme", "PUT /api/v1/tenants/acme"}, f.callLog())

@@ -23,6 +23,13 @@ type fakeAuth struct {
 	logins   []map[string]string
 }
 
+// login returns the i-th login request's body.
+func (f *fakeAuth) login(i int) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.logins[i]
+}
+
 func (f *fakeAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -74,7 +81,7 @@ func TestLoginWhoamiLogout(t *testing.T) {
 	out := tc.ok("login", "--server", srv.URL, "--username", "alice", "--password-stdin")
 	host := srv.Listener.Addr().String()
 	assert.Equal(t, "logged in to "+srv.URL+" as alice (edit); the session expires at 2026-05-02T00:00:00Z; context \""+host+"\"\n", out)
-	assert.Equal(t, map[string]string{"username": "alice", "password": "correct horse battery"}, fa.logins[1])
+	assert.Equal(t, map[string]string{"username": "alice", "password": "correct horse battery"}, fa.login(1))
 
 	cfg, err := loadConfig(tc.config)
 	require.NoError(t, err)
@@ -87,7 +94,9 @@ func TestLoginWhoamiLogout(t *testing.T) {
 	assert.Equal(t, "logged out of "+srv.URL+" (context \""+host+"\")\n", tc.ok("logout"))
 	cfg, _ = loadConfig(tc.config)
 	assert.Empty(t, cfg.context(host).Token, "the token is gone locally")
+	fa.mu.Lock()
 	assert.Empty(t, fa.sessions, "and revoked on the server")
+	fa.mu.Unlock()
 	r = tc.run("whoami")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "Unauthorized")

@@ -12,15 +12,15 @@ import (
 
 func TestCredentials(t *testing.T) {
 	f, srv := newFakeAPI(t)
-	f.routes["GET /api/v1/tenants/acme/kubeconfig"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /api/v1/tenants/acme/kubeconfig", func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write([]byte("apiVersion: v1\nkind: Config\n"))
-	}
-	f.routes["GET /api/v1/tenants/acme/talosconfig"] = func(w http.ResponseWriter, r *http.Request) {
+	})
+	f.handle("GET /api/v1/tenants/acme/talosconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"talosconfig":"context: acme\n"}`))
-	}
+	})
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
 	dir := t.TempDir()

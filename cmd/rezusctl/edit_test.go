@@ -38,9 +38,9 @@ func TestEdit(t *testing.T) {
 	assert.Equal(t, "1", put.Metadata.ResourceVersion, "saved at the version read")
 
 	// A rejected edit keeps the file and says where it is.
-	f.routes["PUT /api/v1/tenants/acme/nodegroups/workers"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("PUT /api/v1/tenants/acme/nodegroups/workers", func(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, domain.NewInvalid("NodeGroup", "workers", []domain.Cause{{Field: "spec.count", Message: "must be between 0 and 1000, got -1"}}))
-	}
+	})
 	tc.env["EDITOR"] = editorScript(t, "s/count: 4/count: -1/")
 	r := tc.run("edit", "ng", "workers")
 	assert.Equal(t, 1, r.code)

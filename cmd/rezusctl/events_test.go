@@ -18,11 +18,9 @@ const eventItemJSON = `{"seq":%d,"subject":"rezus.evt.nodegroup.acme.workers","t
 
 func TestEvents(t *testing.T) {
 	f, srv := newFakeAPI(t)
-	var queries []string
-	f.routes["GET /api/v1/events"] = func(w http.ResponseWriter, r *http.Request) {
-		queries = append(queries, r.URL.RawQuery)
+	f.handle("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"kind":"EventList","metadata":{},"items":[`+eventItemJSON+`,`+eventItemJSON+`]}`, 4, "NodeGroupCreated", 1, 5, "NodeGroupScaled", 2)
-	}
+	})
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
 	assert.Equal(t, ""+
@@ -30,10 +28,10 @@ func TestEvents(t *testing.T) {
 		"4     2026-05-01T11:01:00Z   alice   NodeGroupCreated   nodegroup/acme/workers\n"+
 		"5     2026-05-01T11:02:00Z   alice   NodeGroupScaled    nodegroup/acme/workers\n",
 		tc.ok("events", "--kind", "ng", "-t", "acme", "--name", "workers", "--since", "90m"))
-	assert.Equal(t, "kind=NodeGroup&name=workers&since=2026-05-01T10%3A30%3A00Z&tenant=acme", queries[0], "kinds are sent by Kind; durations become times")
+	assert.Equal(t, "kind=NodeGroup&name=workers&since=2026-05-01T10%3A30%3A00Z&tenant=acme", f.queriesOf("GET /api/v1/events")[0], "kinds are sent by Kind; durations become times")
 
 	out := tc.ok("events", "--since", "3", "-o", "yaml")
-	assert.Equal(t, "since=3", queries[1])
+	assert.Equal(t, "since=3", f.queriesOf("GET /api/v1/events")[1])
 	assert.Contains(t, out, "seq: 4\n")
 	assert.Contains(t, out, "---\nseq: 5\n")
 
@@ -101,13 +99,11 @@ func countLines(s string) int {
 
 func TestAudit(t *testing.T) {
 	f, srv := newFakeAPI(t)
-	var query string
-	f.routes["GET /api/v1/audit"] = func(w http.ResponseWriter, r *http.Request) {
-		query = r.URL.RawQuery
+	f.handle("GET /api/v1/audit", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"kind":"AuditRecordList","metadata":{"continue":"2"},"items":[
 			{"seq":1,"time":"2026-05-01T11:00:00Z","actor":"alice","role":"edit","method":"POST","path":"/api/v1/tenants","kind":"Tenant","name":"acme","code":201},
 			{"seq":2,"time":"2026-05-01T11:01:00Z","actor":"bob","role":"view","method":"GET","path":"/api/v1/tenants/acme/kubeconfig","kind":"Kubeconfig","tenant":"acme","code":403}]}`)
-	}
+	})
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
 	assert.Equal(t, ""+
@@ -115,9 +111,9 @@ func TestAudit(t *testing.T) {
 		"2026-05-01T11:00:00Z   alice   edit   POST     /api/v1/tenants                   201\n"+
 		"2026-05-01T11:01:00Z   bob     view   GET      /api/v1/tenants/acme/kubeconfig   403\n",
 		tc.ok("audit", "--actor", "alice", "--kind", "tenant", "-t", "acme", "--limit", "2", "--until", "1h"))
-	assert.Equal(t, "actor=alice&kind=Tenant&limit=2&tenant=acme&until=2026-05-01T11%3A00%3A00Z", query, "--limit reads one page")
+	assert.Equal(t, "actor=alice&kind=Tenant&limit=2&tenant=acme&until=2026-05-01T11%3A00%3A00Z", f.queriesOf("GET /api/v1/audit")[0], "--limit reads one page")
 
-	delete(f.routes, "GET /api/v1/audit")
+	f.handle("GET /api/v1/audit", nil)
 	r := tc.run("audit")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "NotFound")

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,10 +42,15 @@ func TestGetScopes(t *testing.T) {
 
 // Big lists are read page by page with limit and continue.
 func TestGetPaginates(t *testing.T) {
-	var queries []string
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
+		mu.Lock()
 		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
 		start := 0
 		if c := q.Get("continue"); c != "" {
 			fmt.Sscanf(c, "after-%d", &start)
@@ -67,7 +73,7 @@ func TestGetPaginates(t *testing.T) {
 		"labelSelector=env%3Dprod&limit=2",
 		"continue=after-2&labelSelector=env%3Dprod&limit=2",
 		"continue=after-4&labelSelector=env%3Dprod&limit=2",
-	}, queries)
+	}, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), queries...) }())
 	out := tc.ok("get", "tn", "--chunk-size", "2", "-o", "yaml")
 	assert.Contains(t, out, "kind: TenantList\nmetadata:\n  resourceVersion: \"100\"\n", "the list is at the first page's version")
 	assert.Equal(t, 5, strings.Count(out, "- kind: Tenant"))
@@ -85,7 +91,7 @@ func TestDescribe(t *testing.T) {
 	// The events endpoint is missing (an older server): describe still works.
 	golden(t, "describe.noevents", tc.ok("describe", "mc", "cp-0"))
 
-	f.routes["GET /api/v1/events"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		assert.Equal(t, []string{"Machine", "acme", "cp-0"}, []string{q.Get("kind"), q.Get("tenant"), q.Get("name")})
 		if r.URL.Query().Get("continue") == "" {
@@ -95,7 +101,7 @@ func TestDescribe(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"kind":"EventList","metadata":{},"items":[
 			{"seq":9,"type":"MachineStatusUpdated","action":"Updated","actor":"system:status","time":"2026-05-01T11:55:00.123Z","object":{"kind":"Machine","metadata":{"name":"cp-0","tenant":"acme"}}}]}`)
-	}
+	})
 	golden(t, "describe.events", tc.ok("describe", "machine", "cp-0", "-t", "acme"))
 
 	r := tc.run("describe", "mc", "nope")
@@ -116,34 +122,32 @@ func TestDelete(t *testing.T) {
 	assert.Contains(t, r.stderr, "NotFound")
 
 	// 202: held by finalizers. --wait watches from the answered version until DELETED.
-	var watchQuery string
-	f.routes["DELETE /api/v1/tenants/acme"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("DELETE /api/v1/tenants/acme", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		fmt.Fprint(w, `{"kind":"Tenant","metadata":{"name":"acme","resourceVersion":"20","finalizers":["rezuscloud.io/infra"],"deletionTimestamp":"2026-05-01T12:00:00Z"}}`)
-	}
-	f.routes["GET /api/v1/tenants/acme"] = func(w http.ResponseWriter, r *http.Request) {
+	})
+	f.handle("GET /api/v1/tenants/acme", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"kind":"Tenant","metadata":{"name":"acme","resourceVersion":"20"}}`)
-	}
-	f.routes["GET /api/v1/tenants"] = func(w http.ResponseWriter, r *http.Request) {
-		watchQuery = r.URL.RawQuery
+	})
+	f.handle("GET /api/v1/tenants", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, sseFrame(21, "DELETED", `{"kind":"Tenant","metadata":{"name":"other"}}`))
 		fmt.Fprint(w, sseFrame(22, "MODIFIED", `{"kind":"Tenant","metadata":{"name":"acme"}}`))
 		fmt.Fprint(w, sseFrame(23, "DELETED", `{"kind":"Tenant","metadata":{"name":"acme"}}`))
-	}
+	})
 	assert.Equal(t, "tenant/acme deletion requested; waiting for finalizers rezuscloud.io/infra\n", tc.ok("delete", "tenant", "acme"))
 	r = tc.run("delete", "tenant", "acme", "--wait")
 	assert.Equal(t, 0, r.code, r.stderr)
 	assert.Equal(t, "tenant/acme deleted\n", r.stdout)
 	assert.Equal(t, "tenant/acme deletion requested; waiting for finalizers rezuscloud.io/infra\n", r.stderr)
-	assert.Equal(t, "resourceVersion=20&watch=true", watchQuery)
+	assert.Equal(t, "resourceVersion=20&watch=true", f.queriesOf("GET /api/v1/tenants")[0])
 
 	// Never deleted: --timeout ends the wait.
-	f.routes["GET /api/v1/tenants"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /api/v1/tenants", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}
+	})
 	r = tc.run("delete", "tenant", "acme", "--wait", "--timeout", "50ms")
 	assert.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, `timed out after 50ms waiting for tenant "acme" to be deleted`)

@@ -45,13 +45,11 @@ func sampleHealth() domain.TenantHealth {
 
 func TestHealthCommand(t *testing.T) {
 	f, srv := newFakeAPI(t)
-	var queries []string
-	f.routes["GET /api/v1/tenants/acme/health"] = func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /api/v1/tenants/acme/health", func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
-		queries = append(queries, r.URL.RawQuery)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(sampleHealth())
-	}
+	})
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
 
@@ -61,7 +59,7 @@ func TestHealthCommand(t *testing.T) {
 		})
 	}
 	tc.ok("health", "--refresh") // the context's tenant
-	assert.Equal(t, []string{"", "", "", "refresh=true"}, queries)
+	assert.Equal(t, []string{"", "", "", "refresh=true"}, f.queriesOf("GET /api/v1/tenants/acme/health"))
 
 	r := tc.run("health", "nope")
 	assert.Equal(t, 1, r.code)

@@ -132,10 +132,16 @@ func (tc *testCLI) start(args ...string) (stdout, stderr *syncBuffer, stop func(
 // fakeAPI is an in-memory stand-in for the REST API, for unit tests of the
 // client side: it keeps objects by item path, answers the verbs with the
 // server's status codes, and records every call.
+//
+// The server's handler goroutines and the test goroutine both touch its
+// state, and the race detector sees no ordering through the socket between a
+// request served and the test's next line. So every field is read and written
+// only under mu, through the methods below; tests never touch the maps.
 type fakeAPI struct {
 	mu      sync.Mutex
 	calls   []string
-	bodies  map[string][]byte // last body per "METHOD path"
+	bodies  map[string][]byte   // last body per "METHOD path"
+	queries map[string][]string // raw query of every request per "METHOD path"
 	objects map[string]*domain.Object
 	seq     int
 	// conflicts makes the next n PUTs of a path answer 409 (a concurrent writer).
@@ -145,10 +151,23 @@ type fakeAPI struct {
 }
 
 func newFakeAPI(t *testing.T) (*fakeAPI, *httptest.Server) {
-	f := &fakeAPI{bodies: map[string][]byte{}, objects: map[string]*domain.Object{}, conflicts: map[string]int{}, routes: map[string]http.HandlerFunc{}}
+	f := &fakeAPI{bodies: map[string][]byte{}, queries: map[string][]string{}, objects: map[string]*domain.Object{},
+		conflicts: map[string]int{}, routes: map[string]http.HandlerFunc{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv
+}
+
+// handle serves "METHOD path" with h instead of the fake's store; a nil h
+// gives the route back to the store.
+func (f *fakeAPI) handle(key string, h http.HandlerFunc) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if h == nil {
+		delete(f.routes, key)
+		return
+	}
+	f.routes[key] = h
 }
 
 func (f *fakeAPI) callLog() []string {
@@ -157,10 +176,31 @@ func (f *fakeAPI) callLog() []string {
 	return append([]string(nil), f.calls...)
 }
 
+// resetCalls forgets the calls recorded so far.
+func (f *fakeAPI) resetCalls() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = nil
+}
+
 func (f *fakeAPI) body(key string) []byte {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.bodies[key]
+}
+
+// queriesOf returns the raw query of every request to "METHOD path", in order.
+func (f *fakeAPI) queriesOf(key string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.queries[key]...)
+}
+
+// conflictNext makes the next n PUTs of path answer 409.
+func (f *fakeAPI) conflictNext(path string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conflicts[path] = n
 }
 
 func (f *fakeAPI) put(path string, o *domain.Object) {
@@ -169,6 +209,14 @@ func (f *fakeAPI) put(path string, o *domain.Object) {
 	f.seq++
 	o.Metadata.ResourceVersion = strconv.Itoa(f.seq)
 	f.objects[path] = o
+}
+
+// modify changes the stored object at path in place (a controller's write
+// that does not bump the version).
+func (f *fakeAPI) modify(path string, change func(*domain.Object)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	change(f.objects[path])
 }
 
 func writeStatus(w http.ResponseWriter, err *domain.Error) {
@@ -184,6 +232,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.calls = append(f.calls, key)
 	f.bodies[key] = body
+	f.queries[key] = append(f.queries[key], r.URL.RawQuery)
 	route := f.routes[key]
 	f.mu.Unlock()
 	if route != nil {

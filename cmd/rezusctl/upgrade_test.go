@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -35,26 +36,23 @@ func step(name, role, phase, errText string) string {
 }
 
 // upgradeWatch serves the watch of acme's upgrades: the frames, then waits.
-func upgradeWatch(t *testing.T, f *fakeAPI, frames ...string) *[]string {
-	var queries []string
-	f.routes["GET /api/v1/tenants/acme/upgrades"] = func(w http.ResponseWriter, r *http.Request) {
-		queries = append(queries, r.URL.RawQuery)
-		require.Equal(t, "true", r.URL.Query().Get("watch"))
+func upgradeWatch(t *testing.T, f *fakeAPI, frames ...string) {
+	f.handle("GET /api/v1/tenants/acme/upgrades", func(w http.ResponseWriter, r *http.Request) {
+		assert.Equal(t, "true", r.URL.Query().Get("watch"))
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, fr := range frames {
 			fmt.Fprint(w, fr)
 		}
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}
-	return &queries
+	})
 }
 
 func TestUpgradeCommandFollowsMachineByMachine(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
-	queries := upgradeWatch(t, f,
+	upgradeWatch(t, f,
 		sseFrame(2, "MODIFIED", upgradeJSON(2, upgradeStatus("Running", "", step("cp-1", "controlplane", "Pending", ""), step("w-1", "worker", "Pending", "")))),
 		sseFrame(3, "ADDED", `{"kind":"Upgrade","metadata":{"name":"other"}}`),
 		sseFrame(4, "MODIFIED", upgradeJSON(4, upgradeStatus("Running", "", step("cp-1", "controlplane", "Upgrading", ""), step("w-1", "worker", "Pending", "")))),
@@ -77,7 +75,7 @@ Succeeded: 2 of 2 machines on v1.13.0
 	require.NoError(t, json.Unmarshal(f.body("POST /api/v1/tenants/acme/upgrades"), &sent))
 	require.Equal(t, "Upgrade", sent.Kind)
 	require.JSONEq(t, `{"talosVersion":"v1.13.0","nodeGroups":["cp","workers"],"maxParallelism":1}`, string(sent.Spec))
-	require.Equal(t, []string{"resourceVersion=1&watch=true"}, *queries, "the watch starts at the created version")
+	require.Equal(t, []string{"resourceVersion=1&watch=true"}, f.queriesOf("GET /api/v1/tenants/acme/upgrades"), "the watch starts at the created version")
 }
 
 func TestUpgradeCommandFailedRun(t *testing.T) {
