@@ -1,0 +1,38 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// Get returns the object at ref decoded as T (a kind's type such as
+// domain.Machine); ok is false when the read model has no such object.
+func Get[T any](c *Cache, ref domain.Ref) (v *T, ok bool, err error) {
+	raw, found := c.Get(ref)
+	if !found {
+		return nil, false, nil
+	}
+	v = new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, false, fmt.Errorf("decoding %s: %w", ref, err)
+	}
+	return v, true, nil
+}
+
+// List returns the objects of kind that opts select, each decoded once as T,
+// in key order. Paging options apply as in Cache.List.
+func List[T any](c *Cache, kind *domain.KindInfo, opts ListOptions) ([]T, error) {
+	res, err := c.List(kind.Kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(res.Items))
+	for i, raw := range res.Items {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, fmt.Errorf("decoding %s %s: %w", kind.Kind, res.Keys[i], err)
+		}
+	}
+	return out, nil
+}
