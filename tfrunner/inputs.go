@@ -9,6 +9,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
 
@@ -21,20 +22,16 @@ type runInputs struct {
 
 // inputs gathers what Generate needs: the tenant's node groups with their
 // machines' rendered configs, and the providers they name.
-func (w *Worker) inputs(ctx context.Context, tenant string, tobj *domain.Object) (GenerateInput, runInputs, error) {
-	t, err := decodeAs[domain.Tenant](tobj)
+func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (GenerateInput, runInputs, error) {
+	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return GenerateInput{}, runInputs{}, err
 	}
-	groups, err := listAs[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind.Kind, tenant)
+	patches, err := projections.List[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return GenerateInput{}, runInputs{}, err
 	}
-	patches, err := listAs[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind.Kind, tenant)
-	if err != nil {
-		return GenerateInput{}, runInputs{}, err
-	}
-	machines, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return GenerateInput{}, runInputs{}, err
 	}
@@ -124,16 +121,19 @@ func firstControlPlaneAddress(ms []domain.Machine) string {
 }
 
 func (w *Worker) provider(name string) (*domain.Provider, error) {
-	o, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.ProviderKind.Kind, Name: name})
+	p, ok, err := projections.Get[domain.Provider](w.cfg.Cache, domain.ObjectRef(domain.ProviderKind, "", name))
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, domain.NewNotFound(domain.ProviderKind.Kind, name)
 	}
-	return decodeAs[domain.Provider](o)
+	return p, nil
 }
 
 // providerEnv is the credentials of the providers the tenant's node groups name.
 func (w *Worker) providerEnv(ctx context.Context, tenant string) ([]string, error) {
-	groups, err := listAs[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind.Kind, tenant)
+	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return nil, err
 	}

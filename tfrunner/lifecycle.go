@@ -8,6 +8,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // forget drops what a tenant that is gone left behind.
@@ -21,12 +22,12 @@ func (w *Worker) forget(ctx context.Context, tenant string) {
 // finishDestroy removes the tenant's machines, state and work dir, and then
 // its infrastructure finalizer, so the tenant finalizer can delete it.
 func (w *Worker) finishDestroy(ctx context.Context, tenant string) {
-	ms, _ := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	ms, _ := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	for _, m := range ms {
-		w.deleteObject(ctx, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: m.Metadata.Name})
+		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 	}
 	w.forget(ctx, tenant)
-	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}
+	ref := domain.TenantRef(tenant)
 	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {
 		if state == nil || !slices.Contains(state.Metadata.Finalizers, InfraFinalizer) {
 			return nil, nil
@@ -44,7 +45,7 @@ func (w *Worker) finishDestroy(ctx context.Context, tenant string) {
 // ensureFinalizer puts the infrastructure finalizer on a tenant before its
 // first apply, so deleting the tenant waits for `tofu destroy`.
 func (w *Worker) ensureFinalizer(ctx context.Context, tenant string) error {
-	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}
+	ref := domain.TenantRef(tenant)
 	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
 		if state == nil {
 			return nil, domain.NewNotFound(domain.TenantKind.Kind, tenant)

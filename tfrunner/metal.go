@@ -17,6 +17,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
 
@@ -167,7 +168,7 @@ func metalControlPlaneAddress(groups []domain.NodeGroup, providers map[string]*d
 
 // applyMetal builds a tenant's metal groups through the Talos API.
 func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
-	machines, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		if err := w.cfg.Metal.Reset(ctx, in.bundle, m.Spec.Address); err != nil {
 			logw.Printf("resetting %s: %v (forgetting it anyway)", m.Metadata.Name, err)
 		}
-		w.deleteObject(ctx, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: m.Metadata.Name})
+		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 	}
 	for i := range targets {
 		tg := &targets[i]
@@ -215,7 +216,7 @@ type metalInputs struct {
 }
 
 func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain.Tenant, tg *metalTarget, in metalInputs, logw *LogWriter) error {
-	ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: tg.name}
+	ref := domain.ObjectRef(domain.MachineKind, tenant, tg.name)
 	spec := domain.MachineSpec{NodeGroup: tg.ng.Metadata.Name, Role: tg.ng.Spec.Role, Address: tg.address,
 		ProviderID: "metal://" + tg.address, Shape: "metal", Hostname: tg.hostname}
 	if tg.registered {
@@ -242,12 +243,11 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 	}
 	sum := sha256.Sum256(cfg)
 	hash := hex.EncodeToString(sum[:])
-	cur, exists := w.cfg.Cache.GetObject(ref)
-	var current *domain.Machine
+	current, exists, err := projections.Get[domain.Machine](w.cfg.Cache, ref)
+	if err != nil {
+		return err
+	}
 	if exists {
-		if current, err = decodeAs[domain.Machine](cur); err != nil {
-			return err
-		}
 		if current.Metadata.Annotations[ConfigHashAnnotation] == hash && current.Spec == spec {
 			return nil
 		}
@@ -306,12 +306,8 @@ func (w *Worker) writeMachineStatus(ctx context.Context, ref domain.Ref, mutate 
 // answers over mTLS, and records that in the tenant's Bootstrapped condition,
 // so it is done once per cluster.
 func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) error {
-	o, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
-	if !ok {
-		return nil
-	}
-	t, err := decodeAs[domain.Tenant](o)
-	if err != nil {
+	t, ok, err := projections.Get[domain.Tenant](w.cfg.Cache, domain.TenantRef(tenant))
+	if err != nil || !ok {
 		return err
 	}
 	for _, c := range t.Status.Conditions {
@@ -319,7 +315,7 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 			return nil
 		}
 	}
-	ms, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	ms, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -359,7 +355,7 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 // resetMetal resets every metal machine of a deleted tenant (best effort: a
 // machine that is gone cannot be reset, and must not keep the tenant).
 func (w *Worker) resetMetal(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) {
-	ms, _ := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	ms, _ := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	for _, m := range ms {
 		if m.Metadata.Labels[ManagedByLabel] != managedByMetal {
 			continue

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 var errTimeout = errors.New("the apply took longer than its timeout")
@@ -35,45 +36,39 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	ctx, cancel := context.WithTimeoutCause(ctx, w.cfg.Timeout, errTimeout)
 	defer cancel()
 	log := w.cfg.Log.With("tenant", tenant)
-	obj, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
-	if !ok {
-		// Gone without a destroy: it never had infrastructure (the finalizer
-		// is added before the first apply). Drop what may be left.
+	t, ok, err := projections.Get[domain.Tenant](w.cfg.Cache, domain.TenantRef(tenant))
+	if err != nil {
+		log.Warn("apply worker: reading the tenant", "err", err)
+		return false
+	}
+	facts := runFacts{Exists: ok, Attempt: attempt, Sources: entry.Sources}
+	if ok {
+		facts.Terminating = t.Metadata.DeletionTimestamp != nil
+		facts.HasFinalizer = slices.Contains(t.Metadata.Finalizers, InfraFinalizer)
+		facts.HasNodeGroups = w.hasNodeGroups(tenant)
+		facts.UpgradeActive = !facts.Terminating && w.cfg.Upgrades != nil && w.cfg.Upgrades.ActiveUpgrade(tenant)
+		facts.Generation = t.Metadata.Generation
+	}
+	d := decideRun(facts)
+	switch d.Action {
+	case runForget:
 		w.forget(ctx, tenant)
 		return true
-	}
-	destroy := obj.Terminating()
-	if destroy && !slices.Contains(obj.Metadata.Finalizers, InfraFinalizer) {
+	case runNothing:
 		return true
-	}
-	if !destroy && !slices.Contains(obj.Metadata.Finalizers, InfraFinalizer) && !w.hasNodeGroups(tenant) {
-		// Never applied and nothing to build: no infrastructure, nothing to record.
-		return true
-	}
-	if !destroy && w.cfg.Upgrades != nil && w.cfg.Upgrades.ActiveUpgrade(tenant) {
-		log.Info("apply worker: an upgrade of the tenant is running; the apply waits for it")
+	case runDefer:
+		log.Info("apply worker: " + d.Reason)
 		w.mu.Lock()
 		run.deferred = true
 		w.mu.Unlock()
 		return false
-	}
-	if !destroy {
+	case runApply:
 		if err := w.ensureFinalizer(ctx, tenant); err != nil {
 			log.Warn("apply worker: adding the infrastructure finalizer", "err", err)
 			return false
 		}
 	}
-
-	spec := domain.ApplySpec{Operation: domain.OperationApply, Trigger: domain.TriggerChange,
-		Generation: obj.Metadata.Generation, Sources: entry.Sources}
-	switch {
-	case destroy:
-		spec.Operation, spec.Trigger = domain.OperationDestroy, domain.TriggerDelete
-	case attempt > 1:
-		spec.Trigger = domain.TriggerRetry
-	case len(entry.Sources) == 1 && entry.Sources[0] == "resync":
-		spec.Trigger = domain.TriggerResync
-	}
+	destroy, spec := d.Action == runDestroy, d.Spec
 	name, err := w.createApply(ctx, tenant, spec)
 	if err != nil {
 		log.Warn("apply worker: recording the apply", "err", err)
@@ -112,7 +107,7 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	if destroy {
 		res, err = w.destroy(ctx, tenant, name, logw, setPhase)
 	} else {
-		res, err = w.apply(ctx, tenant, name, obj, logw, setPhase)
+		res, err = w.apply(ctx, tenant, name, t, logw, setPhase)
 	}
 	end := w.cfg.Now().UTC()
 	statusMu.Lock()
@@ -187,9 +182,9 @@ type runResult struct {
 
 // apply renders, generates and applies the tenant's infrastructure, then
 // projects the resulting state into Machine objects.
-func (w *Worker) apply(ctx context.Context, tenant, name string, tobj *domain.Object, logw *LogWriter, setPhase func(string)) (runResult, error) {
+func (w *Worker) apply(ctx context.Context, tenant, name string, t *domain.Tenant, logw *LogWriter, setPhase func(string)) (runResult, error) {
 	var res runResult
-	in, extra, err := w.inputs(ctx, tenant, tobj)
+	in, extra, err := w.inputs(ctx, tenant, t)
 	if err != nil {
 		return res, err
 	}
@@ -323,13 +318,12 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 		logw.Printf("the state holds no resources: nothing to destroy")
 		return res, nil
 	}
-	tobj, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
-	if !ok {
-		return res, fmt.Errorf("tenant %s is gone", tenant)
-	}
-	t, err := decodeAs[domain.Tenant](tobj)
+	t, ok, err := projections.Get[domain.Tenant](w.cfg.Cache, domain.TenantRef(tenant))
 	if err != nil {
 		return res, err
+	}
+	if !ok {
+		return res, fmt.Errorf("tenant %s is gone", tenant)
 	}
 	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
 	for _, n := range names {

@@ -21,7 +21,7 @@ func (w *Worker) createApply(ctx context.Context, tenant string, spec domain.App
 	}
 	for i := 0; ; i++ {
 		name := spec.Operation + "-" + strconv.FormatInt(w.cfg.Now().UnixMilli()+int64(i), 10)
-		ref := domain.Ref{Kind: domain.ApplyKind.Kind, Tenant: tenant, Name: name}
+		ref := domain.ObjectRef(domain.ApplyKind, tenant, name)
 		_, err := w.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(),
 			NewUID: newUID(), Object: &domain.Object{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant}, Spec: raw}},
 			eventstore.UpdateOptions{})
@@ -32,43 +32,38 @@ func (w *Worker) createApply(ctx context.Context, tenant string, spec domain.App
 	}
 }
 
+// statusWriter is how the worker writes statuses: as WorkerActor (so its own
+// writes queue nothing), deciding on the read model first.
+func (w *Worker) statusWriter() eventstore.StatusWriter {
+	return eventstore.StatusWriter{Store: w.cfg.Store, Actor: WorkerActor, Now: w.cfg.Now, Hint: w.cfg.Cache}
+}
+
+// writeApplyStatus records an apply's status as the run sees it; the run is
+// its only writer, so the whole status is replaced.
 func (w *Worker) writeApplyStatus(ctx context.Context, tenant, name string, st domain.ApplyStatus) {
-	raw, err := json.Marshal(st)
-	if err != nil {
-		return
-	}
-	ref := domain.Ref{Kind: domain.ApplyKind.Kind, Tenant: tenant, Name: name}
-	if _, err := w.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(),
-		Object: &domain.Object{Status: raw}}, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}); err != nil && !domain.IsNotFound(err) {
+	_, err := eventstore.UpdateStatus(ctx, w.statusWriter(), domain.ObjectRef(domain.ApplyKind, tenant, name),
+		func(_ *domain.Object, s *domain.ApplyStatus) (bool, error) {
+			*s = st
+			return true, nil
+		})
+	if err != nil && !domain.IsNotFound(err) {
 		w.cfg.Log.Warn("apply worker: writing apply status", "tenant", tenant, "apply", name, "err", err)
 	}
 }
 
 // updateTenantStatus rewrites the tenant's status through mutate.
 func (w *Worker) updateTenantStatus(ctx context.Context, tenant string, mutate func(s *domain.TenantStatus, generation int64)) {
-	updateStatus(ctx, w, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}, mutate)
+	updateStatus(ctx, w, domain.TenantRef(tenant), mutate)
 }
 
 // updateStatus rewrites an object's status (of type S) through mutate, which
-// also gets the object's generation; a missing object is left alone.
+// also gets the object's generation; a missing object is left alone (a run
+// outliving what it reports on is no error), other failures are logged: a
+// status is rewritten by the next run.
 func updateStatus[S any](ctx context.Context, w *Worker, ref domain.Ref, mutate func(s *S, generation int64)) {
-	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, nil
-		}
-		var s S
-		if len(state.Status) > 0 {
-			if err := json.Unmarshal(state.Status, &s); err != nil {
-				return nil, err
-			}
-		}
-		mutate(&s, state.Metadata.Generation)
-		raw, err := json.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(),
-			Object: &domain.Object{Status: raw}})
+	_, err := eventstore.UpdateStatus(ctx, w.statusWriter(), ref, func(obj *domain.Object, s *S) (bool, error) {
+		mutate(s, obj.Metadata.Generation)
+		return true, nil
 	})
 	if err != nil && !domain.IsNotFound(err) {
 		w.cfg.Log.Warn("apply worker: writing status", "object", ref.String(), "err", err)
@@ -92,7 +87,7 @@ func setCondition(s *domain.TenantStatus, c domain.Condition, now time.Time) {
 
 func (w *Worker) machineCounts(tenant string) domain.MachineCounts {
 	var c domain.MachineCounts
-	ms, _ := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	ms, _ := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	for _, m := range ms {
 		c.Total++
 		if m.Status.Ready {
@@ -109,7 +104,7 @@ func (w *Worker) machineCounts(tenant string) domain.MachineCounts {
 
 // prune keeps the newest KeepApplies finished applies of a tenant (and their logs).
 func (w *Worker) prune(ctx context.Context, tenant string) {
-	as, err := listAs[domain.Apply](w.cfg.Cache, domain.ApplyKind.Kind, tenant)
+	as, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return
 	}
@@ -126,7 +121,7 @@ func (w *Worker) prune(ctx context.Context, tenant string) {
 		return done[i].Metadata.CreationTimestamp.Before(*done[j].Metadata.CreationTimestamp)
 	})
 	for _, a := range done[:len(done)-w.cfg.KeepApplies] {
-		w.deleteObject(ctx, domain.Ref{Kind: domain.ApplyKind.Kind, Tenant: tenant, Name: a.Metadata.Name})
+		w.deleteObject(ctx, domain.ObjectRef(domain.ApplyKind, tenant, a.Metadata.Name))
 		if err := w.cfg.Logs.Delete(ctx, tenant, a.Metadata.Name); err != nil {
 			w.cfg.Log.Warn("apply worker: deleting an old log", "tenant", tenant, "apply", a.Metadata.Name, "err", err)
 		}
@@ -139,34 +134,6 @@ func (w *Worker) deleteObject(ctx context.Context, ref domain.Ref) {
 	if err != nil && !domain.IsNotFound(err) {
 		w.cfg.Log.Warn("apply worker: deleting", "object", ref.String(), "err", err)
 	}
-}
-
-func decodeAs[T any](o *domain.Object) (*T, error) {
-	raw, err := json.Marshal(o)
-	if err != nil {
-		return nil, err
-	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
-}
-
-func listAs[T any](cache *projections.Cache, kind, tenant string) ([]T, error) {
-	res, err := cache.List(kind, projections.ListOptions{Tenant: tenant})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]T, 0, len(res.Items))
-	for _, raw := range res.Items {
-		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 func truncate(s string, n int) string {
