@@ -3,8 +3,10 @@ package tfrunner
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
@@ -67,7 +69,7 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (G
 	for i := range machines {
 		byName[machines[i].Metadata.Name] = &machines[i]
 	}
-	sort.Slice(groups, func(i, j int) bool { return groups[i].Metadata.Name < groups[j].Metadata.Name })
+	slices.SortFunc(groups, func(a, b domain.NodeGroup) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
 	for i := range groups {
 		ng := &groups[i]
 		if ng.Metadata.DeletionTimestamp != nil {
@@ -111,13 +113,19 @@ func MachineName(nodeGroup string, idx int) string {
 // firstControlPlaneAddress is the address of the first control-plane machine
 // (by name), for tenants applied before the endpoint was recorded in status.
 func firstControlPlaneAddress(ms []domain.Machine) string {
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Metadata.Name < ms[j].Metadata.Name })
-	for _, m := range ms {
-		if m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" {
-			return m.Spec.Address
-		}
+	m, _ := firstControlPlane(ms)
+	return m.Spec.Address
+}
+
+// firstControlPlane is the first control-plane machine with an address, by
+// name (sorting ms), so every replica and every run picks the same one.
+func firstControlPlane(ms []domain.Machine) (domain.Machine, bool) {
+	slices.SortFunc(ms, func(a, b domain.Machine) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	i := slices.IndexFunc(ms, func(m domain.Machine) bool { return m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" })
+	if i < 0 {
+		return domain.Machine{}, false
 	}
-	return ""
+	return ms[i], true
 }
 
 func (w *Worker) provider(name string) (*domain.Provider, error) {
@@ -155,12 +163,7 @@ func (w *Worker) providerEnv(ctx context.Context, tenant string) ([]string, erro
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: credentials %q: %w", p.Metadata.Name, p.Spec.CredentialsRef.Name, err)
 		}
-		keys := make([]string, 0, len(vals))
-		for k := range vals {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(vals)) {
 			env = append(env, k+"="+vals[k])
 		}
 	}

@@ -4,7 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -39,7 +40,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 	for _, m := range existing {
 		current[m.Metadata.Name] = m
 	}
-	sort.Slice(observed, func(i, j int) bool { return observed[i].Name < observed[j].Name })
+	slices.SortFunc(observed, func(a, b ObservedMachine) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
 	var created, updated, deleted int
 	for _, o := range observed {

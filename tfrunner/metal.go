@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -128,7 +127,7 @@ func metalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]metalTarge
 				out = append(out, metalTarget{name: m.Metadata.Name, address: m.Spec.Address, hostname: m.Spec.Hostname, installDisk: cfg.InstallDisk, ng: ng, registered: true, obj: m})
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		slices.SortFunc(out, func(a, b metalTarget) int { return strings.Compare(a.name, b.name) })
 		if len(out) < ng.Spec.Count {
 			return nil, bad(".selector", fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
 		}
@@ -310,21 +309,17 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 	if err != nil || !ok {
 		return err
 	}
-	for _, c := range t.Status.Conditions {
-		if c.Type == BootstrappedCondition && c.Status == "True" {
-			return nil
-		}
+	if slices.ContainsFunc(t.Status.Conditions, func(c domain.Condition) bool { return c.Type == BootstrappedCondition && c.Status == "True" }) {
+		return nil
 	}
 	ms, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Metadata.Name < ms[j].Metadata.Name })
-	idx := slices.IndexFunc(ms, func(m domain.Machine) bool { return m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" })
-	if idx < 0 {
+	cp, ok := firstControlPlane(ms)
+	if !ok {
 		return nil
 	}
-	cp := ms[idx]
 	logw.Printf("bootstrapping etcd on %s (%s)", cp.Metadata.Name, cp.Spec.Address)
 	deadline := time.Now().Add(w.cfg.BootstrapWait)
 	for {

@@ -3,7 +3,7 @@ package tfrunner
 import (
 	"context"
 	"encoding/json"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,16 +73,15 @@ func updateStatus[S any](ctx context.Context, w *Worker, ref domain.Ref, mutate 
 // setCondition sets a condition, keeping its transition time unless its status changed.
 func setCondition(s *domain.TenantStatus, c domain.Condition, now time.Time) {
 	c.LastTransitionTime = now.UTC().Truncate(time.Second)
-	for i, old := range s.Conditions {
-		if old.Type == c.Type {
-			if old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-			s.Conditions[i] = c
-			return
-		}
+	i := slices.IndexFunc(s.Conditions, func(old domain.Condition) bool { return old.Type == c.Type })
+	if i < 0 {
+		s.Conditions = append(s.Conditions, c)
+		return
 	}
-	s.Conditions = append(s.Conditions, c)
+	if s.Conditions[i].Status == c.Status {
+		c.LastTransitionTime = s.Conditions[i].LastTransitionTime
+	}
+	s.Conditions[i] = c
 }
 
 func (w *Worker) machineCounts(tenant string) domain.MachineCounts {
@@ -108,17 +107,12 @@ func (w *Worker) prune(ctx context.Context, tenant string) {
 	if err != nil {
 		return
 	}
-	var done []domain.Apply
-	for _, a := range as {
-		if a.Status.Final() {
-			done = append(done, a)
-		}
-	}
+	done := slices.DeleteFunc(as, func(a domain.Apply) bool { return !a.Status.Final() })
 	if len(done) <= w.cfg.KeepApplies {
 		return
 	}
-	sort.Slice(done, func(i, j int) bool {
-		return done[i].Metadata.CreationTimestamp.Before(*done[j].Metadata.CreationTimestamp)
+	slices.SortFunc(done, func(a, b domain.Apply) int {
+		return a.Metadata.CreationTimestamp.Compare(*b.Metadata.CreationTimestamp)
 	})
 	for _, a := range done[:len(done)-w.cfg.KeepApplies] {
 		w.deleteObject(ctx, domain.ObjectRef(domain.ApplyKind, tenant, a.Metadata.Name))
