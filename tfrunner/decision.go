@@ -1,6 +1,10 @@
 package tfrunner
 
-import "github.com/rezuscloud/rezuscloud/domain"
+import (
+	"errors"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
 
 // runAction is what a run of a tenant must do.
 type runAction int
@@ -96,4 +100,33 @@ func decideRun(f runFacts) runDecision {
 	}
 	d.Spec = spec
 	return d
+}
+
+// runEnd is how a run that started ended.
+type runEnd int
+
+const (
+	endSucceeded runEnd = iota
+	// endCanceled: a user canceled it; the queued work is done with.
+	endCanceled
+	// endInterrupted: the server stopped or lost the worker lease; the tenant
+	// stays queued and the next holder runs it.
+	endInterrupted
+	// endFailed: it failed (a timeout too) and is retried with backoff.
+	endFailed
+)
+
+// endOf classifies a run from its error, its context's error and its
+// context's cause: a user's cancel and a timeout are told from the server
+// stopping by the cause the context was ended with.
+func endOf(err, ctxErr, cause error) runEnd {
+	switch {
+	case err == nil:
+		return endSucceeded
+	case errors.Is(cause, errCanceledByUser):
+		return endCanceled
+	case ctxErr != nil && !errors.Is(cause, errTimeout):
+		return endInterrupted
+	}
+	return endFailed
 }

@@ -1,7 +1,10 @@
 package tfrunner
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,6 +57,65 @@ func TestDecideRun(t *testing.T) {
 			require.Equal(t, tc.action.String(), d.Action.String())
 			require.NotEmpty(t, d.Reason)
 			require.Equal(t, tc.spec, d.Spec)
+		})
+	}
+}
+
+func TestEndOf(t *testing.T) {
+	failed := errors.New("tofu apply: exit status 1")
+	tests := []struct {
+		name               string
+		err, ctxErr, cause error
+		want               runEnd
+	}{
+		{"succeeded", nil, nil, nil, endSucceeded},
+		{"succeeded as the context ended", nil, context.Canceled, errCanceledByUser, endSucceeded},
+		{"failed", failed, nil, nil, endFailed},
+		{"canceled by a user", failed, context.Canceled, errCanceledByUser, endCanceled},
+		{"timed out: a failure, retried", failed, context.DeadlineExceeded, errTimeout, endFailed},
+		{"the server stopped", failed, context.Canceled, context.Canceled, endInterrupted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, endOf(tc.err, tc.ctxErr, tc.cause))
+		})
+	}
+}
+
+func TestTenantAfterRun(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	running := func(destroy bool) domain.TenantStatus {
+		var s domain.TenantStatus
+		tenantRunning(&s, destroy, "apply-1", 3, t0)
+		return s
+	}
+	reconciled := func(status, reason, msg string, at time.Time) []domain.Condition {
+		return []domain.Condition{{Type: "Reconciled", Status: status, Reason: reason, Message: msg, ObservedGeneration: 3, LastTransitionTime: at}}
+	}
+	tests := []struct {
+		name    string
+		destroy bool
+		end     runEnd
+		want    domain.TenantStatus
+	}{
+		{"succeeded", false, endSucceeded, domain.TenantStatus{Phase: "Ready", ObservedGeneration: 3, EndpointAddress: "10.0.0.1",
+			Conditions: reconciled("True", "ApplySucceeded", "apply apply-1 succeeded", t1)}},
+		{"canceled keeps the phase", false, endCanceled, domain.TenantStatus{Phase: "Provisioning",
+			Conditions: reconciled("False", "ApplyCanceled", "apply apply-1 was canceled", t1)}},
+		{"failed", false, endFailed, domain.TenantStatus{Phase: "Failed",
+			Conditions: reconciled("False", "ApplyFailed", "boom", t1)}},
+		{"interrupted is recorded as failed", false, endInterrupted, domain.TenantStatus{Phase: "Failed",
+			Conditions: reconciled("False", "ApplyFailed", "boom", t1)}},
+		{"a failed destroy stays deleting", true, endFailed, domain.TenantStatus{Phase: "Deleting",
+			Conditions: reconciled("False", "ApplyFailed", "boom", t1)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := running(tc.destroy)
+			require.Equal(t, "Unknown", s.Conditions[0].Status)
+			tenantAfterRun(&s, tc.end, tc.destroy, "apply-1", 3, "10.0.0.1", "boom", t1)
+			require.Equal(t, tc.want, s)
 		})
 	}
 }

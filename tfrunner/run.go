@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -80,94 +79,39 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	log = log.With("apply", name)
 
 	logw := w.cfg.Logs.Writer(ctx, tenant, name)
-	start := w.cfg.Now().UTC()
-	status := domain.ApplyStatus{Phase: domain.ApplyPlanning, StartTime: &start, Attempt: attempt, Holder: w.cfg.Holder}
-	var statusMu sync.Mutex
-	setPhase := func(phase string) {
-		statusMu.Lock()
-		defer statusMu.Unlock()
-		if status.Phase != phase {
-			status.Phase = phase
-			w.writeApplyStatus(ctx, tenant, name, status)
-		}
-	}
-	w.writeApplyStatus(ctx, tenant, name, status)
-	tenantPhase := "Provisioning"
-	if destroy {
-		tenantPhase = "Deleting"
-	}
+	rec := w.newApplyRecord(ctx, tenant, name, attempt)
 	w.updateTenantStatus(ctx, tenant, func(s *domain.TenantStatus, gen int64) {
-		s.Phase = tenantPhase
-		setCondition(s, domain.Condition{Type: "Reconciled", Status: "Unknown", Reason: "Applying",
-			Message: "apply " + name + " is running", ObservedGeneration: gen}, w.cfg.Now())
+		tenantRunning(s, destroy, name, gen, w.cfg.Now())
 	})
 	logw.Printf("%s of tenant %s (trigger %s, attempt %d) on %s", spec.Operation, tenant, spec.Trigger, attempt, w.cfg.Holder)
 
 	var res runResult
 	if destroy {
-		res, err = w.destroy(ctx, tenant, name, logw, setPhase)
+		res, err = w.destroy(ctx, tenant, name, logw, rec.phaseSetter(ctx))
 	} else {
-		res, err = w.apply(ctx, tenant, name, t, logw, setPhase)
+		res, err = w.apply(ctx, tenant, name, t, logw, rec.phaseSetter(ctx))
 	}
-	end := w.cfg.Now().UTC()
-	statusMu.Lock()
-	status.EndTime, status.Resources = &end, res.resources
-	status.TofuMilliseconds = res.tofu.Milliseconds()
-	canceled := errors.Is(context.Cause(ctx), errCanceledByUser)
-	switch {
-	case err == nil:
-		status.Phase = domain.ApplySucceeded
-		logw.Printf("%s succeeded in %s: %d added, %d changed, %d destroyed", spec.Operation,
-			end.Sub(start).Round(time.Millisecond), res.resources.Added, res.resources.Changed, res.resources.Destroyed)
-	case canceled:
-		status.Phase, status.Error = domain.ApplyCanceled, "canceled by a user"
-		logw.Printf("canceled by a user")
-	case ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTimeout):
-		status.Phase, status.Error = domain.ApplyFailed, "interrupted: the server stopped or lost the worker lease; the tenant stays queued"
-		logw.Printf("interrupted: %v", err)
-	default:
-		status.Phase, status.Error = domain.ApplyFailed, truncate(err.Error(), domain.MaxApplyErrorBytes)
-		logw.Printf("%s failed: %v", spec.Operation, err)
-	}
-	final := status
-	statusMu.Unlock()
+	end := endOf(err, ctx.Err(), context.Cause(ctx))
+	final, took := rec.finish(end, err, res, spec.Operation, logw)
 	if cerr := logw.Close(); cerr != nil {
 		log.Warn("apply worker: storing the log", "err", cerr)
 	}
 	// The run's own context may be over (canceled, timed out); the record must still be written.
 	wctx := context.WithoutCancel(ctx)
 	w.writeApplyStatus(wctx, tenant, name, final)
-	if destroy && err == nil {
+	if destroy && end == endSucceeded {
 		w.finishDestroy(wctx, tenant)
 		return true
 	}
-	w.updateTenantStatus(wctx, tenant, func(s *domain.TenantStatus, gen int64) {
-		switch {
-		case err == nil:
-			s.Phase = "Ready"
-			s.ObservedGeneration = spec.Generation
-			s.EndpointAddress = res.endpoint
-			setCondition(s, domain.Condition{Type: "Reconciled", Status: "True", Reason: "ApplySucceeded",
-				Message: "apply " + name + " succeeded", ObservedGeneration: spec.Generation}, w.cfg.Now())
-		case canceled:
-			setCondition(s, domain.Condition{Type: "Reconciled", Status: "False", Reason: "ApplyCanceled",
-				Message: "apply " + name + " was canceled", ObservedGeneration: spec.Generation}, w.cfg.Now())
-		default:
-			if destroy {
-				s.Phase = "Deleting"
-			} else {
-				s.Phase = "Failed"
-			}
-			setCondition(s, domain.Condition{Type: "Reconciled", Status: "False", Reason: "ApplyFailed",
-				Message: truncate(final.Error, 1024), ObservedGeneration: spec.Generation}, w.cfg.Now())
-		}
+	w.updateTenantStatus(wctx, tenant, func(s *domain.TenantStatus, _ int64) {
+		tenantAfterRun(s, end, destroy, name, spec.Generation, res.endpoint, final.Error, w.cfg.Now())
 		s.Machines = w.machineCounts(tenant)
 	})
 	w.prune(wctx, tenant)
 	if err != nil {
-		log.Warn("apply worker: run failed", "operation", spec.Operation, "err", err, "canceled", canceled)
+		log.Warn("apply worker: run failed", "operation", spec.Operation, "err", err, "canceled", end == endCanceled)
 	} else {
-		log.Info("apply worker: run succeeded", "operation", spec.Operation, "took", end.Sub(start).Round(time.Millisecond))
+		log.Info("apply worker: run succeeded", "operation", spec.Operation, "took", took)
 	}
 	return err == nil
 }

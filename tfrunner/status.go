@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +30,101 @@ func (w *Worker) createApply(ctx context.Context, tenant string, spec domain.App
 			continue
 		}
 		return name, err
+	}
+}
+
+// applyRecord is a run's Apply status while it runs: the run's goroutine and
+// tofu's output (through the phase setter) both move it.
+type applyRecord struct {
+	w            *Worker
+	tenant, name string
+
+	mu     sync.Mutex
+	status domain.ApplyStatus
+}
+
+// newApplyRecord starts the record of a run (phase Planning) and writes it.
+func (w *Worker) newApplyRecord(ctx context.Context, tenant, name string, attempt int) *applyRecord {
+	start := w.cfg.Now().UTC()
+	r := &applyRecord{w: w, tenant: tenant, name: name,
+		status: domain.ApplyStatus{Phase: domain.ApplyPlanning, StartTime: &start, Attempt: attempt, Holder: w.cfg.Holder}}
+	w.writeApplyStatus(ctx, tenant, name, r.status)
+	return r
+}
+
+// phaseSetter moves the record to a phase, writing it only when it changes
+// (tofu reports the start of every resource change).
+func (r *applyRecord) phaseSetter(ctx context.Context) func(string) {
+	return func(phase string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.status.Phase != phase {
+			r.status.Phase = phase
+			r.w.writeApplyStatus(ctx, r.tenant, r.name, r.status)
+		}
+	}
+}
+
+// finish completes the record with how the run ended, notes it in the run's
+// log, and returns the final status (for the caller to write) and how long
+// the run took.
+func (r *applyRecord) finish(end runEnd, err error, res runResult, operation string, logw *LogWriter) (domain.ApplyStatus, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.status
+	endTime := r.w.cfg.Now().UTC()
+	took := endTime.Sub(*st.StartTime).Round(time.Millisecond)
+	st.EndTime, st.Resources = &endTime, res.resources
+	st.TofuMilliseconds = res.tofu.Milliseconds()
+	switch end {
+	case endSucceeded:
+		st.Phase = domain.ApplySucceeded
+		logw.Printf("%s succeeded in %s: %d added, %d changed, %d destroyed", operation,
+			took, res.resources.Added, res.resources.Changed, res.resources.Destroyed)
+	case endCanceled:
+		st.Phase, st.Error = domain.ApplyCanceled, "canceled by a user"
+		logw.Printf("canceled by a user")
+	case endInterrupted:
+		st.Phase, st.Error = domain.ApplyFailed, "interrupted: the server stopped or lost the worker lease; the tenant stays queued"
+		logw.Printf("interrupted: %v", err)
+	default:
+		st.Phase, st.Error = domain.ApplyFailed, truncate(err.Error(), domain.MaxApplyErrorBytes)
+		logw.Printf("%s failed: %v", operation, err)
+	}
+	return *st, took
+}
+
+// tenantRunning is the tenant's status while a run of it goes.
+func tenantRunning(s *domain.TenantStatus, destroy bool, apply string, generation int64, now time.Time) {
+	s.Phase = "Provisioning"
+	if destroy {
+		s.Phase = "Deleting"
+	}
+	setCondition(s, domain.Condition{Type: "Reconciled", Status: "Unknown", Reason: "Applying",
+		Message: "apply " + apply + " is running", ObservedGeneration: generation}, now)
+}
+
+// tenantAfterRun is the tenant's status after a run that did not finish a
+// deletion (a successful destroy removes the tenant's finalizer instead).
+// errMsg is the failed run's recorded error.
+func tenantAfterRun(s *domain.TenantStatus, end runEnd, destroy bool, apply string, generation int64, endpoint, errMsg string, now time.Time) {
+	switch end {
+	case endSucceeded:
+		s.Phase = "Ready"
+		s.ObservedGeneration = generation
+		s.EndpointAddress = endpoint
+		setCondition(s, domain.Condition{Type: "Reconciled", Status: "True", Reason: "ApplySucceeded",
+			Message: "apply " + apply + " succeeded", ObservedGeneration: generation}, now)
+	case endCanceled:
+		setCondition(s, domain.Condition{Type: "Reconciled", Status: "False", Reason: "ApplyCanceled",
+			Message: "apply " + apply + " was canceled", ObservedGeneration: generation}, now)
+	default:
+		s.Phase = "Failed"
+		if destroy {
+			s.Phase = "Deleting"
+		}
+		setCondition(s, domain.Condition{Type: "Reconciled", Status: "False", Reason: "ApplyFailed",
+			Message: truncate(errMsg, 1024), ObservedGeneration: generation}, now)
 	}
 }
 
