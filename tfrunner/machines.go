@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // ManagedByLabel marks the machines the apply worker owns (projected from TF
@@ -22,7 +24,7 @@ const managedByValue = domain.ManagedByTofu
 // vanished ones are deleted. Status (stage, ready, version: observation) is
 // never written here. The role comes from the node group.
 func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []ObservedMachine, logw *LogWriter) error {
-	groups, err := listAs[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind.Kind, tenant)
+	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -30,7 +32,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 	for _, g := range groups {
 		roles[g.Metadata.Name] = g.Spec.Role
 	}
-	existing, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	existing, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 	for _, m := range existing {
 		current[m.Metadata.Name] = m
 	}
-	sort.Slice(observed, func(i, j int) bool { return observed[i].Name < observed[j].Name })
+	slices.SortFunc(observed, func(a, b ObservedMachine) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
 	var created, updated, deleted int
 	for _, o := range observed {
@@ -58,7 +60,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 		if err != nil {
 			return err
 		}
-		ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: o.Name}
+		ref := domain.ObjectRef(domain.MachineKind, tenant, o.Name)
 		if m, had := current[o.Name]; had {
 			if m.Spec == spec && m.Metadata.Labels[ManagedByLabel] == managedByValue {
 				continue
@@ -94,7 +96,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 		if seen[m.Metadata.Name] || m.Metadata.Labels[ManagedByLabel] != managedByValue {
 			continue
 		}
-		w.deleteObject(ctx, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: m.Metadata.Name})
+		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 		deleted++
 	}
 	logw.Printf("machines: %d created, %d updated, %d deleted, %d in state", created, updated, deleted, len(observed))

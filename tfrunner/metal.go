@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
 
@@ -127,7 +127,7 @@ func metalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]metalTarge
 				out = append(out, metalTarget{name: m.Metadata.Name, address: m.Spec.Address, hostname: m.Spec.Hostname, installDisk: cfg.InstallDisk, ng: ng, registered: true, obj: m})
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+		slices.SortFunc(out, func(a, b metalTarget) int { return strings.Compare(a.name, b.name) })
 		if len(out) < ng.Spec.Count {
 			return nil, bad(".selector", fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
 		}
@@ -167,7 +167,7 @@ func metalControlPlaneAddress(groups []domain.NodeGroup, providers map[string]*d
 
 // applyMetal builds a tenant's metal groups through the Talos API.
 func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
-	machines, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		if err := w.cfg.Metal.Reset(ctx, in.bundle, m.Spec.Address); err != nil {
 			logw.Printf("resetting %s: %v (forgetting it anyway)", m.Metadata.Name, err)
 		}
-		w.deleteObject(ctx, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: m.Metadata.Name})
+		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 	}
 	for i := range targets {
 		tg := &targets[i]
@@ -215,7 +215,7 @@ type metalInputs struct {
 }
 
 func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain.Tenant, tg *metalTarget, in metalInputs, logw *LogWriter) error {
-	ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: tg.name}
+	ref := domain.ObjectRef(domain.MachineKind, tenant, tg.name)
 	spec := domain.MachineSpec{NodeGroup: tg.ng.Metadata.Name, Role: tg.ng.Spec.Role, Address: tg.address,
 		ProviderID: "metal://" + tg.address, Shape: "metal", Hostname: tg.hostname}
 	if tg.registered {
@@ -242,12 +242,11 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 	}
 	sum := sha256.Sum256(cfg)
 	hash := hex.EncodeToString(sum[:])
-	cur, exists := w.cfg.Cache.GetObject(ref)
-	var current *domain.Machine
+	current, exists, err := projections.Get[domain.Machine](w.cfg.Cache, ref)
+	if err != nil {
+		return err
+	}
 	if exists {
-		if current, err = decodeAs[domain.Machine](cur); err != nil {
-			return err
-		}
 		if current.Metadata.Annotations[ConfigHashAnnotation] == hash && current.Spec == spec {
 			return nil
 		}
@@ -306,29 +305,21 @@ func (w *Worker) writeMachineStatus(ctx context.Context, ref domain.Ref, mutate 
 // answers over mTLS, and records that in the tenant's Bootstrapped condition,
 // so it is done once per cluster.
 func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) error {
-	o, ok := w.cfg.Cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	t, ok, err := projections.Get[domain.Tenant](w.cfg.Cache, domain.TenantRef(tenant))
+	if err != nil || !ok {
+		return err
+	}
+	if slices.ContainsFunc(t.Status.Conditions, func(c domain.Condition) bool { return c.Type == BootstrappedCondition && c.Status == "True" }) {
+		return nil
+	}
+	ms, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return err
+	}
+	cp, ok := firstControlPlane(ms)
 	if !ok {
 		return nil
 	}
-	t, err := decodeAs[domain.Tenant](o)
-	if err != nil {
-		return err
-	}
-	for _, c := range t.Status.Conditions {
-		if c.Type == BootstrappedCondition && c.Status == "True" {
-			return nil
-		}
-	}
-	ms, err := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
-	if err != nil {
-		return err
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Metadata.Name < ms[j].Metadata.Name })
-	idx := slices.IndexFunc(ms, func(m domain.Machine) bool { return m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" })
-	if idx < 0 {
-		return nil
-	}
-	cp := ms[idx]
 	logw.Printf("bootstrapping etcd on %s (%s)", cp.Metadata.Name, cp.Spec.Address)
 	deadline := time.Now().Add(w.cfg.BootstrapWait)
 	for {
@@ -359,7 +350,7 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 // resetMetal resets every metal machine of a deleted tenant (best effort: a
 // machine that is gone cannot be reset, and must not keep the tenant).
 func (w *Worker) resetMetal(ctx context.Context, tenant string, bundle *secrets.Bundle, logw *LogWriter) {
-	ms, _ := listAs[domain.Machine](w.cfg.Cache, domain.MachineKind.Kind, tenant)
+	ms, _ := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	for _, m := range ms {
 		if m.Metadata.Labels[ManagedByLabel] != managedByMetal {
 			continue

@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +25,17 @@ type Tofu struct {
 	// Grace is how long an interrupted tofu may take to stop (and release its
 	// state lock) before its process group is killed; default 30s.
 	Grace time.Duration
+	// Runner runs tofu's commands; nil runs Bin as a subprocess (the only
+	// runner outside tests, which record what tofu was asked without it).
+	Runner TofuRunner
+}
+
+// TofuRunner runs one tofu command: args in dir with exactly env (nothing
+// inherited), stdout and stderr both to out. When ctx ends it interrupts tofu
+// as a user at a terminal would, so tofu stops cleanly and releases its state
+// lock, and returns once tofu is gone.
+type TofuRunner interface {
+	RunTofu(ctx context.Context, dir string, env []string, out io.Writer, args ...string) error
 }
 
 // ErrTofuMissing says the tofu binary cannot be found.
@@ -99,15 +110,23 @@ func mirrorProviders(mirror string) ([]string, error) {
 			}
 		}
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out, nil
 }
 
-// exec runs tofu with args in dir with exactly env (no inherited variables),
-// writing its output to out. When ctx ends, tofu's process group gets SIGINT
-// (tofu then stops cleanly and releases its lock), and SIGKILL after Grace.
-// Provider plugins left behind are killed with the group when tofu exits.
+// exec runs a tofu command through the Runner, or as a subprocess.
 func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer, args ...string) error {
+	if t.Runner != nil {
+		return t.Runner.RunTofu(ctx, dir, env, out, args...)
+	}
+	return t.RunTofu(ctx, dir, env, out, args...)
+}
+
+// RunTofu runs the tofu binary with args in dir with exactly env, writing its
+// output to out. When ctx ends, tofu's process group gets SIGINT (tofu then
+// stops cleanly and releases its lock), and is killed after Grace. Provider
+// plugins left behind are killed with the group when tofu exits.
+func (t Tofu) RunTofu(ctx context.Context, dir string, env []string, out io.Writer, args ...string) error {
 	bin, err := t.Path()
 	if err != nil {
 		return err
@@ -116,7 +135,7 @@ func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer,
 	if grace == 0 {
 		grace = 30 * time.Second
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout = out
@@ -124,35 +143,24 @@ func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer,
 	// Its own process group, so a cancel reaches the provider plugins too;
 	// and it dies with the server (a restart must not race a leftover tofu).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// SIGINT, not the default SIGKILL: a killed tofu keeps its state lock
+	// and may leave half-written state.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	// A tofu that does not stop within the grace is killed, and Wait stops
+	// waiting for plugins that hold its output open.
+	cmd.WaitDelay = grace
 	killStaleGroup(dir)
 	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("tofu %s: %w", args[0], context.Cause(ctx))
+		}
 		return fmt.Errorf("starting tofu: %w", err)
 	}
 	pgid := cmd.Process.Pid
 	pidFile := filepath.Join(dir, groupFile)
 	_ = os.WriteFile(pidFile, []byte(strconv.Itoa(pgid)), 0o600)
 	defer os.Remove(pidFile)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGINT)
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}()
 	werr := cmd.Wait()
-	close(done)
-	<-stopped
 	// Plugins outlive a killed tofu; nothing of the group may stay behind.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	if ctx.Err() != nil {

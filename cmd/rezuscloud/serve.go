@@ -222,14 +222,18 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		backendCA = string(pem)
 	}
-	worker := tfrunner.NewWorker(tfrunner.Config{
+	workerCfg := tfrunner.Config{
 		Store: store, Cache: cache, Bundles: pki, Logs: applyLogs,
 		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
 		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: identity, ProviderCredentials: identity, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
-	})
+	}
+	if err := workerCfg.Validate(); err != nil {
+		return err
+	}
+	worker := tfrunner.NewWorker(workerCfg)
 	if _, err := worker.Tofu().Path(); err != nil {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}

@@ -1,0 +1,257 @@
+package tfrunner
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// execution is one run's use of the tenant's work dir.
+type execution struct {
+	w    *Worker
+	dir  string
+	env  []string
+	logw *LogWriter
+	// spent is the time spent in tofu so far.
+	spent *time.Duration
+}
+
+// tofu runs tofu in the work dir with the run's environment, timing it.
+func (x *execution) tofu(ctx context.Context, out io.Writer, args ...string) error {
+	start := time.Now()
+	err := x.w.cfg.Tofu.exec(ctx, x.dir, x.env, out, args...)
+	*x.spent += time.Since(start)
+	return err
+}
+
+// prepare makes the work dir and the environment of a run: nothing inherited
+// from the server's environment, only what tofu and the providers need.
+func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter, spent *time.Duration) (*execution, error) {
+	if _, err := w.cfg.Tofu.Path(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(w.cfg.WorkDir, "tenants", tenant)
+	home := filepath.Join(w.cfg.WorkDir, "home")
+	cache := filepath.Join(w.cfg.WorkDir, "plugin-cache")
+	for _, d := range []string{dir, home, cache} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	cli, err := w.cfg.Tofu.CLIConfig(cache)
+	if err != nil {
+		return nil, err
+	}
+	cliPath := filepath.Join(w.cfg.WorkDir, "tofurc")
+	if err := writeIfChanged(cliPath, []byte(cli), 0o600); err != nil {
+		return nil, err
+	}
+	if err := w.recoverLock(ctx, tenant, apply, logw); err != nil {
+		return nil, err
+	}
+	user, pass, err := w.cfg.Credentials.IssueStateCredentials(tenant, apply, w.cfg.Timeout+5*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("issuing state credentials: %w", err)
+	}
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + home,
+		"TMPDIR=" + os.TempDir(),
+		"TF_CLI_CONFIG_FILE=" + cliPath,
+		"TF_IN_AUTOMATION=1",
+		"TF_INPUT=0",
+		"CHECKPOINT_DISABLE=1",
+		"TF_HTTP_USERNAME=" + user,
+		"TF_HTTP_PASSWORD=" + pass,
+	}
+	if w.cfg.StatePassphrase != "" {
+		enc, err := EncryptionConfig(w.cfg.StatePassphrase)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "TF_ENCRYPTION="+enc)
+	}
+	creds, err := w.providerEnv(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, creds...)
+	x := &execution{w: w, dir: dir, env: env, logw: logw, spent: spent}
+	if err := writeIfChanged(filepath.Join(dir, backendFile), w.backendConfig(tenant), 0o600); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// replica holds the worker lease and runs a tenant's applies one at a time,
+// so a lock taken by any other apply's credentials belongs to a dead process.
+func (w *Worker) recoverLock(ctx context.Context, tenant, apply string, logw *LogWriter) error {
+	holder, err := w.cfg.State.LockHolderApply(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("checking the state lock: %w", err)
+	}
+	if holder == "" || holder == apply {
+		return nil
+	}
+	logw.Printf("the state lock is held by apply %s, which is not running: releasing it", holder)
+	w.cfg.Log.Warn("apply worker: releasing a stale state lock", "tenant", tenant, "holder", holder)
+	return w.cfg.State.ForceUnlock(ctx, tenant)
+}
+
+func (w *Worker) backendConfig(tenant string) []byte {
+	base := strings.TrimSuffix(w.cfg.BackendURL, "/") + "/tfstate/" + tenant
+	http := map[string]any{
+		"address": base, "lock_address": base + "/lock", "unlock_address": base + "/lock",
+		"lock_method": "LOCK", "unlock_method": "UNLOCK", "retry_max": 3,
+	}
+	if w.cfg.BackendCAPEM != "" {
+		http["client_ca_certificate_pem"] = w.cfg.BackendCAPEM
+	}
+	b, _ := json.MarshalIndent(map[string]any{"terraform": map[string]any{"backend": map[string]any{"http": http}}}, "", "  ")
+	return append(b, '\n')
+}
+
+func (x *execution) writeConfig(f Files) error {
+	if err := writeIfChanged(filepath.Join(x.dir, mainFile), f.Main, 0o600); err != nil {
+		return err
+	}
+	if len(f.Vars) == 0 {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(x.dir, varsFile), f.Vars, 0o600)
+}
+
+// cleanup removes the secrets the run wrote.
+func (x *execution) cleanup() {
+	_ = os.Remove(filepath.Join(x.dir, varsFile))
+}
+
+// init runs `tofu init` unless the providers and backend are those of the
+// last successful init in this dir.
+func (x *execution) init(ctx context.Context, main []byte) error {
+	h := sha256.New()
+	if main != nil {
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal(main, &top); err != nil {
+			return fmt.Errorf("generator bug: %s is not JSON: %w", mainFile, err)
+		}
+		h.Write(top["terraform"])
+		h.Write(top["provider"])
+	}
+	backend, _ := os.ReadFile(filepath.Join(x.dir, backendFile))
+	h.Write(backend)
+	for _, kv := range x.env {
+		if strings.HasPrefix(kv, "TF_CLI_CONFIG_FILE=") || strings.HasPrefix(kv, "TF_ENCRYPTION=") {
+			h.Write([]byte(kv))
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	marker := filepath.Join(x.dir, initHash)
+	if old, err := os.ReadFile(marker); err == nil && string(old) == sum {
+		if _, err := os.Stat(filepath.Join(x.dir, ".terraform")); err == nil {
+			return nil
+		}
+	}
+	x.logw.Printf("tofu init")
+	// The shared plugin cache is not safe for concurrent inits (OpenTofu
+	// documents this); inits are rare (only when providers change), so one at a time.
+	x.w.initMu.Lock()
+	err := x.tofu(ctx, x.logw, "init", "-input=false", "-no-color", "-reconfigure")
+	x.w.initMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(marker, []byte(sum), 0o600)
+}
+
+// providersInState is the Provider names the tenant's state uses: from the
+// note the last successful run left, else (a new work dir: another replica
+// ran before) from the state itself.
+func (x *execution) providersInState(ctx context.Context) ([]string, error) {
+	if b, err := os.ReadFile(filepath.Join(x.dir, providersFile)); err == nil {
+		var names []string
+		if json.Unmarshal(b, &names) == nil {
+			return names, nil
+		}
+	}
+	_ = os.Remove(filepath.Join(x.dir, mainFile))
+	if err := x.init(ctx, nil); err != nil {
+		return nil, err
+	}
+	state, err := x.statePull(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(state)) == 0 {
+		return nil, nil
+	}
+	names, err := ProvidersInState(state)
+	if err != nil {
+		return nil, fmt.Errorf("reading the state: %w", err)
+	}
+	return names, nil
+}
+
+// rememberProviders notes the Provider names a state uses for the next run.
+func (x *execution) rememberProviders(state []byte) {
+	names, err := ProvidersInState(state)
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(names)
+	_ = writeIfChanged(filepath.Join(x.dir, providersFile), b, 0o600)
+}
+
+// statePull returns the tenant's current state, decrypted.
+func (x *execution) statePull(ctx context.Context) ([]byte, error) {
+	var out, errs bytes.Buffer
+	err := x.tofu(ctx, &teeErr{out: &out, err: &errs}, "state", "pull")
+	if err != nil {
+		x.logw.Printf("tofu state pull failed: %s", errs.String())
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// teeErr keeps stdout and stderr together (Tofu.exec writes both to one
+// writer); state pull prints only the state on success.
+type teeErr struct {
+	out, err *bytes.Buffer
+}
+
+func (t *teeErr) Write(p []byte) (int, error) { t.err.Write(p); return t.out.Write(p) }
+
+// applyJSON runs tofu with -json, writes its messages to the log as text,
+// moves the phase to Applying when tofu starts changing things, and returns
+// the change summary. A failure's error is tofu's error diagnostics.
+func (x *execution) applyJSON(ctx context.Context, setPhase func(string), args ...string) (domain.ApplyResources, error) {
+	x.logw.Printf("tofu %s", strings.Join(args, " "))
+	ui := &uiWriter{log: x.logw, setPhase: setPhase}
+	err := x.tofu(ctx, ui, append(args, "-no-color")...)
+	ui.flush()
+	if err != nil && len(ui.errors) > 0 {
+		return ui.summary, fmt.Errorf("%s", strings.Join(ui.errors, "; "))
+	}
+	return ui.summary, err
+}
+
+func writeIfChanged(path string, b []byte, mode os.FileMode) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,173 @@
+package tfrunner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
+)
+
+// runInputs is what a run needs besides Generate's input.
+type runInputs struct {
+	bundle      *secrets.Bundle
+	metal       []*domain.NodeGroup
+	metalInputs metalInputs
+}
+
+// inputs gathers what Generate needs: the tenant's node groups with their
+// machines' rendered configs, and the providers they name.
+func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (GenerateInput, runInputs, error) {
+	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return GenerateInput{}, runInputs{}, err
+	}
+	patches, err := projections.List[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return GenerateInput{}, runInputs{}, err
+	}
+	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return GenerateInput{}, runInputs{}, err
+	}
+	bundle, err := w.cfg.Bundles.Bundle(ctx, tenant)
+	if err != nil {
+		return GenerateInput{}, runInputs{}, fmt.Errorf("loading the tenant's PKI: %w", err)
+	}
+	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
+	extra := runInputs{bundle: bundle}
+	providers := map[string]*domain.Provider{}
+	for _, ng := range groups {
+		if _, ok := providers[ng.Spec.Provider]; ok {
+			continue
+		}
+		p, err := w.provider(ng.Spec.Provider)
+		if err != nil {
+			return GenerateInput{}, runInputs{}, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
+		}
+		providers[ng.Spec.Provider] = p
+	}
+	cpAddress := t.Status.EndpointAddress
+	if cpAddress == "" {
+		cpAddress = firstControlPlaneAddress(machines)
+	}
+	if cpAddress == "" && t.Spec.ControlPlane.Endpoint == "" {
+		cpAddress = metalControlPlaneAddress(groups, providers, machines)
+	}
+	if t.Spec.ControlPlane.Endpoint == "" && cpAddress == "" {
+		in.PlaceholderEndpoint = true
+		cpAddress = EndpointPlaceholder
+	}
+	byName := map[string]*domain.Machine{}
+	for i := range machines {
+		byName[machines[i].Metadata.Name] = &machines[i]
+	}
+	slices.SortFunc(groups, func(a, b domain.NodeGroup) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	for i := range groups {
+		ng := &groups[i]
+		if ng.Metadata.DeletionTimestamp != nil {
+			continue
+		}
+		if isMetal(providers[ng.Spec.Provider]) {
+			extra.metal = append(extra.metal, ng)
+			continue
+		}
+		in.Providers[ng.Spec.Provider] = providers[ng.Spec.Provider]
+		g := GroupInput{NodeGroup: ng}
+		for idx := 0; idx < ng.Spec.Count; idx++ {
+			mname := MachineName(ng.Metadata.Name, idx)
+			m := byName[mname]
+			if m == nil {
+				m = &domain.Machine{Metadata: domain.ObjectMeta{Name: mname, Tenant: tenant},
+					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role}}
+			}
+			cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m,
+				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle})
+			if err != nil {
+				return GenerateInput{}, runInputs{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
+			}
+			g.Machines = append(g.Machines, MachineInput{Name: mname, Config: cfg})
+		}
+		in.Groups = append(in.Groups, g)
+	}
+	extra.metalInputs = metalInputs{bundle: bundle, patches: patches, cpAddress: cpAddress}
+	return in, extra, nil
+}
+
+func (w *Worker) hasNodeGroups(tenant string) bool {
+	return w.cfg.Cache.Count(domain.NodeGroupKind.Kind, tenant) > 0
+}
+
+// MachineName is the name of machine idx (0-based) of a node group.
+func MachineName(nodeGroup string, idx int) string {
+	return nodeGroup + "-" + strconv.Itoa(idx)
+}
+
+// firstControlPlaneAddress is the address of the first control-plane machine
+// (by name), for tenants applied before the endpoint was recorded in status.
+func firstControlPlaneAddress(ms []domain.Machine) string {
+	m, _ := firstControlPlane(ms)
+	return m.Spec.Address
+}
+
+// firstControlPlane is the first control-plane machine with an address, by
+// name (sorting ms), so every replica and every run picks the same one.
+func firstControlPlane(ms []domain.Machine) (domain.Machine, bool) {
+	slices.SortFunc(ms, func(a, b domain.Machine) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	i := slices.IndexFunc(ms, func(m domain.Machine) bool { return m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" })
+	if i < 0 {
+		return domain.Machine{}, false
+	}
+	return ms[i], true
+}
+
+func (w *Worker) provider(name string) (*domain.Provider, error) {
+	p, ok, err := projections.Get[domain.Provider](w.cfg.Cache, domain.ObjectRef(domain.ProviderKind, "", name))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, domain.NewNotFound(domain.ProviderKind.Kind, name)
+	}
+	return p, nil
+}
+
+// providerEnv is the credentials of the providers the tenant's node groups name.
+func (w *Worker) providerEnv(ctx context.Context, tenant string) ([]string, error) {
+	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var env []string
+	for _, ng := range groups {
+		if seen[ng.Spec.Provider] {
+			continue
+		}
+		seen[ng.Spec.Provider] = true
+		p, err := w.provider(ng.Spec.Provider)
+		if err != nil || p.Spec.CredentialsRef == nil {
+			continue
+		}
+		if w.cfg.ProviderCredentials == nil {
+			return nil, fmt.Errorf("provider %s names credentials %q but this server has no credential store", p.Metadata.Name, p.Spec.CredentialsRef.Name)
+		}
+		vals, err := w.cfg.ProviderCredentials.ProviderCredentials(ctx, p.Spec.CredentialsRef.Name)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: credentials %q: %w", p.Metadata.Name, p.Spec.CredentialsRef.Name, err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(vals)) {
+			env = append(env, k+"="+vals[k])
+		}
+	}
+	return env, nil
+}
+
+// recoverLock drops a state lock left by a run that is not running: this
