@@ -149,9 +149,3 @@ func (p *proc) do(method, path, body string) (int, map[string]any) {
 	_ = json.NewDecoder(resp.Body).Decode(&m)
 	return resp.StatusCode, m
 }
-
-func rv(m map[string]any) string {
-	md, _ := m["metadata"].(map[string]any)
-	s, _ := md["resourceVersion"].(string)
-	return s
-}

@@ -270,3 +270,10 @@ func TestSelfSignedTLS(t *testing.T) {
 	code, _ = p2.do(http.MethodGet, "/api/v1/tenants/tls", "")
 	require.Equal(t, http.StatusOK, code)
 }
+
+// rv is an answer's metadata.resourceVersion.
+func rv(m map[string]any) string {
+	md, _ := m["metadata"].(map[string]any)
+	s, _ := md["resourceVersion"].(string)
+	return s
+}
