@@ -379,6 +379,9 @@ func (s *StateStore) Purge(ctx context.Context, tenant string) error {
 	return nil
 }
 
+// versionsFetchWait bounds one fetch of state versions that are known to exist.
+const versionsFetchWait = 10 * time.Second
+
 // Versions lists the kept versions of the tenant's state, newest first,
 // without reading the blobs.
 func (s *StateStore) Versions(ctx context.Context, tenant string) ([]StateVersion, error) {
@@ -400,9 +403,12 @@ func (s *StateStore) Versions(ctx context.Context, tenant string) ([]StateVersio
 	}
 	defer func() { _ = s.stream.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
 	var out []StateVersion
+	// Fetch exactly what the consumer has pending, waiting for it: a fetch that
+	// does not wait can come back empty from a consumer created a moment ago on
+	// a busy server, and an empty answer would claim the state has no versions.
 	// The bucket keeps TFStateHistory versions; a few more may land while we read.
-	for pending := true; pending && len(out) <= 2*TFStateHistory; {
-		batch, err := cons.FetchNoWait(TFStateHistory)
+	for pending := cons.CachedInfo().NumPending; pending > 0 && len(out) <= 2*TFStateHistory; {
+		batch, err := cons.Fetch(int(min(pending, TFStateHistory)), jetstream.FetchMaxWait(versionsFetchWait))
 		if err != nil {
 			return nil, fmt.Errorf("listing the state versions of %s: %w", tenant, err)
 		}
@@ -414,13 +420,13 @@ func (s *StateStore) Versions(ctx context.Context, tenant string) ([]StateVersio
 				return nil, fmt.Errorf("listing the state versions of %s: %w", tenant, err)
 			}
 			out = append(out, versionOf(meta.Sequence.Stream, meta.Timestamp, msg.Headers()))
-			pending = meta.NumPending > 0
+			pending = meta.NumPending
 		}
-		if err := batch.Error(); err != nil {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return nil, fmt.Errorf("listing the state versions of %s: %w", tenant, err)
 		}
 		if n == 0 {
-			break
+			return nil, fmt.Errorf("listing the state versions of %s: no answer within %s", tenant, versionsFetchWait)
 		}
 	}
 	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
