@@ -1,11 +1,17 @@
 package domain
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // MaxLabelCount is the most labels one object may carry. Kubernetes has no
@@ -21,8 +27,8 @@ const MaxAnnotationsTotalSize = 256 << 10
 // so that labels written here can be copied to Kubernetes objects unchanged.
 const (
 	labelNameMaxLength   = 63
-	labelPrefixMaxLength = 253
-	labelValueMaxLength  = 63
+	labelPrefixMaxLength = validation.DNS1123SubdomainMaxLength
+	labelValueMaxLength  = validation.LabelValueMaxLength
 	labelNameFmt         = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 	labelPrefixLabelFmt  = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 	labelPrefixFmt       = labelPrefixLabelFmt + "(\\." + labelPrefixLabelFmt + ")*"
@@ -100,16 +106,6 @@ func labelCause(field, what string, probs []labelProblem) Cause {
 	return Cause{Field: field, Type: typ, Message: "invalid " + what + ": " + strings.Join(msgs, "; ")}
 }
 
-// sortedKeys gives map keys in order so that causes come out deterministically.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // ValidateLabels checks labels by the Kubernetes rules for keys and values and
 // reports every bad entry at field[key], e.g. "metadata.labels[app]". It also
 // enforces MaxLabelCount, which is our own limit, not a Kubernetes one; that
@@ -120,7 +116,8 @@ func ValidateLabels(labels map[string]string, field string) []Cause {
 		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
 			Message: fmt.Sprintf("must have at most %d labels, got %d", MaxLabelCount, len(labels))})
 	}
-	for _, k := range sortedKeys(labels) {
+	// Sorted, so that causes come out deterministically.
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		f := field + "[" + k + "]"
 		if probs := labelKeyProblems(k); len(probs) > 0 {
 			causes = append(causes, labelCause(f, "key", probs))
@@ -139,7 +136,7 @@ func ValidateLabels(labels map[string]string, field string) []Cause {
 func ValidateAnnotations(annotations map[string]string, field string) []Cause {
 	var causes []Cause
 	total := 0
-	for _, k := range sortedKeys(annotations) {
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
 		total += len(k) + len(annotations[k])
 		if probs := labelKeyProblems(k); len(probs) > 0 {
 			causes = append(causes, labelCause(field+"["+k+"]", "key", probs))
@@ -152,98 +149,13 @@ func ValidateAnnotations(annotations map[string]string, field string) []Cause {
 	return causes
 }
 
-// selectorOp is how a requirement relates a label to its values.
-type selectorOp int
-
-const (
-	selOpEquals selectorOp = iota
-	selOpNotEquals
-	selOpIn
-	selOpNotIn
-	selOpExists
-	selOpDoesNotExist
-	selOpGreaterThan
-	selOpLessThan
-)
-
-// selectorRequirement is one comma-separated term of a selector.
-type selectorRequirement struct {
-	key string
-	op  selectorOp
-	// values is sorted and free of duplicates, so that String is canonical.
-	values []string
-}
-
-func (r selectorRequirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.key]
-	return r.matchesValue(v, ok)
-}
-
-func (r selectorRequirement) matchesValue(v string, ok bool) bool {
-	switch r.op {
-	case selOpEquals, selOpIn:
-		return ok && r.has(v)
-	case selOpNotEquals, selOpNotIn:
-		// As in Kubernetes, an object without the label is "not equal".
-		return !ok || !r.has(v)
-	case selOpExists:
-		return ok
-	case selOpDoesNotExist:
-		return !ok
-	case selOpGreaterThan, selOpLessThan:
-		if !ok {
-			return false
-		}
-		have, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return false
-		}
-		// The parser made sure the value is an integer.
-		want, _ := strconv.ParseInt(r.values[0], 10, 64)
-		if r.op == selOpGreaterThan {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
-
-func (r selectorRequirement) has(v string) bool {
-	for _, x := range r.values {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func (r selectorRequirement) String() string {
-	switch r.op {
-	case selOpExists:
-		return r.key
-	case selOpDoesNotExist:
-		return "!" + r.key
-	case selOpEquals:
-		return r.key + "=" + r.values[0]
-	case selOpNotEquals:
-		return r.key + "!=" + r.values[0]
-	case selOpGreaterThan:
-		return r.key + ">" + r.values[0]
-	case selOpLessThan:
-		return r.key + "<" + r.values[0]
-	case selOpIn:
-		return r.key + " in (" + strings.Join(r.values, ",") + ")"
-	case selOpNotIn:
-		return r.key + " notin (" + strings.Join(r.values, ",") + ")"
-	}
-	return ""
-}
-
 // Selector is a parsed Kubernetes label selector: all of its requirements
 // must hold for an object to match. The zero value has no requirements and
 // therefore matches everything, like an empty labelSelector query parameter.
+// The requirements are apimachinery's, so matching is Kubernetes' own; the
+// parser is ours, for error messages that say where the selector is wrong.
 type Selector struct {
-	reqs []selectorRequirement
+	reqs []labels.Requirement
 }
 
 // ParseSelector parses the Kubernetes label selector syntax as
@@ -266,31 +178,22 @@ func ParseSelector(s string) (Selector, error) {
 	if err != nil {
 		return Selector{}, err
 	}
-	sort.SliceStable(reqs, func(i, j int) bool {
-		if reqs[i].key != reqs[j].key {
-			return reqs[i].key < reqs[j].key
-		}
-		return reqs[i].String() < reqs[j].String()
+	slices.SortStableFunc(reqs, func(a, b labels.Requirement) int {
+		return cmp.Or(strings.Compare(a.Key(), b.Key()), strings.Compare(a.String(), b.String()))
 	})
 	return Selector{reqs: reqs}, nil
 }
 
 // Matches reports whether labels satisfy every requirement of the selector.
 // A nil map is an object without labels.
-func (s Selector) Matches(labels map[string]string) bool {
-	for _, r := range s.reqs {
-		if !r.matches(labels) {
-			return false
-		}
-	}
-	return true
-}
+func (s Selector) Matches(m map[string]string) bool { return s.matches(labels.Set(m)) }
 
 // MatchesPairs is Matches for labels kept as LabelPairs.
-func (s Selector) MatchesPairs(labels LabelPairs) bool {
+func (s Selector) MatchesPairs(p LabelPairs) bool { return s.matches(p) }
+
+func (s Selector) matches(ls labels.Labels) bool {
 	for _, r := range s.reqs {
-		v, ok := labels.Get(r.key)
-		if !r.matchesValue(v, ok) {
+		if !r.Matches(ls) {
 			return false
 		}
 	}
@@ -306,26 +209,33 @@ func NewLabelPairs(m map[string]string) LabelPairs {
 	if len(m) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	p := make(LabelPairs, 0, 2*len(m))
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p = append(p, k, m[k])
 	}
 	return p
 }
 
-// Get returns the value of a label.
-func (p LabelPairs) Get(key string) (string, bool) {
+// Lookup returns the value of a label and whether it is set.
+func (p LabelPairs) Lookup(key string) (string, bool) {
 	for i := 0; i+1 < len(p); i += 2 {
 		if p[i] == key {
 			return p[i+1], true
 		}
 	}
 	return "", false
+}
+
+// Has reports whether a label is set.
+func (p LabelPairs) Has(key string) bool {
+	_, ok := p.Lookup(key)
+	return ok
+}
+
+// Get returns the value of a label, "" when it is not set.
+func (p LabelPairs) Get(key string) string {
+	v, _ := p.Lookup(key)
+	return v
 }
 
 // Empty reports whether the selector has no requirements, so that callers can
@@ -477,8 +387,8 @@ func (p *selectorParser) fail(pos int, format string, args ...any) error {
 		Cause{Field: "labelSelector", Type: CauseInvalid, Message: detail})
 }
 
-func (p *selectorParser) parse() ([]selectorRequirement, error) {
-	var reqs []selectorRequirement
+func (p *selectorParser) parse() ([]labels.Requirement, error) {
+	var reqs []labels.Requirement
 	for {
 		t := p.peek(true)
 		switch t.kind {
@@ -507,7 +417,15 @@ func (p *selectorParser) parse() ([]selectorRequirement, error) {
 	}
 }
 
-func (p *selectorParser) parseRequirement() (selectorRequirement, error) {
+// selectorOps maps operator tokens to apimachinery's operators; "==" is
+// written "=", so that String is canonical.
+var selectorOps = map[selTokKind]selection.Operator{
+	selTokEquals: selection.Equals, selTokDoubleEquals: selection.Equals, selTokNotEquals: selection.NotEquals,
+	selTokGreaterThan: selection.GreaterThan, selTokLessThan: selection.LessThan,
+	selTokIn: selection.In, selTokNotIn: selection.NotIn,
+}
+
+func (p *selectorParser) parseRequirement() (labels.Requirement, error) {
 	negated := false
 	t := p.next(true)
 	if t.kind == selTokNot {
@@ -515,59 +433,56 @@ func (p *selectorParser) parseRequirement() (selectorRequirement, error) {
 		t = p.next(true)
 	}
 	if t.kind != selTokIdent {
-		return selectorRequirement{}, p.fail(t.pos, "found %s, expected: a key", t.describe())
+		return labels.Requirement{}, p.fail(t.pos, "found %s, expected: a key", t.describe())
 	}
 	if probs := labelKeyProblems(t.lit); len(probs) > 0 {
-		return selectorRequirement{}, p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("key %q", t.lit), probs).Message)
+		return labels.Requirement{}, p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("key %q", t.lit), probs).Message)
 	}
-	r := selectorRequirement{key: t.lit}
-	if negated {
+	var op selection.Operator
+	var values []string
+	switch n := p.peek(true); {
+	case negated:
 		// Whatever follows must be ',' or the end; parse checks that.
-		r.op = selOpDoesNotExist
-		return r, nil
-	}
-	if n := p.peek(true); n.kind == selTokEnd || n.kind == selTokComma {
-		r.op = selOpExists
-		return r, nil
-	}
-	op := p.next(false)
-	switch op.kind {
-	case selTokEquals, selTokDoubleEquals:
-		r.op = selOpEquals
-	case selTokNotEquals:
-		r.op = selOpNotEquals
-	case selTokGreaterThan:
-		r.op = selOpGreaterThan
-	case selTokLessThan:
-		r.op = selOpLessThan
-	case selTokIn:
-		r.op = selOpIn
-	case selTokNotIn:
-		r.op = selOpNotIn
+		op = selection.DoesNotExist
+	case n.kind == selTokEnd || n.kind == selTokComma:
+		op = selection.Exists
 	default:
-		return selectorRequirement{}, p.fail(op.pos, "found %s, expected: one of '=', '==', '!=', 'in', 'notin', '>', '<', ',' or end of string", op.describe())
-	}
-	var err error
-	if r.op == selOpIn || r.op == selOpNotIn {
-		r.values, err = p.parseSet()
-		// A set of one is an equality; writing it so keeps String canonical.
-		if len(r.values) == 1 && r.op == selOpIn {
-			r.op = selOpEquals
-		} else if len(r.values) == 1 {
-			r.op = selOpNotEquals
+		opTok := p.next(false)
+		var ok bool
+		if op, ok = selectorOps[opTok.kind]; !ok {
+			return labels.Requirement{}, p.fail(opTok.pos, "found %s, expected: one of '=', '==', '!=', 'in', 'notin', '>', '<', ',' or end of string", opTok.describe())
 		}
-	} else {
-		r.values, err = p.parseExactValue(r.op)
+		var err error
+		if op == selection.In || op == selection.NotIn {
+			values, err = p.parseSet()
+		} else {
+			values, err = p.parseExactValue(op)
+		}
+		if err != nil {
+			return labels.Requirement{}, err
+		}
+		// A set of one is an equality; writing it so keeps String canonical.
+		if len(values) == 1 && op == selection.In {
+			op = selection.Equals
+		} else if len(values) == 1 && op == selection.NotIn {
+			op = selection.NotEquals
+		}
 	}
-	return r, err
+	r, err := labels.NewRequirement(t.lit, op, values)
+	if err != nil {
+		// The checks above are stricter than apimachinery's; this is a safety net.
+		return labels.Requirement{}, p.fail(t.pos, "%v", err)
+	}
+	return *r, nil
 }
 
 // parseExactValue reads the single value after =, ==, !=, > or <; an absent
 // value is the empty string, as in Kubernetes.
-func (p *selectorParser) parseExactValue(op selectorOp) ([]string, error) {
+func (p *selectorParser) parseExactValue(op selection.Operator) ([]string, error) {
+	integer := op == selection.GreaterThan || op == selection.LessThan
 	t := p.peek(true)
 	if t.kind == selTokEnd || t.kind == selTokComma {
-		if op == selOpGreaterThan || op == selOpLessThan {
+		if integer {
 			return nil, p.fail(t.pos, "found %s, expected: an integer after '>' or '<'", t.describe())
 		}
 		return []string{""}, nil
@@ -579,7 +494,7 @@ func (p *selectorParser) parseExactValue(op selectorOp) ([]string, error) {
 	if err := p.checkValue(t); err != nil {
 		return nil, err
 	}
-	if op == selOpGreaterThan || op == selOpLessThan {
+	if integer {
 		if _, err := strconv.ParseInt(t.lit, 10, 64); err != nil {
 			return nil, p.fail(t.pos, "invalid value %q: must be an integer for '>' and '<'", t.lit)
 		}
@@ -617,12 +532,7 @@ func (p *selectorParser) parseSet() ([]string, error) {
 			if expectValue {
 				set[""] = true
 			}
-			values := make([]string, 0, len(set))
-			for v := range set {
-				values = append(values, v)
-			}
-			sort.Strings(values)
-			return values, nil
+			return slices.Sorted(maps.Keys(set)), nil
 		case expectValue:
 			return nil, p.fail(t.pos, "found %s, expected: a value, ',' or ')'", t.describe())
 		default:
