@@ -227,11 +227,12 @@ func emptySliceToNil(s []string) []string {
 }
 
 // invalid reports causes as 422 Invalid, or as 400 BadRequest when the body
-// could not be decoded at all (unknown fields, wrong JSON types): then the
-// request is malformed rather than a well-formed object with bad values.
+// could not be decoded at all (unknown fields, wrong JSON types, a key given
+// twice): then the request is malformed rather than a well-formed object with
+// bad values.
 func invalid(kind *KindInfo, name string, causes []Cause) *Error {
 	for _, c := range causes {
-		if c.Type == CauseUnknownField || c.Type == CauseTypeInvalid {
+		if c.Type == CauseUnknownField || c.Type == CauseTypeInvalid || (c.Type == CauseDuplicate && c.Message == msgDuplicateField) {
 			e := NewInvalid(kind.Kind, name, causes)
 			e.Reason = ReasonBadRequest
 			return e

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+
+	kjson "sigs.k8s.io/json"
 )
 
 // DecodeStrict decodes the JSON document data into v, which must be a non-nil
@@ -32,7 +34,10 @@ import (
 //     type, as CauseTypeInvalid with a message like "must be integer, got
 //     string";
 //   - malformed JSON, or anything but blanks after the value, as one
-//     CauseInvalid on root giving the byte offset.
+//     CauseInvalid on root giving the byte offset;
+//   - every key that appears twice in one object, as CauseDuplicate with the
+//     message "duplicate field" (found by sigs.k8s.io/json, which decodes v;
+//     it reports them only once the document has no type errors).
 //
 // Fields follow their `json` tags the way encoding/json does, embedded structs
 // included. JSON null is accepted anywhere. Maps take any keys, and values of
@@ -53,10 +58,18 @@ func DecodeStrict(data []byte, v any, root string) []Cause {
 	}
 	w := strictWalker{}
 	w.walk(raw, rv.Type().Elem(), root, false)
-	if err := json.Unmarshal(data, v); err != nil && len(w.causes) == 0 {
-		// The walk is meant to predict every failure of json.Unmarshal; this
-		// is the safety net for anything it does not know about.
+	dups, err := kjson.UnmarshalStrict(data, v, kjson.DisallowDuplicateFields)
+	if err != nil && len(w.causes) == 0 {
+		// The walk is meant to predict every failure of decoding; this is the
+		// safety net for anything it does not know about.
 		w.causes = append(w.causes, causeOfDecodeError(err, root, rv.Type().Elem()))
+	}
+	for _, d := range dups {
+		var fe kjson.FieldError
+		if errors.As(d, &fe) {
+			w.causes = append(w.causes, Cause{Field: strictErrorPath(root, rv.Type().Elem(), fe.FieldPath()),
+				Type: CauseDuplicate, Message: msgDuplicateField})
+		}
 	}
 	sort.SliceStable(w.causes, func(i, j int) bool {
 		if w.causes[i].Field != w.causes[j].Field {
@@ -111,6 +124,63 @@ var syntaxOffsetPastBadByte = sync.OnceValue(func() int64 {
 	}
 	return 1
 })
+
+// msgDuplicateField is the message of a key that appears twice in one object.
+const msgDuplicateField = "duplicate field"
+
+// strictErrorPath turns the path of a sigs.k8s.io/json strict error, which
+// joins struct fields and map keys with "." and writes indexes as "[i]", into
+// a path under base. A map key runs up to the next segment its value type
+// can take, so that a label key like "app.kubernetes.io/name" stays whole.
+func strictErrorPath(base string, t reflect.Type, p string) string {
+	segs := strings.Split(strings.TrimPrefix(strings.NewReplacer("[", ".", "]", "").Replace(p), "."), ".")
+	path := base
+	for i := 0; i < len(segs); i++ {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			if f, ok := strictFields(t)[segs[i]]; ok {
+				path, t = joinPath(path, segs[i]), f.typ
+				continue
+			}
+		case reflect.Slice, reflect.Array:
+			if _, err := strconv.Atoi(segs[i]); err == nil {
+				path, t = path+"["+segs[i]+"]", t.Elem()
+				continue
+			}
+		case reflect.Map:
+			j := i + 1
+			for j < len(segs) && !startsStep(t.Elem(), segs[j]) {
+				j++
+			}
+			path, t, i = path+"["+strings.Join(segs[i:j], ".")+"]", t.Elem(), j-1
+			continue
+		}
+		return joinPath(path, strings.Join(segs[i:], "."))
+	}
+	return path
+}
+
+// startsStep reports whether seg can be the first segment of a path inside a
+// value of type t.
+func startsStep(t reflect.Type, seg string) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		_, ok := strictFields(t)[seg]
+		return ok
+	case reflect.Slice, reflect.Array:
+		_, err := strconv.Atoi(seg)
+		return err == nil
+	case reflect.Map, reflect.Interface:
+		return true
+	}
+	return false
+}
 
 // strictWalker walks a generically decoded document alongside the Go type it
 // is meant for, collecting causes.
