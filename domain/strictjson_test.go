@@ -64,6 +64,7 @@ type strictSpec struct {
 	Untagged   string
 	Self       strictSelfDecoding `json:"self"`
 	ByPort     map[int]string     `json:"byPort,omitempty"`
+	//lint:ignore U1000 an unexported field is what the decoder must skip
 	unexported int
 }
 
@@ -411,6 +412,7 @@ func TestStrictFieldsFollowsEncodingJSON(t *testing.T) {
 		C
 		Own   int    `json:"own"`
 		Named A      `json:"named"`
+		//lint:ignore SA5008 a malformed tag is what the walker must read as encoding/json does
 		Bad   string `json:"a\\b"`
 	}
 	got := strictFields(reflect.TypeFor[outer]())
