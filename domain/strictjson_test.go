@@ -46,24 +46,24 @@ func (s *strictSelfDecoding) UnmarshalJSON(b []byte) error {
 type strictSpec struct {
 	strictBase
 	*StrictExtra
-	Network    strictNetwork            `json:"network"`
-	Taints     []strictTaint            `json:"taints,omitempty"`
-	Labels     map[string]string        `json:"labels,omitempty"`
-	Config     map[string]any           `json:"config,omitempty"`
-	Raw        json.RawMessage          `json:"raw,omitempty"`
-	Free       any                      `json:"free,omitempty"`
-	Pools      map[string]strictNetwork `json:"pools,omitempty"`
-	Count      *int                     `json:"count,omitempty"`
-	Ratio      float32                  `json:"ratio,omitempty"`
-	Enabled    bool                     `json:"enabled"`
-	Grid       [][]int8                 `json:"grid,omitempty"`
-	Pair       [2]int                   `json:"pair"`
-	Data       []byte                   `json:"data,omitempty"`
-	When       time.Time                `json:"when,omitzero"`
-	Quoted     int64                    `json:"quoted,string,omitempty"`
-	Untagged   string
-	Self       strictSelfDecoding `json:"self"`
-	ByPort     map[int]string     `json:"byPort,omitempty"`
+	Network  strictNetwork            `json:"network"`
+	Taints   []strictTaint            `json:"taints,omitempty"`
+	Labels   map[string]string        `json:"labels,omitempty"`
+	Config   map[string]any           `json:"config,omitempty"`
+	Raw      json.RawMessage          `json:"raw,omitempty"`
+	Free     any                      `json:"free,omitempty"`
+	Pools    map[string]strictNetwork `json:"pools,omitempty"`
+	Count    *int                     `json:"count,omitempty"`
+	Ratio    float32                  `json:"ratio,omitempty"`
+	Enabled  bool                     `json:"enabled"`
+	Grid     [][]int8                 `json:"grid,omitempty"`
+	Pair     [2]int                   `json:"pair"`
+	Data     []byte                   `json:"data,omitempty"`
+	When     time.Time                `json:"when,omitzero"`
+	Quoted   int64                    `json:"quoted,string,omitempty"`
+	Untagged string
+	Self     strictSelfDecoding `json:"self"`
+	ByPort   map[int]string     `json:"byPort,omitempty"`
 	//lint:ignore U1000 an unexported field is what the decoder must skip
 	unexported int
 }
@@ -410,10 +410,10 @@ func TestStrictFieldsFollowsEncodingJSON(t *testing.T) {
 		A
 		B
 		C
-		Own   int    `json:"own"`
-		Named A      `json:"named"`
+		Own   int `json:"own"`
+		Named A   `json:"named"`
 		//lint:ignore SA5008 a malformed tag is what the walker must read as encoding/json does
-		Bad   string `json:"a\\b"`
+		Bad string `json:"a\\b"`
 	}
 	got := strictFields(reflect.TypeFor[outer]())
 	var names []string
