@@ -26,6 +26,13 @@ import (
 
 const token = "process-test-token"
 
+// startWithin bounds how long a server process may take to start (and to
+// write its first files). It is a liveness bound, not a speed claim: the
+// server is built with -race, and on a 2-core machine running other test
+// packages at once its start-up (stream provisioning, bcrypt, PBKDF2) took
+// over 30 s. The speed of start-up is measured by the bench command instead.
+const startWithin = 2 * time.Minute
+
 // TestMain lets the test binary act as the server: tests start it again as a
 // child process with REZUS_TEST_MAIN set, so kill -9 and SIGTERM hit a real process.
 func TestMain(m *testing.M) {
@@ -78,7 +85,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			t.Logf("server log:\n%s", p.log())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(startWithin)
 	for {
 		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
 			if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
@@ -95,7 +102,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not ready in 30s:\n%s", p.log())
+			t.Fatalf("server not ready in %s:\n%s", startWithin, p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -122,14 +129,14 @@ func (p *proc) log() string {
 // waitFile waits for a file the server writes in the background.
 func waitFile(t *testing.T, path string) []byte {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(startWithin)
 	for {
 		b, err := os.ReadFile(path)
 		if err == nil && len(b) > 0 {
 			return b
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not written within 30s: %v", path, err)
+			t.Fatalf("%s not written within %s: %v", path, startWithin, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
