@@ -71,3 +71,15 @@ func (c *Clock) Waiting() time.Time {
 	}
 	return first
 }
+
+// Waits are the instants waited for, in no order: a test sees from them that
+// the code under test has taken in what it was told (a new deadline).
+func (c *Clock) Waits() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]time.Time, len(c.waiters))
+	for i, w := range c.waiters {
+		out[i] = w.at
+	}
+	return out
+}
