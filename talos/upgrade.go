@@ -2,21 +2,19 @@ package talos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -30,6 +28,10 @@ const UpgradeConsumer = "upgrade-saga"
 
 // UpgradeActor is the actor of the saga's own writes.
 const UpgradeActor = "system:upgrade-saga"
+
+// UpgradeQueue holds the tenants with an upgrade to start, resume or steer
+// (the controller runtime's queue of the saga).
+const UpgradeQueue = "rezus-upgrade-queue"
 
 // UpgradeConfig configures the saga. Store, Cache, Bundles and Holder are
 // required; every other field has the default its comment gives.
@@ -118,28 +120,35 @@ func (c *UpgradeConfig) setDefaults() {
 // or node group's talosVersion into Upgrade runs, and carries out each run
 // machine by machine through the Talos API, recording every step as a status
 // event of the Upgrade, so that whichever replica holds the lease next
-// resumes where the last one stopped.
+// resumes where the last one stopped. The controller runtime holds the lease
+// and runs one upgrade per tenant at a time.
 type UpgradeSaga struct {
-	cfg  UpgradeConfig
-	kick chan struct{}
+	cfg UpgradeConfig
+	rt  *controller.Runtime
+	// versions is the trigger's bucket, opened by Run.
+	versions jetstream.KeyValue
 
-	mu      sync.Mutex
-	runs    map[string]*upgradeRun // by tenant, while running here
-	leading bool
+	mu   sync.Mutex
+	runs map[string]*upgradeRun // by tenant, while running here
 }
 
 // NewUpgradeSaga returns the saga; Run starts it.
 func NewUpgradeSaga(cfg UpgradeConfig) *UpgradeSaga {
 	cfg.setDefaults()
-	return &UpgradeSaga{cfg: cfg, kick: make(chan struct{}, 1), runs: map[string]*upgradeRun{}}
+	s := &UpgradeSaga{cfg: cfg, runs: map[string]*upgradeRun{}}
+	s.rt = controller.New(controller.Config{
+		Store: cfg.Store, Lease: UpgradeLease, Holder: cfg.Holder,
+		Consumer:  jetstream.ConsumerConfig{Durable: UpgradeConsumer},
+		Provision: func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
+		Queue:     UpgradeQueue, QueueDescription: "tenants with an upgrade to start or resume",
+		Concurrency: cfg.Concurrency, Backoff: func(int) time.Duration { return cfg.RetryBackoff },
+		Resync: cfg.Resync, Clock: controller.RealClock(cfg.Now), Log: cfg.Log,
+	}, sagaController{s})
+	return s
 }
 
 // Leading reports whether this replica holds the saga's lease.
-func (s *UpgradeSaga) Leading() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leading
-}
+func (s *UpgradeSaga) Leading() bool { return s.rt.Leading() }
 
 // ActiveUpgrade reports whether the tenant has an upgrade that has not
 // finished (running or waiting to); see the function ActiveUpgrade.
@@ -163,14 +172,13 @@ func ActiveUpgrade(cache *projections.Cache, tenant string) (string, bool) {
 // unfinishedUpgrades lists a tenant's (or, for "", every tenant's) upgrades
 // that are not final, oldest first.
 func unfinishedUpgrades(cache *projections.Cache, tenant string) []domain.Upgrade {
-	res, err := cache.List(domain.UpgradeKind.Kind, projections.ListOptions{Tenant: tenant})
+	all, err := projections.List[domain.Upgrade](cache, domain.UpgradeKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return nil
 	}
 	var out []domain.Upgrade
-	for _, raw := range res.Items {
-		var u domain.Upgrade
-		if json.Unmarshal(raw, &u) == nil && !u.Status.Final() {
+	for _, u := range all {
+		if !u.Status.Final() {
 			out = append(out, u)
 		}
 	}
@@ -191,16 +199,8 @@ func (s *UpgradeSaga) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.provisionConsumer(ctx, kv); err != nil {
-		return err
-	}
-	leases, err := eventstore.OpenLeases(ctx, s.cfg.Store, eventstore.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	return leases.RunWhileHeld(ctx, UpgradeLease, s.cfg.Holder, func(ctx context.Context) error {
-		return s.lead(ctx, kv)
-	})
+	s.versions = kv
+	return s.rt.Run(ctx)
 }
 
 // provisionConsumer creates the durable consumer the first time: the node
@@ -236,193 +236,4 @@ func (s *UpgradeSaga) provisionConsumer(ctx context.Context, kv jetstream.KeyVal
 		return fmt.Errorf("provisioning consumer %s: %w", UpgradeConsumer, err)
 	}
 	return nil
-}
-
-func (s *UpgradeSaga) lead(ctx context.Context, kv jetstream.KeyValue) error {
-	s.setLeading(true)
-	defer s.setLeading(false)
-	if err := s.cfg.Cache.Sync(ctx); err != nil {
-		return err
-	}
-	s.cfg.Log.Info("upgrade saga leading", "holder", s.cfg.Holder)
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return s.consume(gctx, kv) })
-	g.Go(func() error { return s.schedule(gctx) })
-	return g.Wait()
-}
-
-func (s *UpgradeSaga) setLeading(v bool) {
-	s.mu.Lock()
-	s.leading = v
-	s.mu.Unlock()
-}
-
-// wake makes the scheduler look at the runs now.
-func (s *UpgradeSaga) wake() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-// consume handles events in stream order: version changes start runs, new
-// runs and cancel requests wake the scheduler.
-func (s *UpgradeSaga) consume(ctx context.Context, kv jetstream.KeyValue) error {
-	return s.cfg.Store.ConsumeDurable(ctx, UpgradeConsumer, s.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
-		return s.handleEvent(ctx, kv, msg)
-	})
-}
-
-func (s *UpgradeSaga) handleEvent(ctx context.Context, kv jetstream.KeyValue, msg jetstream.Msg) error {
-	ev := &domain.Event{}
-	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
-		return nil
-	}
-	// Status changes (the saga's own among them) change no version and no run.
-	if strings.HasSuffix(ev.Type, "StatusUpdated") {
-		return nil
-	}
-	md, err := msg.Metadata()
-	if err != nil {
-		return err
-	}
-	seq := md.Sequence.Stream
-	// Decide on a read model that has this event.
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = s.cfg.Cache.WaitFor(wctx, seq)
-	cancel()
-	if err != nil {
-		return err
-	}
-	switch ev.Object.Kind {
-	case domain.UpgradeKind.Kind:
-		if ev.Type == "UpgradeCancelRequested" {
-			ref := ev.Object.Ref()
-			s.mu.Lock()
-			r := s.runs[ref.Tenant]
-			active := r != nil && r.ref.Name == ref.Name
-			if active {
-				r.canceled.Store(true)
-			}
-			s.mu.Unlock()
-			if !active {
-				// Queued behind another run of the tenant: it ends now.
-				if err := s.cancelPending(ctx, ref); err != nil {
-					return err
-				}
-			}
-		}
-		s.wake()
-		return nil
-	case domain.TenantKind.Kind, domain.NodeGroupKind.Kind:
-		return s.trigger(ctx, kv, ev, seq)
-	}
-	return nil
-}
-
-// cancelPending ends a run that has not started, on a cancel request.
-func (s *UpgradeSaga) cancelPending(ctx context.Context, ref domain.Ref) error {
-	now := s.cfg.Now().UTC()
-	_, err := s.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, nil
-		}
-		var u domain.Upgrade
-		if err := json.Unmarshal(upgradeJSON(state), &u); err != nil {
-			return nil, err
-		}
-		if u.Status.Phase != domain.UpgradePending {
-			return nil, nil
-		}
-		u.Status.Phase, u.Status.Reason, u.Status.EndTime = domain.UpgradeCanceled, "canceled before it started", &now
-		obj := state.DeepCopy()
-		obj.Status = upgradeJSON(u.Status)
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Object: obj, Actor: UpgradeActor, Now: now})
-	})
-	return err
-}
-
-// schedule starts runs: per tenant the Running one (resumed after a restart)
-// or else the oldest Pending one, up to Concurrency tenants at once.
-func (s *UpgradeSaga) schedule(ctx context.Context) error {
-	type ended struct {
-		tenant string
-		err    error
-	}
-	results := make(chan ended)
-	notBefore := map[string]time.Time{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	ticker := time.NewTicker(s.cfg.Resync)
-	defer ticker.Stop()
-	for {
-		now := s.cfg.Now()
-		for _, u := range s.due(now, notBefore) {
-			r := &upgradeRun{s: s, ref: domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: u.Metadata.Tenant, Name: u.Metadata.Name}}
-			s.mu.Lock()
-			s.runs[r.ref.Tenant] = r
-			s.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := r.execute(ctx)
-				select {
-				case results <- ended{tenant: r.ref.Tenant, err: err}:
-				case <-ctx.Done():
-				}
-			}()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.kick:
-		case <-ticker.C:
-		case e := <-results:
-			s.mu.Lock()
-			delete(s.runs, e.tenant)
-			s.mu.Unlock()
-			if e.err != nil && ctx.Err() == nil {
-				s.cfg.Log.Warn("upgrade saga: a run stopped; resuming it later", "tenant", e.tenant, "err", e.err, "after", s.cfg.RetryBackoff)
-				notBefore[e.tenant] = s.cfg.Now().Add(s.cfg.RetryBackoff)
-			}
-		}
-	}
-}
-
-// due picks the runs to start now: one per tenant not running here, within
-// the concurrency.
-func (s *UpgradeSaga) due(now time.Time, notBefore map[string]time.Time) []domain.Upgrade {
-	s.mu.Lock()
-	busy := len(s.runs)
-	running := map[string]bool{}
-	for t := range s.runs {
-		running[t] = true
-	}
-	s.mu.Unlock()
-	var out []domain.Upgrade
-	seen := map[string]bool{}
-	all := unfinishedUpgrades(s.cfg.Cache, "")
-	// A Running run goes before the tenant's Pending ones whatever its age.
-	sort.SliceStable(all, func(i, j int) bool {
-		return all[i].Status.Phase == domain.UpgradeRunning && all[j].Status.Phase != domain.UpgradeRunning
-	})
-	for _, u := range all {
-		t := u.Metadata.Tenant
-		if seen[t] || running[t] {
-			continue
-		}
-		seen[t] = true
-		if nb, ok := notBefore[t]; ok && now.Before(nb) {
-			continue
-		}
-		if busy >= s.cfg.Concurrency {
-			break
-		}
-		delete(notBefore, t)
-		busy++
-		out = append(out, u)
-	}
-	return out
 }

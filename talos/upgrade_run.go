@@ -123,29 +123,23 @@ func (r *upgradeRun) record(ctx context.Context, change func(st *domain.UpgradeS
 		}
 	}
 	r.st.Current = strings.Join(current, ",")
-	raw, err := json.Marshal(r.st)
-	if err != nil {
-		return err
-	}
-	now := r.s.cfg.Now()
-	res, err := r.s.cfg.Store.Update(ctx, r.ref, eventstore.UpdateOptions{Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, errUpgradeGone
+	res, err := eventstore.UpdateStatus(ctx, r.s.statusWriter(), r.ref, func(obj *domain.Object, cur *domain.UpgradeStatus) (bool, error) {
+		var spec domain.UpgradeSpec
+		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+			return false, fmt.Errorf("decoding the spec of %s: %w", r.ref, err)
 		}
-		var cur domain.Upgrade
-		if err := json.Unmarshal(upgradeJSON(state), &cur); err != nil {
-			return nil, err
-		}
-		if cur.Spec.CancelRequested {
+		if spec.CancelRequested {
 			r.canceled.Store(true)
 		}
-		if cur.Status.Final() && !r.st.Final() {
-			return nil, errUpgradeGone // a run that ended is never taken up again
+		if cur.Final() && !r.st.Final() {
+			return false, errUpgradeGone // a run that ended is never taken up again
 		}
-		obj := state.DeepCopy()
-		obj.Status = raw
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: r.ref, Object: obj, Actor: UpgradeActor, Now: now})
+		*cur = r.st
+		return true, nil
 	})
+	if domain.IsNotFound(err) {
+		err = errUpgradeGone
+	}
 	if err != nil {
 		if errors.Is(err, errUpgradeGone) {
 			return err
