@@ -170,7 +170,7 @@ func (s *HealthService) cached(tenant string) (domain.TenantHealth, bool) {
 func (s *HealthService) probe(ctx context.Context, tenant string) (domain.TenantHealth, error) {
 	start := s.cfg.Now()
 	began := time.Now()
-	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenant)
+	machines, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return domain.TenantHealth{}, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // upgradeRun carries out one Upgrade. Its status is kept here and written whole
@@ -202,7 +203,7 @@ func clipBytes(s string, n int) string {
 // plan reads the version every machine runs, refuses a run that would skip
 // or downgrade a minor version, orders the machines and starts the run.
 func (r *upgradeRun) plan(ctx context.Context) error {
-	ngs, err := listTyped[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind.Kind, r.ref.Tenant)
+	ngs, err := projections.List[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return err
 	}
@@ -219,7 +220,7 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 	if len(missing) > 0 {
 		return r.finish(ctx, domain.UpgradeFailed, "refused: no node group "+strings.Join(missing, ", ")+" in the tenant")
 	}
-	all, err := listTyped[domain.Machine](r.s.cfg.Cache, domain.MachineKind.Kind, r.ref.Tenant)
+	all, err := projections.List[domain.Machine](r.s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return err
 	}
@@ -307,7 +308,7 @@ func (r *upgradeRun) leader(ctx context.Context, machines []domain.Machine) stri
 // memberMachine finds the tenant's machine of an etcd member, by name,
 // hostname or the address in its peer URLs.
 func (r *upgradeRun) memberMachine(hostname string, peerURLs []string) *domain.Machine {
-	machines, err := listTyped[domain.Machine](r.s.cfg.Cache, domain.MachineKind.Kind, r.ref.Tenant)
+	machines, err := projections.List[domain.Machine](r.s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return nil
 	}

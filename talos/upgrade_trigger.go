@@ -14,6 +14,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // VersionsBucket remembers the Talos version each node group was last
@@ -84,7 +85,7 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 	if tenant.Metadata.DeletionTimestamp != nil {
 		return nil
 	}
-	groups, err := listTyped[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind.Kind, tenantName)
+	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenantName})
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 			groups = append(groups, ng)
 		}
 	}
-	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenantName)
+	machines, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenantName})
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 // rememberVersions records the version of every node group not remembered
 // yet, as the read model has it.
 func (s *UpgradeSaga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) error {
-	tenants, err := listTyped[domain.Tenant](s.cfg.Cache, domain.TenantKind.Kind, "")
+	tenants, err := projections.List[domain.Tenant](s.cfg.Cache, domain.TenantKind, projections.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -175,7 +176,7 @@ func (s *UpgradeSaga) rememberVersions(ctx context.Context, kv jetstream.KeyValu
 	for _, t := range tenants {
 		versions[t.Metadata.Name] = t.Spec.TalosVersion
 	}
-	groups, err := listTyped[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind.Kind, "")
+	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
 	if err != nil {
 		return err
 	}
