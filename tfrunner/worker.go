@@ -47,7 +47,7 @@ type ProviderCredentials interface {
 	ProviderCredentials(ctx context.Context, name string) (map[string]string, error)
 }
 
-// UpgradeGate says whether a tenant is being upgraded (talos.UpgradeSaga).
+// UpgradeGate says whether a tenant is being upgraded (upgrade.Saga in talos/upgrade).
 type UpgradeGate interface {
 	ActiveUpgrade(tenant string) bool
 }

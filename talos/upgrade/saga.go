@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -18,27 +19,32 @@ import (
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
-// UpgradeLease makes one replica at a time run the upgrade saga.
-const UpgradeLease = "upgrade-saga"
+// Lease makes one replica at a time run the upgrade saga.
+const Lease = "upgrade-saga"
 
-// UpgradeConsumer is the saga's durable consumer of tenant, node group and
+// Consumer is the saga's durable consumer of tenant, node group and
 // upgrade events. Renaming it loses the events not yet handled: a new
 // consumer starts after the read model it remembers the versions from.
-const UpgradeConsumer = "upgrade-saga"
+const Consumer = "upgrade-saga"
 
-// UpgradeActor is the actor of the saga's own writes.
-const UpgradeActor = "system:upgrade-saga"
+// Actor is the actor of the saga's own writes.
+const Actor = "system:upgrade-saga"
 
-// UpgradeQueue holds the tenants with an upgrade to start, resume or steer
+// Queue holds the tenants with an upgrade to start, resume or steer
 // (the controller runtime's queue of the saga).
-const UpgradeQueue = "rezus-upgrade-queue"
+const Queue = "rezus-upgrade-queue"
 
-// UpgradeConfig configures the saga. Store, Cache, Bundles and Holder are
+// BundleSource gives a tenant's secrets bundle.
+type BundleSource interface {
+	Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error)
+}
+
+// Config configures the saga. Store, Cache, Bundles and Holder are
 // required; every other field has the default its comment gives.
-type UpgradeConfig struct {
+type Config struct {
 	Store *eventstore.Store
 	Cache *projections.Cache
-	// Bundles gives each tenant's PKI (a *PKI).
+	// Bundles gives each tenant's PKI (a *talos.PKI).
 	Bundles BundleSource
 	// Holder names this replica in the saga's lease.
 	Holder string
@@ -77,7 +83,7 @@ type UpgradeConfig struct {
 	DialOptions []grpc.DialOption
 }
 
-func (c *UpgradeConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -116,14 +122,14 @@ func (c *UpgradeConfig) setDefaults() {
 	}
 }
 
-// UpgradeSaga drives rolling Talos upgrades: it turns changes of a tenant's
+// Saga drives rolling Talos upgrades: it turns changes of a tenant's
 // or node group's talosVersion into Upgrade runs, and carries out each run
 // machine by machine through the Talos API, recording every step as a status
 // event of the Upgrade, so that whichever replica holds the lease next
 // resumes where the last one stopped. The controller runtime holds the lease
 // and runs one upgrade per tenant at a time.
-type UpgradeSaga struct {
-	cfg UpgradeConfig
+type Saga struct {
+	cfg Config
 	rt  *controller.Runtime
 	// versions is the trigger's bucket, opened by Run.
 	versions jetstream.KeyValue
@@ -132,15 +138,15 @@ type UpgradeSaga struct {
 	runs map[string]*upgradeRun // by tenant, while running here
 }
 
-// NewUpgradeSaga returns the saga; Run starts it.
-func NewUpgradeSaga(cfg UpgradeConfig) *UpgradeSaga {
+// New returns the saga; Run starts it.
+func New(cfg Config) *Saga {
 	cfg.setDefaults()
-	s := &UpgradeSaga{cfg: cfg, runs: map[string]*upgradeRun{}}
+	s := &Saga{cfg: cfg, runs: map[string]*upgradeRun{}}
 	s.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: UpgradeLease, Holder: cfg.Holder,
-		Consumer:  jetstream.ConsumerConfig{Durable: UpgradeConsumer},
+		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
+		Consumer:  jetstream.ConsumerConfig{Durable: Consumer},
 		Provision: func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
-		Queue:     UpgradeQueue, QueueDescription: "tenants with an upgrade to start or resume",
+		Queue:     Queue, QueueDescription: "tenants with an upgrade to start or resume",
 		Concurrency: cfg.Concurrency, Backoff: func(int) time.Duration { return cfg.RetryBackoff },
 		Resync: cfg.Resync, Clock: controller.RealClock(cfg.Now), Log: cfg.Log,
 	}, sagaController{s})
@@ -148,20 +154,20 @@ func NewUpgradeSaga(cfg UpgradeConfig) *UpgradeSaga {
 }
 
 // Leading reports whether this replica holds the saga's lease.
-func (s *UpgradeSaga) Leading() bool { return s.rt.Leading() }
+func (s *Saga) Leading() bool { return s.rt.Leading() }
 
 // ActiveUpgrade reports whether the tenant has an upgrade that has not
-// finished (running or waiting to); see the function ActiveUpgrade.
-func (s *UpgradeSaga) ActiveUpgrade(tenant string) bool {
-	_, ok := ActiveUpgrade(s.cfg.Cache, tenant)
+// finished (running or waiting to); see Active.
+func (s *Saga) ActiveUpgrade(tenant string) bool {
+	_, ok := Active(s.cfg.Cache, tenant)
 	return ok
 }
 
-// ActiveUpgrade names the tenant's oldest upgrade that has not finished
+// Active names the tenant's oldest upgrade that has not finished
 // (Pending or Running), if any. It reads the replicated read model, so any
 // replica can ask: the apply worker holds back version-specific config while
 // it reports true.
-func ActiveUpgrade(cache *projections.Cache, tenant string) (string, bool) {
+func Active(cache *projections.Cache, tenant string) (string, bool) {
 	runs := unfinishedUpgrades(cache, tenant)
 	if len(runs) == 0 {
 		return "", false
@@ -194,7 +200,7 @@ func unfinishedUpgrades(cache *projections.Cache, tenant string) []domain.Upgrad
 
 // Run provisions the consumer and the trigger's bucket and runs the saga
 // while this replica holds the lease, until ctx ends.
-func (s *UpgradeSaga) Run(ctx context.Context) error {
+func (s *Saga) Run(ctx context.Context) error {
 	kv, err := openVersionsBucket(ctx, s.cfg.Store)
 	if err != nil {
 		return err
@@ -207,14 +213,14 @@ func (s *UpgradeSaga) Run(ctx context.Context) error {
 // groups' versions are remembered as the read model has them at a sequence,
 // and the consumer delivers the events after it, so that no version change is
 // missed nor taken for one. Later starts find it and go on where it was.
-func (s *UpgradeSaga) provisionConsumer(ctx context.Context, kv jetstream.KeyValue) error {
+func (s *Saga) provisionConsumer(ctx context.Context, kv jetstream.KeyValue) error {
 	js := s.cfg.Store.JetStream()
-	_, err := js.Consumer(ctx, eventstore.StreamName, UpgradeConsumer)
+	_, err := js.Consumer(ctx, eventstore.StreamName, Consumer)
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("looking up consumer %s: %w", UpgradeConsumer, err)
+		return fmt.Errorf("looking up consumer %s: %w", Consumer, err)
 	}
 	if err := s.cfg.Cache.Sync(ctx); err != nil {
 		return err
@@ -228,12 +234,12 @@ func (s *UpgradeSaga) provisionConsumer(ctx context.Context, kv jetstream.KeyVal
 		subjects = append(subjects, domain.SubjectPrefix+"."+k.Subject+".>")
 	}
 	_, err = js.CreateConsumer(ctx, eventstore.StreamName, jetstream.ConsumerConfig{
-		Durable: UpgradeConsumer, Description: "starts and steers Talos upgrade runs",
+		Durable: Consumer, Description: "starts and steers Talos upgrade runs",
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1, AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubjects: subjects, AckWait: 30 * time.Second, MaxAckPending: 256,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-		return fmt.Errorf("provisioning consumer %s: %w", UpgradeConsumer, err)
+		return fmt.Errorf("provisioning consumer %s: %w", Consumer, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // sagaController is the saga as the controller runtime drives it: keys are
 // tenants, and a tenant's run carries out its current upgrade.
-type sagaController struct{ s *UpgradeSaga }
+type sagaController struct{ s *Saga }
 
 // Lead catches up with the read model and queues every tenant with an
 // upgrade that has not finished, so that a run a previous leader left
@@ -36,7 +36,7 @@ func (c sagaController) Resync(context.Context) ([]string, error) {
 	return unfinishedTenants(c.s), nil
 }
 
-func unfinishedTenants(s *UpgradeSaga) []string {
+func unfinishedTenants(s *Saga) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, u := range unfinishedUpgrades(s.cfg.Cache, "") {
@@ -90,12 +90,12 @@ func (c sagaController) Keys(ctx context.Context, ev *domain.Event, seq uint64) 
 }
 
 // statusWriter writes the statuses of Upgrades and Machines as the saga.
-func (s *UpgradeSaga) statusWriter() eventstore.StatusWriter {
-	return eventstore.StatusWriter{Store: s.cfg.Store, Actor: UpgradeActor, Now: s.cfg.Now, Retries: 20}
+func (s *Saga) statusWriter() eventstore.StatusWriter {
+	return eventstore.StatusWriter{Store: s.cfg.Store, Actor: Actor, Now: s.cfg.Now, Retries: 20}
 }
 
 // cancelPending ends a run that has not started, on a cancel request.
-func (s *UpgradeSaga) cancelPending(ctx context.Context, ref domain.Ref) error {
+func (s *Saga) cancelPending(ctx context.Context, ref domain.Ref) error {
 	now := s.cfg.Now().UTC()
 	_, err := eventstore.UpdateStatus(ctx, s.statusWriter(), ref, func(_ *domain.Object, st *domain.UpgradeStatus) (bool, error) {
 		if st.Phase != domain.UpgradePending {

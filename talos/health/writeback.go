@@ -1,4 +1,4 @@
-package talos
+package health
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const writeBackParallelism = 8
 // (only those that changed, judged on the read model first so that a probe
 // seeing nothing new costs no store round trip), then the tenant's counts,
 // Healthy condition and phase. Failures are logged: the answer stands either way.
-func (s *HealthService) writeBack(ctx context.Context, tenant string, h domain.TenantHealth) {
+func (s *Service) writeBack(ctx context.Context, tenant string, h domain.TenantHealth) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
 	defer cancel()
 	now := s.cfg.Now()
@@ -71,7 +71,7 @@ type replicaCounts struct{ replicas, ready int }
 // writeNodeGroups records each node group's replicas (its machines) and ready
 // replicas (those the probe found ready), for the groups whose counts changed.
 // Other status fields are left as they are.
-func (s *HealthService) writeNodeGroups(ctx context.Context, tenant string, h domain.TenantHealth) {
+func (s *Service) writeNodeGroups(ctx context.Context, tenant string, h domain.TenantHealth) {
 	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil || len(groups) == 0 {
 		return
@@ -118,8 +118,8 @@ func (s *HealthService) writeNodeGroups(ctx context.Context, tenant string, h do
 // writeStatus rewrites an object's status through mutate, on the current
 // state, retrying conflicting writers; spec and metadata are never touched,
 // and an object gone or going is left alone.
-func writeStatus[S any](ctx context.Context, s *HealthService, ref domain.Ref, mutate func(st *S) (changed bool)) error {
-	w := eventstore.StatusWriter{Store: s.cfg.Store, Actor: HealthActor, Now: s.cfg.Now, Hint: s.cfg.Cache, Retries: 5}
+func writeStatus[S any](ctx context.Context, s *Service, ref domain.Ref, mutate func(st *S) (changed bool)) error {
+	w := eventstore.StatusWriter{Store: s.cfg.Store, Actor: Actor, Now: s.cfg.Now, Hint: s.cfg.Cache, Retries: 5}
 	_, err := eventstore.UpdateStatus(ctx, w, ref, func(obj *domain.Object, st *S) (bool, error) {
 		if obj.Terminating() {
 			return false, nil

@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type sagaNodes struct {
 	dialOpts []grpc.DialOption
 }
 
-func newSagaNodes(b *secrets.Bundle, tenant string, cfg *UpgradeConfig) (*sagaNodes, error) {
+func newSagaNodes(b *secrets.Bundle, tenant string, cfg *Config) (*sagaNodes, error) {
 	cert, err := b.GenerateTalosAPIClientCertificateWithTTL(role.MakeSet(role.Admin), sagaCertTTL)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the upgrade client certificate of tenant %s: %w", tenant, err)

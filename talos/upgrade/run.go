@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // after every change, so the stream holds each step; a run built from that
 // status after a restart goes on from the recorded step.
 type upgradeRun struct {
-	s     *UpgradeSaga
+	s     *Saga
 	ref   domain.Ref
 	spec  domain.UpgradeSpec
 	nodes *sagaNodes
@@ -482,7 +482,12 @@ func (r *upgradeRun) workers(ctx context.Context) error {
 
 // machine reads a machine of the tenant from the read model.
 func (r *upgradeRun) machine(name string) (*domain.Machine, error) {
-	return getTyped[domain.Machine](r.s.cfg.Cache, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: r.ref.Tenant, Name: name})
+	ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, name)
+	m, ok, err := projections.Get[domain.Machine](r.s.cfg.Cache, ref)
+	if err == nil && !ok {
+		err = domain.NewNotFound(ref.Kind, name)
+	}
+	return m, err
 }
 
 // sleep waits one poll interval.
