@@ -128,6 +128,9 @@ func (r *Runtime) lead(ctx context.Context, q *Queue) error {
 	if l, ok := r.c.(Leader); ok {
 		stop, err := l.Lead(ctx, q)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the lease was lost meanwhile: not an error, wait for it again
+			}
 			return err
 		}
 		if stop != nil {

@@ -28,16 +28,15 @@ type fake struct {
 	gated    bool
 
 	started chan start
-	release chan struct{}
 
-	mu        sync.Mutex
-	active    map[string]int
-	total     int
-	maxTotal  int
-	overlap   bool
-	finished  []string
-	scripted  map[string][]controller.Result
-	seenTimes map[string]controller.Entry
+	mu       sync.Mutex
+	active   map[string]int
+	total    int
+	maxTotal int
+	overlap  bool
+	finished []string
+	scripted map[string][]controller.Result
+	gates    map[string]chan struct{}
 }
 
 type start struct {
@@ -47,8 +46,21 @@ type start struct {
 }
 
 func newFake() *fake {
-	return &fake{started: make(chan start, 64), release: make(chan struct{}), active: map[string]int{}, scripted: map[string][]controller.Result{}}
+	return &fake{started: make(chan start, 64), active: map[string]int{}, scripted: map[string][]controller.Result{}, gates: map[string]chan struct{}{}}
 }
+
+// gate is where key's gated runs wait for a release.
+func (f *fake) gate(key string) chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gates[key] == nil {
+		f.gates[key] = make(chan struct{}, 8)
+	}
+	return f.gates[key]
+}
+
+// release lets one run of key end.
+func (f *fake) release(key string) { f.gate(key) <- struct{}{} }
 
 func (f *fake) Keys(_ context.Context, ev *domain.Event, _ uint64) ([]string, error) {
 	return []string{ev.Object.Metadata.Name}, nil
@@ -73,7 +85,7 @@ func (f *fake) Reconcile(ctx context.Context, key string, _ controller.Entry, at
 	f.started <- start{key: key, attempt: attempt, ctx: ctx}
 	if f.gated {
 		select {
-		case <-f.release:
+		case <-f.gate(key):
 		case <-ctx.Done():
 			return controller.Retry()
 		}
@@ -175,39 +187,34 @@ func TestOneRunPerKeyAndParallelAcrossKeysUpToTheBound(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		h.touch(t, k)
 	}
-	first := map[string]bool{}
-	for range 2 {
-		first[recv(t, f.started, "a run to start").key] = true
-	}
-	// a changes while it runs: the follow-up waits for the run to end.
-	h.touch(t, "a")
-	require.Eventually(t, func() bool { return h.queued(t, "a") }, 10*time.Second, 5*time.Millisecond)
-	select {
-	case s := <-f.started:
-		t.Fatalf("%s started beyond the bound of 2 (or twice)", s.key)
-	case <-time.After(200 * time.Millisecond): // a negative: give a wrong start the chance to show
-	}
+	// Two run, the oldest first; c waits for a free slot.
+	first := map[string]bool{recv(t, f.started, "a run").key: true, recv(t, f.started, "a run").key: true}
+	require.Equal(t, map[string]bool{"a": true, "b": true}, first)
 
-	// Releasing runs lets the rest start: c, and a again for its follow-up.
-	var later []string
-	for range 4 {
-		f.release <- struct{}{}
-		select {
-		case s := <-f.started:
-			later = append(later, s.key)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	for len(later) < 2 {
-		f.release <- struct{}{}
-		later = append(later, recv(t, f.started, "a follow-up").key)
-	}
-	require.Contains(t, later, "c")
-	require.Contains(t, later, "a", "the change during a's run made a follow-up run")
+	// a changes while it runs: the follow-up waits for the run to end, then
+	// goes first (its change is older than c's).
+	h.touch(t, "a")
+	require.Eventually(t, func() bool {
+		kv, err := h.env.Store.JetStream().KeyValue(context.Background(), h.cfg.Queue)
+		require.NoError(t, err)
+		e, err := kv.Get(context.Background(), "a")
+		var entry controller.Entry
+		return err == nil && json.Unmarshal(e.Value(), &entry) == nil && len(entry.Sources) == 2
+	}, 10*time.Second, 5*time.Millisecond, "a's change queued")
+	f.release("a")
+	require.Equal(t, "a", recv(t, f.started, "a's follow-up").key)
+	f.release("b")
+	require.Equal(t, "c", recv(t, f.started, "c").key)
+	f.release("a")
+	f.release("c")
+	require.Eventually(t, func() bool { return !h.queued(t, "a") && !h.queued(t, "c") }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, stop())
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	require.False(t, f.overlap, "two runs of one key at once")
-	require.Equal(t, 2, f.maxTotal)
-	require.True(t, first["a"] && first["b"], "oldest first: %v", first)
+	require.Equal(t, 2, f.maxTotal, "runs at once beyond the bound")
+	require.Equal(t, []string{"a", "b"}, f.finished[:2], "each run ended before the next of its slot began")
 }
 
 func TestDebounceBackoffAndRetry(t *testing.T) {
