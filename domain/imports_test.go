@@ -19,7 +19,7 @@ import (
 
 // The layering of DESIGN.md: dependencies point inward, toward domain. Each
 // top-level folder of the module is a layer; subpackages (eventstore/
-// eventstoretest) count as their parent. allowedLayers lists the module-local
+// eventstoretest) count as their parent, except the sublayers. allowedLayers lists the module-local
 // layers a layer's non-test files may import besides itself; a layer missing
 // from the map (handlers, cmd, folders the table does not name) may import any
 // layer, except what forbiddenLayers says.
@@ -27,10 +27,21 @@ var allowedLayers = map[string][]string{
 	"domain":      {},
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
-	"tfrunner":    {"domain", "eventstore", "projections", "talos"},
+	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller"},
 	"talos":       {"domain", "eventstore", "projections"},
 	"webui":       {"domain", "projections", "handlers"},
+	// The controller runtime sits right above the event store: every
+	// long-running consumer builds on it, so it builds on nothing of theirs.
+	"internal/controller": {"domain", "eventstore"},
+	"talos/health":        {"domain", "eventstore", "projections"},
+	"talos/upgrade":       {"domain", "eventstore", "projections", "internal/controller"},
 }
+
+// sublayers are folders that are layers of their own rather than part of
+// their top-level folder: the controller runtime (internal/ holds test
+// helpers too), and talos's health probes and upgrade saga, which talos
+// itself and each other must not import.
+var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},
@@ -66,6 +77,11 @@ var domainIndirect = []string{
 // layerOf returns the top-level folder of a module-relative path.
 func layerOf(rel string) string {
 	rel = filepath.ToSlash(rel)
+	for _, s := range sublayers {
+		if within(rel, s) {
+			return s
+		}
+	}
 	if i := strings.IndexByte(rel, '/'); i >= 0 {
 		return rel[:i]
 	}
@@ -167,6 +183,22 @@ func TestCheckImport(t *testing.T) {
 		{"talos", false, m + "/projections", true},
 		{"talos", false, m + "/tfrunner", false},
 		{"talos/emulator", false, m + "/talos", true},
+		{"talos", false, m + "/talos/upgrade", false},
+		{"talos", false, m + "/internal/controller", false},
+		{"talos/upgrade", false, m + "/internal/controller", true},
+		{"talos/upgrade", false, m + "/projections", true},
+		{"talos/upgrade", false, m + "/talos/health", false},
+		{"talos/upgrade", false, m + "/tfrunner", false},
+		{"talos/health", false, m + "/projections", true},
+		{"talos/health", false, m + "/talos/upgrade", false},
+		{"talos/health", false, m + "/internal/controller", false},
+		{"internal/controller", false, m + "/eventstore", true},
+		{"internal/controller", false, m + "/projections", false},
+		{"internal/controller", false, m + "/tfrunner", false},
+		{"internal/controller/controllertest", false, m + "/talos", false},
+		{"internal/tofutest", false, m + "/tfrunner", true},
+		{"tfrunner", false, m + "/internal/controller", true},
+		{"handlers", false, m + "/talos/upgrade", true},
 		{"handlers", false, m + "/tfrunner", true},
 		{"handlers", false, m + "/talos", true},
 		{"handlers", false, m + "/eventstore/eventstoretest", true},

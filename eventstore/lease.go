@@ -39,33 +39,39 @@ func OpenLeases(ctx context.Context, s *Store, ttl time.Duration) (*Leases, erro
 // repeats until ctx ends. It returns work's error, if any.
 func (l *Leases) RunWhileHeld(ctx context.Context, name, holder string, work func(context.Context) error) error {
 	for {
-		rev, err := l.acquire(ctx, name, holder)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		renewDone := make(chan struct{})
-		lastRev := rev
-		go func() {
-			defer close(renewDone)
-			defer cancel()
-			lastRev = l.renew(wctx, name, holder, rev)
-		}()
-		werr := work(wctx)
-		cancel()
-		<-renewDone
-		// Release so another replica need not wait for the TTL; only if it is still ours.
-		_ = l.kv.Delete(context.WithoutCancel(ctx), name, jetstream.LastRevision(lastRev))
-		if werr != nil && ctx.Err() == nil {
-			return werr
-		}
+		err := l.Do(ctx, name, holder, work)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err != nil {
+			return err
+		}
 	}
+}
+
+// Do acquires the lease name for holder (waiting while someone else holds it),
+// runs work once with a context that ends when the lease is lost (work must
+// stop then: another replica may take over), and releases the lease after.
+func (l *Leases) Do(ctx context.Context, name, holder string, work func(context.Context) error) error {
+	rev, err := l.acquire(ctx, name, holder)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	renewDone := make(chan struct{})
+	lastRev := rev
+	go func() {
+		defer close(renewDone)
+		// The renewal ends when the lease is lost, and takes work's context with it.
+		defer cancel()
+		lastRev = l.renew(wctx, name, holder, rev)
+	}()
+	err = work(wctx)
+	cancel()
+	<-renewDone
+	// Release so another replica need not wait for the TTL; only if it is still ours.
+	_ = l.kv.Delete(context.WithoutCancel(ctx), name, jetstream.LastRevision(lastRev))
+	return err
 }
 
 func (l *Leases) acquire(ctx context.Context, name, holder string) (uint64, error) {
@@ -111,25 +117,4 @@ func (l *Leases) renew(ctx context.Context, name, holder string, rev uint64) uin
 			rev = next
 		}
 	}
-}
-
-// Do acquires the lease name for holder (waiting while someone else holds it),
-// runs work once while holding it, and releases it.
-func (l *Leases) Do(ctx context.Context, name, holder string, work func(context.Context) error) error {
-	rev, err := l.acquire(ctx, name, holder)
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	renewDone := make(chan struct{})
-	lastRev := rev
-	go func() {
-		defer close(renewDone)
-		lastRev = l.renew(wctx, name, holder, rev)
-	}()
-	err = work(wctx)
-	cancel()
-	<-renewDone
-	_ = l.kv.Delete(context.WithoutCancel(ctx), name, jetstream.LastRevision(lastRev))
-	return err
 }

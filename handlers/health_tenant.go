@@ -11,7 +11,7 @@ import (
 )
 
 // TenantHealthProber probes a tenant's machines through the Talos API;
-// talos.HealthService is the one used. Probe answers domain NotFound for an
+// health.Service (talos/health) is the one used. Probe answers domain NotFound for an
 // unknown tenant; with refresh it does not answer from its cache.
 type TenantHealthProber interface {
 	Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error)

@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/health"
 )
 
 // fakeProber answers a fixed health and records what it was asked.
@@ -110,7 +111,7 @@ func TestTenantHealthRouteWithHealthService(t *testing.T) {
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
 	pki := talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: sealed})
-	withHealth(s, talos.NewHealthService(talos.HealthConfig{Cache: s.cache, PKI: pki, Store: s.env.Store}))
+	withHealth(s, health.New(health.Config{Cache: s.cache, PKI: pki, Store: s.env.Store}))
 	s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))
 
 	r := s.do(http.MethodGet, "/api/v1/tenants/acme/health", nil)
@@ -132,7 +133,7 @@ func TestTenantHealthRouteWithHealthService(t *testing.T) {
 			return false
 		}
 		for _, c := range tn.Status.Conditions {
-			if c.Type == talos.ConditionHealthy {
+			if c.Type == health.ConditionHealthy {
 				return c.Status == "False" && c.Reason == domain.HealthUnreachable && c.Message == "the tenant has no machines"
 			}
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // upgradeHooks let users create upgrades and cancel them. A new upgrade is
@@ -171,7 +171,7 @@ func (a *API) cancelUpgrade(c echo.Context) error {
 	}
 	auditObject(c, ref)
 	ctx := c.Request().Context()
-	res, err := talos.CancelUpgrade(ctx, a.store, talos.CancelRequest{Tenant: ref.Tenant, Name: ref.Name,
+	res, err := upgrade.Cancel(ctx, a.store, upgrade.CancelRequest{Tenant: ref.Tenant, Name: ref.Name,
 		Actor: identityOf(c).Name, CorrelationID: correlationID(c), Now: a.cfg.Now()})
 	if err != nil {
 		return err

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -15,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -49,7 +47,7 @@ type ProviderCredentials interface {
 	ProviderCredentials(ctx context.Context, name string) (map[string]string, error)
 }
 
-// UpgradeGate says whether a tenant is being upgraded (talos.UpgradeSaga).
+// UpgradeGate says whether a tenant is being upgraded (upgrade.Saga in talos/upgrade).
 type UpgradeGate interface {
 	ActiveUpgrade(tenant string) bool
 }
@@ -114,8 +112,11 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// KeepApplies is how many finished applies (with logs) a tenant keeps; default 20.
 	KeepApplies int
-	// Now is the clock; default time.Now.
+	// Now is the clock of recorded times; default Clock's Now, else time.Now.
 	Now func() time.Time
+	// Clock times the debounce, backoffs and resyncs; default the wall
+	// clock with Now as its time.
+	Clock controller.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -148,6 +149,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+		if c.Clock != nil {
+			c.Now = c.Clock.Now
+		}
+	}
+	if c.Clock == nil {
+		c.Clock = controller.RealClock(c.Now)
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -158,13 +165,13 @@ func (c *Config) setDefaults() {
 // runs tofu for them, debounced, serial per tenant and parallel across tenants.
 type Worker struct {
 	cfg Config
+	rt  *controller.Runtime
 
 	// initMu serialises `tofu init`, which shares the plugin cache.
 	initMu sync.Mutex
 
 	mu      sync.Mutex
 	running map[string]*activeRun // by tenant
-	leading bool
 	// applies counts runs started by this process (for tests and metrics).
 	applies int
 }
@@ -183,15 +190,24 @@ var errCanceledByUser = errors.New("canceled by a user")
 // NewWorker returns a worker; Run starts it.
 func NewWorker(cfg Config) *Worker {
 	cfg.setDefaults()
-	return &Worker{cfg: cfg, running: map[string]*activeRun{}}
+	w := &Worker{cfg: cfg, running: map[string]*activeRun{}}
+	resync := max(cfg.Resync, 0)
+	w.rt = controller.New(controller.Config{
+		Store: cfg.Store, Lease: WorkerLease, Holder: cfg.Holder,
+		Consumer: jetstream.ConsumerConfig{
+			Durable: WorkerConsumer, Description: "queues tenants for the apply worker",
+			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			FilterSubjects: tenantEventSubjects(), AckWait: 15 * time.Second, MaxAckPending: 256,
+		},
+		Queue: QueueBucket, QueueDescription: queueDescription, MaxSources: domain.MaxApplySources,
+		Concurrency: cfg.Concurrency, Backoff: w.backoff, Resync: resync,
+		Clock: cfg.Clock, Log: cfg.Log,
+	}, applyController{w})
+	return w
 }
 
 // Leading reports whether this replica holds the worker lease.
-func (w *Worker) Leading() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.leading
-}
+func (w *Worker) Leading() bool { return w.rt.Leading() }
 
 // Started is how many runs this process started.
 func (w *Worker) Started() int {
@@ -202,67 +218,39 @@ func (w *Worker) Started() int {
 
 // Run provisions the queue and the consumer and works while this replica holds
 // the worker lease, until ctx ends.
-func (w *Worker) Run(ctx context.Context) error {
-	kv, err := openQueue(ctx, w.cfg.Store)
-	if err != nil {
-		return err
-	}
-	if _, err := w.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, jetstream.ConsumerConfig{
-		Durable: WorkerConsumer, Description: "queues tenants for the apply worker",
-		DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubjects: tenantEventSubjects(), AckWait: 15 * time.Second, MaxAckPending: 256,
-	}); err != nil {
-		return fmt.Errorf("provisioning consumer %s: %w", WorkerConsumer, err)
-	}
-	leases, err := eventstore.OpenLeases(ctx, w.cfg.Store, eventstore.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	return leases.RunWhileHeld(ctx, WorkerLease, w.cfg.Holder, func(ctx context.Context) error {
-		return w.lead(ctx, kv)
-	})
-}
+func (w *Worker) Run(ctx context.Context) error { return w.rt.Run(ctx) }
 
-func (w *Worker) lead(ctx context.Context, kv jetstream.KeyValue) error {
-	w.setLeading(true)
-	defer w.setLeading(false)
+// applyController is the worker as the controller runtime drives it: keys
+// are tenants.
+type applyController struct{ w *Worker }
+
+// Lead catches up with the read model, finishes what a previous holder left
+// and answers cancel requests while this replica leads.
+func (c applyController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
+	w := c.w
 	if err := w.cfg.Cache.Sync(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	w.cfg.Log.Info("apply worker leading", "holder", w.cfg.Holder)
-	if err := w.recover(ctx, kv); err != nil {
-		return err
+	if err := w.recover(ctx, q); err != nil {
+		return nil, err
 	}
 	sub, err := w.cfg.Store.Conn().Subscribe(cancelSubject+".>", w.onCancel)
 	if err != nil {
-		return fmt.Errorf("apply worker: %w", err)
+		return nil, fmt.Errorf("apply worker: %w", err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return w.consume(gctx, kv) })
-	g.Go(func() error { return w.schedule(gctx, kv) })
-	if w.cfg.Resync > 0 {
-		g.Go(func() error { return w.resync(gctx, kv) })
-	}
-	return g.Wait()
-}
-
-func (w *Worker) setLeading(v bool) {
-	w.mu.Lock()
-	w.leading = v
-	w.mu.Unlock()
+	return func() { _ = sub.Unsubscribe() }, nil
 }
 
 // recover finishes what a previous holder left: runs it recorded as going are
 // marked failed (their process is gone) and their tenants queued again.
-func (w *Worker) recover(ctx context.Context, kv jetstream.KeyValue) error {
-	res, err := w.cfg.Cache.List(domain.ApplyKind.Kind, projections.ListOptions{})
+func (w *Worker) recover(ctx context.Context, q *controller.Queue) error {
+	applies, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{})
 	if err != nil {
 		return err
 	}
-	for _, raw := range res.Items {
-		var a domain.Apply
-		if err := json.Unmarshal(raw, &a); err != nil || a.Status.Final() {
+	for _, a := range applies {
+		if a.Status.Final() {
 			continue
 		}
 		tenant := a.Metadata.Tenant
@@ -275,39 +263,20 @@ func (w *Worker) recover(ctx context.Context, kv jetstream.KeyValue) error {
 		st := a.Status
 		st.Phase, st.EndTime, st.Error = domain.ApplyFailed, &now, "interrupted: the server running it stopped"
 		w.writeApplyStatus(ctx, tenant, a.Metadata.Name, st)
-		if err := enqueue(ctx, kv, tenant, "Apply/"+a.Metadata.Name+"@interrupted", w.cfg.Now()); err != nil {
+		if err := q.Add(ctx, tenant, "Apply/"+a.Metadata.Name+"@interrupted"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// consume turns tenant-affecting events into queue entries.
-func (w *Worker) consume(ctx context.Context, kv jetstream.KeyValue) error {
-	return w.cfg.Store.ConsumeDurable(ctx, WorkerConsumer, w.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
-		return w.handleEvent(ctx, kv, msg)
-	})
-}
-
-func (w *Worker) handleEvent(ctx context.Context, kv jetstream.KeyValue, msg jetstream.Msg) error {
-	ev := &domain.Event{}
-	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
-		return nil
-	}
+// Keys are the tenants whose infrastructure an event may change; the
+// worker's own writes and status changes change none.
+func (c applyController) Keys(_ context.Context, ev *domain.Event, _ uint64) ([]string, error) {
 	if ev.Actor == WorkerActor || strings.HasSuffix(ev.Type, "StatusUpdated") {
-		return nil
+		return nil, nil
 	}
-	md, err := msg.Metadata()
-	if err != nil {
-		return err
-	}
-	source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, md.Sequence.Stream)
-	for _, t := range w.affected(ev) {
-		if err := enqueue(ctx, kv, t, source, w.cfg.Now()); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.w.affected(ev), nil
 }
 
 // affected lists the tenants an event may change the infrastructure of.
@@ -319,15 +288,14 @@ func (w *Worker) affected(ev *domain.Event) []string {
 	case domain.NodeGroupKind.Kind, domain.ConfigPatchKind.Kind:
 		return []string{o.Metadata.Tenant}
 	case domain.ProviderKind.Kind:
-		res, err := w.cfg.Cache.List(domain.NodeGroupKind.Kind, projections.ListOptions{})
+		groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
 		if err != nil {
 			return nil
 		}
 		seen := map[string]bool{}
 		var out []string
-		for _, raw := range res.Items {
-			var ng domain.NodeGroup
-			if json.Unmarshal(raw, &ng) == nil && ng.Spec.Provider == o.Metadata.Name && !seen[ng.Metadata.Tenant] {
+		for _, ng := range groups {
+			if ng.Spec.Provider == o.Metadata.Name && !seen[ng.Metadata.Tenant] {
 				seen[ng.Metadata.Tenant] = true
 				out = append(out, ng.Metadata.Tenant)
 			}
@@ -337,167 +305,54 @@ func (w *Worker) affected(ev *domain.Event) []string {
 	return nil
 }
 
-// resync queues every tenant periodically, so drift (and a failed destroy) is retried.
-func (w *Worker) resync(ctx context.Context, kv jetstream.KeyValue) error {
-	t := time.NewTicker(w.cfg.Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		res, err := w.cfg.Cache.List(domain.TenantKind.Kind, projections.ListOptions{})
-		if err != nil {
-			continue
-		}
-		for _, raw := range res.Items {
-			var o domain.Object
-			if json.Unmarshal(raw, &o) == nil {
-				if err := enqueue(ctx, kv, o.Metadata.Name, "resync", w.cfg.Now()); err != nil && ctx.Err() == nil {
-					w.cfg.Log.Warn("apply worker: resync", "tenant", o.Metadata.Name, "err", err)
-				}
-			}
-		}
-	}
-}
-
-type pending struct {
-	rev   uint64
-	entry queueEntry
-}
-
-type result struct {
-	tenant   string
-	rev      uint64
-	ok       bool
-	canceled bool
-	deferred bool
-}
-
-// schedule starts runs for queued tenants once their changes have settled.
-func (w *Worker) schedule(ctx context.Context, kv jetstream.KeyValue) error {
-	watch, err := kv.WatchAll(ctx)
+// Resync queues every tenant periodically, so drift (and a failed destroy) is retried.
+func (c applyController) Resync(context.Context) ([]string, error) {
+	res, err := c.w.cfg.Cache.List(domain.TenantKind.Kind, projections.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("apply worker: watching the queue: %w", err)
+		return nil, err
 	}
-	defer func() { _ = watch.Stop() }()
-	queue := map[string]pending{}
-	attempts := map[string]int{}
-	notBefore := map[string]time.Time{}
-	results := make(chan result)
-	var runs sync.WaitGroup
-	defer runs.Wait()
-	// Runs end with the scheduler, whatever ends it.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	running := 0
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		// Start what is due, oldest first, up to the concurrency.
-		now := w.cfg.Now()
-		next := time.Time{}
-		var due []string
-		for t, p := range queue {
-			if w.isRunning(t) {
-				continue
-			}
-			at := p.entry.Last.Add(w.cfg.Debounce)
-			if cap := p.entry.First.Add(w.cfg.MaxDelay); cap.Before(at) {
-				at = cap
-			}
-			if nb := notBefore[t]; nb.After(at) {
-				at = nb
-			}
-			if !at.After(now) {
-				due = append(due, t)
-			} else if next.IsZero() || at.Before(next) {
-				next = at
-			}
-		}
-		sort.Slice(due, func(i, j int) bool { return queue[due[i]].entry.First.Before(queue[due[j]].entry.First) })
-		for _, t := range due {
-			if running >= w.cfg.Concurrency {
-				break
-			}
-			p := queue[t]
-			running++
-			runs.Add(1)
-			rctx, cancel := context.WithCancelCause(ctx)
-			run := &activeRun{cancel: cancel}
-			w.mu.Lock()
-			w.running[t] = run
-			w.applies++
-			w.mu.Unlock()
-			go func(t string, p pending, attempt int) {
-				defer runs.Done()
-				defer cancel(nil)
-				ok := w.runTenant(rctx, t, p.entry, attempt, run)
-				w.mu.Lock()
-				canceled, deferred := run.canceled, run.deferred
-				delete(w.running, t)
-				w.mu.Unlock()
-				select {
-				case results <- result{tenant: t, rev: p.rev, ok: ok, canceled: canceled, deferred: deferred}:
-				case <-ctx.Done():
-				}
-			}(t, p, attempts[t]+1)
-		}
-		if next.IsZero() {
-			timer.Reset(time.Hour)
-		} else {
-			timer.Reset(max(next.Sub(now), time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				continue
-			}
-			if e.Operation() != jetstream.KeyValuePut {
-				delete(queue, e.Key())
-				continue
-			}
-			var entry queueEntry
-			if json.Unmarshal(e.Value(), &entry) == nil {
-				queue[e.Key()] = pending{rev: e.Revision(), entry: entry}
-			}
-		case r := <-results:
-			running--
-			if r.ok || r.canceled {
-				delete(attempts, r.tenant)
-				delete(notBefore, r.tenant)
-				// Done with what was queued when it started; a change since
-				// then changed the revision and stays queued as a follow-up.
-				err := kv.Delete(ctx, r.tenant, jetstream.LastRevision(r.rev))
-				switch {
-				case err == nil:
-					// The watch reports the deletion later; until then the
-					// entry must not look due again.
-					if p, ok := queue[r.tenant]; ok && p.rev == r.rev {
-						delete(queue, r.tenant)
-					}
-				case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err):
-					// Changed during the run: stays queued as the follow-up.
-				case ctx.Err() == nil:
-					w.cfg.Log.Warn("apply worker: dequeuing", "tenant", r.tenant, "err", err)
-				}
-				continue
-			}
-			if r.deferred {
-				notBefore[r.tenant] = w.cfg.Now().Add(deferRetry)
-				continue
-			}
-			attempts[r.tenant]++
-			notBefore[r.tenant] = w.cfg.Now().Add(w.backoff(attempts[r.tenant]))
+	var out []string
+	for _, raw := range res.Items {
+		var o domain.Object
+		if json.Unmarshal(raw, &o) == nil {
+			out = append(out, o.Metadata.Name)
 		}
 	}
+	return out, nil
+}
+
+// Due debounces: a tenant runs once its changes have been quiet for
+// Debounce, or once the oldest waited MaxDelay.
+func (c applyController) Due(_ string, e controller.Entry) time.Time {
+	at := e.Last.Add(c.w.cfg.Debounce)
+	if limit := e.First.Add(c.w.cfg.MaxDelay); limit.Before(at) {
+		at = limit
+	}
+	return at
+}
+
+// Reconcile runs a tenant's apply, registered so a user can cancel it.
+func (c applyController) Reconcile(ctx context.Context, tenant string, e controller.Entry, attempt int) controller.Result {
+	w := c.w
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	run := &activeRun{cancel: cancel}
+	w.mu.Lock()
+	w.running[tenant] = run
+	w.applies++
+	w.mu.Unlock()
+	ok := w.runTenant(ctx, tenant, e, attempt, run)
+	w.mu.Lock()
+	canceled, deferred := run.canceled, run.deferred
+	delete(w.running, tenant)
+	w.mu.Unlock()
+	switch {
+	case ok || canceled:
+		return controller.Done()
+	case deferred:
+		return controller.Later(deferRetry)
+	}
+	return controller.Retry()
 }
 
 // deferRetry is how soon a deferred tenant (upgrade running) is looked at again.
@@ -505,29 +360,7 @@ const deferRetry = 10 * time.Second
 
 // backoff is the wait before retry n (1-based): exponential, capped, jittered.
 func (w *Worker) backoff(n int) time.Duration {
-	d := w.cfg.BackoffBase
-	for i := 1; i < n && d < w.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, w.cfg.BackoffMax)
-	return d/2 + rand.N(d/2+1)
-}
-
-func (w *Worker) isRunning(tenant string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.running[tenant]
-	return ok
-}
-
-// runningApply is the apply a tenant's current run records ("" when none).
-func (w *Worker) runningApply(tenant string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if r, ok := w.running[tenant]; ok {
-		return r.apply
-	}
-	return ""
+	return controller.Exponential(w.cfg.BackoffBase, w.cfg.BackoffMax)(n)
 }
 
 func (w *Worker) onCancel(m *nats.Msg) {

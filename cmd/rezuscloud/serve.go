@@ -24,6 +24,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/health"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 	"github.com/rezuscloud/rezuscloud/webui"
 )
@@ -177,8 +179,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
-	health := talos.NewHealthService(talos.HealthConfig{Cache: cache, PKI: pki, Store: store, Log: log})
-	upgrades := talos.NewUpgradeSaga(talos.UpgradeConfig{Store: store, Cache: cache, Bundles: pki, Holder: holder, Log: log})
+	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log})
+	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Holder: holder, Log: log})
 	stateStore, err := eventstore.OpenStateStore(ctx, store)
 	if err != nil {
 		return err
@@ -194,7 +196,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
-		State: stateStore, ApplyLogs: applyLogs, Health: health, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
+		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 	})
 

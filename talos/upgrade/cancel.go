@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -18,12 +18,12 @@ type CancelRequest struct {
 	Now           time.Time
 }
 
-// CancelUpgrade asks a run to stop after the machine it is upgrading: it sets
+// Cancel asks a run to stop after the machine it is upgrading: it sets
 // spec.cancelRequested (an UpgradeCancelRequested event), which the saga reads
 // before it starts each machine, on whichever replica runs it and after a
 // restart too. A run that has finished answers Conflict; asking again
 // changes nothing.
-func CancelUpgrade(ctx context.Context, store *eventstore.Store, req CancelRequest) (eventstore.Result, error) {
+func Cancel(ctx context.Context, store *eventstore.Store, req CancelRequest) (eventstore.Result, error) {
 	ref := domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: req.Tenant, Name: req.Name}
 	return store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
 		if state == nil {

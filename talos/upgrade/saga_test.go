@@ -1,4 +1,4 @@
-package talos_test
+package upgrade_test
 
 import (
 	"encoding/json"
@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // names lists the machines of a run in the order of its status.
@@ -58,8 +58,8 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	u := e.upgrade(run)
 	require.Equal(t, sagaTo, u.Spec.TalosVersion)
 	require.Empty(t, u.Spec.NodeGroups, "the tenant's version covers every group without an override")
-	require.Equal(t, "tenant", u.Metadata.Labels[talos.LabelUpgradeTrigger])
-	require.Contains(t, u.Metadata.Annotations[talos.AnnotationUpgradeCause], "Tenant/acme@")
+	require.Equal(t, "tenant", u.Metadata.Labels[upgrade.LabelTrigger])
+	require.Contains(t, u.Metadata.Annotations[upgrade.AnnotationCause], "Tenant/acme@")
 
 	u = e.waitUpgrade(run, "finished", finished)
 	require.Equal(t, domain.UpgradeSucceeded, u.Status.Phase, "reason: %s", u.Status.Reason)
@@ -115,7 +115,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	require.Equal(t, domain.UpgradeSucceeded, u.Status.Phase, "reason: %s", u.Status.Reason)
 	require.Equal(t, []string{"workers"}, u.Spec.NodeGroups)
 	require.Equal(t, 2, u.Spec.MaxParallelism, "the group's update strategy")
-	require.Equal(t, "nodegroup", u.Metadata.Labels[talos.LabelUpgradeTrigger])
+	require.Equal(t, "nodegroup", u.Metadata.Labels[upgrade.LabelTrigger])
 	require.Equal(t, []string{"w-1", "w-2", "w-3"}, names(u))
 	require.Len(t, e.upgrades(), 2, "the kubernetesVersion change started no run")
 	calls = e.upgradeCalls()
@@ -170,7 +170,7 @@ func TestUpgradeSagaRollsBackAnUnhealthyMachine(t *testing.T) {
 	e := newSagaEnv(t, 1, 2, nil)
 	_, err := e.em.InjectFault("w-1", emulator.Faults{Unhealthy: true})
 	require.NoError(t, err)
-	e.startSaga(func(c *talos.UpgradeConfig) { c.HealthTimeout = 300 * time.Millisecond })
+	e.startSaga(func(c *upgrade.Config) { c.HealthTimeout = 300 * time.Millisecond })
 	e.createUpgrade("to-113", `{"talosVersion":"`+sagaTo+`"}`)
 	u := e.waitUpgrade("to-113", "finished", finished)
 
@@ -227,14 +227,14 @@ func TestUpgradeSagaCancelStopsAfterTheCurrentMachine(t *testing.T) {
 	e.waitUpgrade("to-113", "cp-2 rebooting", stepIs("cp-2", domain.StepRebooting))
 
 	// A queued run that is canceled ends at once.
-	_, err := talos.CancelUpgrade(e.ctx, e.store, talos.CancelRequest{Tenant: e.tenant, Name: "later", Actor: "test", Now: time.Now()})
+	_, err := upgrade.Cancel(e.ctx, e.store, upgrade.CancelRequest{Tenant: e.tenant, Name: "later", Actor: "test", Now: time.Now()})
 	require.NoError(t, err)
 	later := e.waitUpgrade("later", "finished", finished)
 	require.Equal(t, domain.UpgradeCanceled, later.Status.Phase)
 	require.Equal(t, "canceled before it started", later.Status.Reason)
 	require.Empty(t, later.Status.Machines)
 
-	res, err := talos.CancelUpgrade(e.ctx, e.store, talos.CancelRequest{Tenant: e.tenant, Name: "to-113", Actor: "test", Now: time.Now()})
+	res, err := upgrade.Cancel(e.ctx, e.store, upgrade.CancelRequest{Tenant: e.tenant, Name: "to-113", Actor: "test", Now: time.Now()})
 	require.NoError(t, err)
 	require.Equal(t, "UpgradeCancelRequested", res.Events[0].Type)
 	u := e.waitUpgrade("to-113", "finished", finished)
@@ -245,7 +245,7 @@ func TestUpgradeSagaCancelStopsAfterTheCurrentMachine(t *testing.T) {
 	require.Equal(t, map[string]int{"cp-2": 1}, e.upgradeCalls())
 	require.True(t, later.Status.EndTime.Before(*u.Status.EndTime), "the queued run did not wait for the running one")
 
-	_, err = talos.CancelUpgrade(e.ctx, e.store, talos.CancelRequest{Tenant: e.tenant, Name: "to-113", Actor: "test", Now: time.Now()})
+	_, err = upgrade.Cancel(e.ctx, e.store, upgrade.CancelRequest{Tenant: e.tenant, Name: "to-113", Actor: "test", Now: time.Now()})
 	require.True(t, domain.IsConflict(err), "a finished run cannot be canceled: %v", err)
 }
 
@@ -258,7 +258,7 @@ func TestUpgradeSagaRefusesSkipsAndDowngrades(t *testing.T) {
 	e.createUpgrade("downgrade", `{"talosVersion":"v1.11.5"}`)
 	e.createUpgrade("patch", `{"talosVersion":"v1.12.1","nodeGroups":["workers"]}`)
 	e.createUpgrade("unknown-group", `{"talosVersion":"v1.12.1","nodeGroups":["gpu"]}`)
-	name, ok := talos.ActiveUpgrade(e.cache, e.tenant)
+	name, ok := upgrade.Active(e.cache, e.tenant)
 	require.True(t, ok)
 	require.Equal(t, "skip", name, "the oldest first")
 	saga, _ := e.startSaga(nil)

@@ -1,4 +1,4 @@
-package talos_test
+package upgrade_test
 
 import (
 	"context"
@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // The versions the saga tests upgrade between.
@@ -279,30 +280,18 @@ func stepIs(machine, phase string) func(domain.Upgrade) bool {
 	}
 }
 
-// anyStepIs is a condition: some machine's step is in phase.
-func anyStepIs(phase string) func(domain.Upgrade) bool {
-	return func(u domain.Upgrade) bool {
-		for _, m := range u.Status.Machines {
-			if m.Phase == phase {
-				return true
-			}
-		}
-		return false
-	}
-}
-
 // startSaga runs a saga (a replica) until stop or the end of the test.
-func (e *sagaEnv) startSaga(mutate func(*talos.UpgradeConfig)) (saga *talos.UpgradeSaga, stop func()) {
+func (e *sagaEnv) startSaga(mutate func(*upgrade.Config)) (saga *upgrade.Saga, stop func()) {
 	e.t.Helper()
 	e.sagas++
-	cfg := talos.UpgradeConfig{Store: e.store, Cache: e.cache, Bundles: e.pki, Holder: "saga-" + strconv.Itoa(e.sagas),
+	cfg := upgrade.Config{Store: e.store, Cache: e.cache, Bundles: e.pki, Holder: "saga-" + strconv.Itoa(e.sagas),
 		CallTimeout: 2 * time.Second, PollInterval: 5 * time.Millisecond, PrecheckTimeout: 10 * time.Second,
 		RebootTimeout: 10 * time.Second, HealthTimeout: 10 * time.Second, Resync: 200 * time.Millisecond, RetryBackoff: 100 * time.Millisecond,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.calls.interceptor)}}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	saga = talos.NewUpgradeSaga(cfg)
+	saga = upgrade.New(cfg)
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- saga.Run(ctx) }()

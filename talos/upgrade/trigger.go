@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // VersionsBucket remembers the Talos version each node group was last
@@ -24,10 +25,10 @@ const VersionsBucket = "rezus-upgrade-versions"
 
 // Labels and annotations of the runs the saga starts itself.
 const (
-	// LabelUpgradeTrigger is "tenant" or "nodegroup": whose talosVersion changed.
-	LabelUpgradeTrigger = "rezuscloud.io/trigger"
-	// AnnotationUpgradeCause is the change, "<Kind>/<name>@<resourceVersion>".
-	AnnotationUpgradeCause = "rezuscloud.io/cause"
+	// LabelTrigger is "tenant" or "nodegroup": whose talosVersion changed.
+	LabelTrigger = "rezuscloud.io/trigger"
+	// AnnotationCause is the change, "<Kind>/<name>@<resourceVersion>".
+	AnnotationCause = "rezuscloud.io/cause"
 )
 
 func openVersionsBucket(ctx context.Context, s *eventstore.Store) (jetstream.KeyValue, error) {
@@ -49,7 +50,7 @@ func openVersionsBucket(ctx context.Context, s *eventstore.Store) (jetstream.Key
 // the latest declared version counts, as for every declared state: an event
 // older than its object's last one changes nothing (the later one decides,
 // or has decided), so changes in quick succession make one run, to the last.
-func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Event, seq uint64) error {
+func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Event, seq uint64) error {
 	obj := ev.Object
 	tenantName := obj.Metadata.Tenant
 	if obj.Kind == domain.TenantKind.Kind {
@@ -69,11 +70,8 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 		}
 		return forgetTenantVersions(ctx, kv, tenantName)
 	}
-	tenant, err := getTyped[domain.Tenant](s.cfg.Cache, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenantName})
-	if domain.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	tenant, ok, err := projections.Get[domain.Tenant](s.cfg.Cache, domain.TenantRef(tenantName))
+	if err != nil || !ok {
 		return err
 	}
 	if obj.Kind == domain.TenantKind.Kind {
@@ -84,7 +82,7 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 	if tenant.Metadata.DeletionTimestamp != nil {
 		return nil
 	}
-	groups, err := listTyped[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind.Kind, tenantName)
+	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenantName})
 	if err != nil {
 		return err
 	}
@@ -103,7 +101,7 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 			groups = append(groups, ng)
 		}
 	}
-	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenantName)
+	machines, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenantName})
 	if err != nil {
 		return err
 	}
@@ -166,8 +164,8 @@ func (s *UpgradeSaga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *do
 
 // rememberVersions records the version of every node group not remembered
 // yet, as the read model has it.
-func (s *UpgradeSaga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) error {
-	tenants, err := listTyped[domain.Tenant](s.cfg.Cache, domain.TenantKind.Kind, "")
+func (s *Saga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) error {
+	tenants, err := projections.List[domain.Tenant](s.cfg.Cache, domain.TenantKind, projections.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -175,7 +173,7 @@ func (s *UpgradeSaga) rememberVersions(ctx context.Context, kv jetstream.KeyValu
 	for _, t := range tenants {
 		versions[t.Metadata.Name] = t.Spec.TalosVersion
 	}
-	groups, err := listTyped[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind.Kind, "")
+	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -218,7 +216,7 @@ func groupDrifted(group, desired string, machines []domain.Machine) bool {
 
 // startRun creates the Upgrade for groups whose version changed to version.
 // Its name comes from the event, so a redelivered event finds it made.
-func (s *UpgradeSaga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenant, version string, groups []domain.NodeGroup, total int) error {
+func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenant, version string, groups []domain.NodeGroup, total int) error {
 	spec := domain.UpgradeSpec{TalosVersion: version, MaxParallelism: 0}
 	for _, ng := range groups {
 		spec.NodeGroups = append(spec.NodeGroups, ng.Metadata.Name)
@@ -235,12 +233,12 @@ func (s *UpgradeSaga) startRun(ctx context.Context, ev *domain.Event, seq uint64
 	name := upgradeName(version, seq)
 	obj := &domain.Object{
 		Metadata: domain.ObjectMeta{Name: name, Tenant: tenant,
-			Labels:      map[string]string{LabelUpgradeTrigger: trigger},
-			Annotations: map[string]string{AnnotationUpgradeCause: fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)}},
+			Labels:      map[string]string{LabelTrigger: trigger},
+			Annotations: map[string]string{AnnotationCause: fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)}},
 		Spec: upgradeJSON(spec),
 	}
 	ref := domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: tenant, Name: name}
-	res, err := s.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: UpgradeActor,
+	res, err := s.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: Actor,
 		CorrelationID: ev.CorrelationID, Now: s.cfg.Now(), NewUID: uuid.NewString()}, eventstore.UpdateOptions{MsgID: "upgrade-trigger-" + name})
 	if domain.IsAlreadyExists(err) {
 		return nil
@@ -249,7 +247,7 @@ func (s *UpgradeSaga) startRun(ctx context.Context, ev *domain.Event, seq uint64
 		return fmt.Errorf("starting an upgrade of tenant %s to %s: %w", tenant, version, err)
 	}
 	if !res.Duplicate {
-		s.cfg.Log.Info("upgrade queued by a version change", "tenant", tenant, "upgrade", name, "to", version, "nodeGroups", spec.NodeGroups, "cause", obj.Metadata.Annotations[AnnotationUpgradeCause])
+		s.cfg.Log.Info("upgrade queued by a version change", "tenant", tenant, "upgrade", name, "to", version, "nodeGroups", spec.NodeGroups, "cause", obj.Metadata.Annotations[AnnotationCause])
 	}
 	return nil
 }

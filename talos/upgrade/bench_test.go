@@ -1,4 +1,4 @@
-package talos_test
+package upgrade_test
 
 import (
 	"fmt"
@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // BenchmarkUpgradeSaga53Nodes upgrades a 3+50 cluster, one machine at a time,
@@ -18,7 +18,7 @@ import (
 // reboot and service-start delays): the quorum check, the status events, the
 // machine status writes, the Talos API calls and the polling granularity.
 //
-//	go test -run '^$' -bench UpgradeSaga -benchtime 1x ./talos/
+//	go test -run '^$' -bench Saga -benchtime 1x ./talos/
 func BenchmarkUpgradeSaga53Nodes(b *testing.B) {
 	const (
 		upgradeDelay = 10 * time.Millisecond
@@ -29,7 +29,7 @@ func BenchmarkUpgradeSaga53Nodes(b *testing.B) {
 	e := newSagaEnv(b, 3, 50, func(c *emulator.Config) {
 		c.UpgradeDelay, c.RebootDelay, c.ServiceStartDelay = upgradeDelay, rebootDelay, startDelay
 	})
-	e.startSaga(func(c *talos.UpgradeConfig) { c.PollInterval = 2 * time.Millisecond })
+	e.startSaga(func(c *upgrade.Config) { c.PollInterval = 2 * time.Millisecond })
 	var run, steps time.Duration
 	machines := 0
 	b.ResetTimer()

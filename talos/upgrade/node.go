@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -46,7 +46,7 @@ type sagaNodes struct {
 	dialOpts []grpc.DialOption
 }
 
-func newSagaNodes(b *secrets.Bundle, tenant string, cfg *UpgradeConfig) (*sagaNodes, error) {
+func newSagaNodes(b *secrets.Bundle, tenant string, cfg *Config) (*sagaNodes, error) {
 	cert, err := b.GenerateTalosAPIClientCertificateWithTTL(role.MakeSet(role.Admin), sagaCertTTL)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the upgrade client certificate of tenant %s: %w", tenant, err)
@@ -105,7 +105,7 @@ func (ns *sagaNodes) version(ctx context.Context, m *domain.Machine) (string, er
 // Talos version a run starts from serves.
 func (ns *sagaNodes) upgrade(ctx context.Context, m *domain.Machine, image string) error {
 	return ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
-		//nolint:staticcheck // see above: one call for install and reboot.
+		//lint:ignore SA1019 see above: one call for install and reboot.
 		resp, err := c.MachineClient.Upgrade(ctx, &machine.UpgradeRequest{Image: image, Preserve: true})
 		_, err = client.FilterMessages(resp, err)
 		return err

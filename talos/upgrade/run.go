@@ -1,4 +1,4 @@
-package talos
+package upgrade
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // upgradeRun carries out one Upgrade. Its status is kept here and written whole
 // after every change, so the stream holds each step; a run built from that
 // status after a restart goes on from the recorded step.
 type upgradeRun struct {
-	s     *UpgradeSaga
+	s     *Saga
 	ref   domain.Ref
 	spec  domain.UpgradeSpec
 	nodes *sagaNodes
@@ -123,29 +124,23 @@ func (r *upgradeRun) record(ctx context.Context, change func(st *domain.UpgradeS
 		}
 	}
 	r.st.Current = strings.Join(current, ",")
-	raw, err := json.Marshal(r.st)
-	if err != nil {
-		return err
-	}
-	now := r.s.cfg.Now()
-	res, err := r.s.cfg.Store.Update(ctx, r.ref, eventstore.UpdateOptions{Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, errUpgradeGone
+	res, err := eventstore.UpdateStatus(ctx, r.s.statusWriter(), r.ref, func(obj *domain.Object, cur *domain.UpgradeStatus) (bool, error) {
+		var spec domain.UpgradeSpec
+		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+			return false, fmt.Errorf("decoding the spec of %s: %w", r.ref, err)
 		}
-		var cur domain.Upgrade
-		if err := json.Unmarshal(upgradeJSON(state), &cur); err != nil {
-			return nil, err
-		}
-		if cur.Spec.CancelRequested {
+		if spec.CancelRequested {
 			r.canceled.Store(true)
 		}
-		if cur.Status.Final() && !r.st.Final() {
-			return nil, errUpgradeGone // a run that ended is never taken up again
+		if cur.Final() && !r.st.Final() {
+			return false, errUpgradeGone // a run that ended is never taken up again
 		}
-		obj := state.DeepCopy()
-		obj.Status = raw
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: r.ref, Object: obj, Actor: UpgradeActor, Now: now})
+		*cur = r.st
+		return true, nil
 	})
+	if domain.IsNotFound(err) {
+		err = errUpgradeGone
+	}
 	if err != nil {
 		if errors.Is(err, errUpgradeGone) {
 			return err
@@ -208,7 +203,7 @@ func clipBytes(s string, n int) string {
 // plan reads the version every machine runs, refuses a run that would skip
 // or downgrade a minor version, orders the machines and starts the run.
 func (r *upgradeRun) plan(ctx context.Context) error {
-	ngs, err := listTyped[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind.Kind, r.ref.Tenant)
+	ngs, err := projections.List[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return err
 	}
@@ -225,7 +220,7 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 	if len(missing) > 0 {
 		return r.finish(ctx, domain.UpgradeFailed, "refused: no node group "+strings.Join(missing, ", ")+" in the tenant")
 	}
-	all, err := listTyped[domain.Machine](r.s.cfg.Cache, domain.MachineKind.Kind, r.ref.Tenant)
+	all, err := projections.List[domain.Machine](r.s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return err
 	}
@@ -313,7 +308,7 @@ func (r *upgradeRun) leader(ctx context.Context, machines []domain.Machine) stri
 // memberMachine finds the tenant's machine of an etcd member, by name,
 // hostname or the address in its peer URLs.
 func (r *upgradeRun) memberMachine(hostname string, peerURLs []string) *domain.Machine {
-	machines, err := listTyped[domain.Machine](r.s.cfg.Cache, domain.MachineKind.Kind, r.ref.Tenant)
+	machines, err := projections.List[domain.Machine](r.s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return nil
 	}
@@ -487,7 +482,12 @@ func (r *upgradeRun) workers(ctx context.Context) error {
 
 // machine reads a machine of the tenant from the read model.
 func (r *upgradeRun) machine(name string) (*domain.Machine, error) {
-	return getTyped[domain.Machine](r.s.cfg.Cache, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: r.ref.Tenant, Name: name})
+	ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, name)
+	m, ok, err := projections.Get[domain.Machine](r.s.cfg.Cache, ref)
+	if err == nil && !ok {
+		err = domain.NewNotFound(ref.Kind, name)
+	}
+	return m, err
 }
 
 // sleep waits one poll interval.

@@ -1,4 +1,4 @@
-package talos_test
+package health_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/health"
 )
 
 // oneRound is the Talos calls of one probe of 3 control planes and 2 workers:
@@ -64,12 +64,12 @@ func TestHealthReadyCluster(t *testing.T) {
 	require.NotNil(t, m.Status.LastSeen)
 	assert.Equal(t, h.clock.Now().UTC().Truncate(time.Second), *m.Status.LastSeen)
 	require.Len(t, m.Status.Conditions, 1)
-	assert.Equal(t, talos.ConditionHealthy, m.Status.Conditions[0].Type)
+	assert.Equal(t, health.ConditionHealthy, m.Status.Conditions[0].Type)
 	assert.Equal(t, "True", m.Status.Conditions[0].Status)
 	tn := h.tenantObj()
 	assert.Equal(t, "Ready", tn.Status.Phase)
 	assert.Equal(t, domain.MachineCounts{Total: 5, Ready: 5, ControlPlane: 3, Workers: 2}, tn.Status.Machines)
-	cond := condition(tn.Status.Conditions, talos.ConditionHealthy)
+	cond := condition(tn.Status.Conditions, health.ConditionHealthy)
 	require.NotNil(t, cond)
 	assert.Equal(t, "True", cond.Status)
 	assert.Equal(t, "all 5 machines are healthy", cond.Message)
@@ -96,7 +96,7 @@ func TestHealthDegradedWhenEtcdIsUnhealthy(t *testing.T) {
 	tn := h.tenantObj()
 	assert.Equal(t, "Degraded", tn.Status.Phase)
 	assert.Equal(t, 4, tn.Status.Machines.Ready)
-	cond := condition(tn.Status.Conditions, talos.ConditionHealthy)
+	cond := condition(tn.Status.Conditions, health.ConditionHealthy)
 	require.NotNil(t, cond)
 	assert.Equal(t, "False", cond.Status)
 	assert.Equal(t, domain.HealthDegraded, cond.Reason)
@@ -122,7 +122,7 @@ func TestHealthDegradedWhenEtcdIsUnhealthy(t *testing.T) {
 	tn = h.tenantObj()
 	assert.Equal(t, "Ready", tn.Status.Phase)
 	assert.Equal(t, 5, tn.Status.Machines.Ready)
-	assert.Equal(t, "True", condition(tn.Status.Conditions, talos.ConditionHealthy).Status)
+	assert.Equal(t, "True", condition(tn.Status.Conditions, health.ConditionHealthy).Status)
 }
 
 func TestHealthDegradedWhenANodeIsAway(t *testing.T) {
@@ -138,7 +138,7 @@ func TestHealthDegradedWhenANodeIsAway(t *testing.T) {
 		{"hung control plane", "cp-3", emulator.Faults{Hang: true}, "cp-3 unreachable: no answer within 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = timeout })
+			h := newHealthEnv(t, 3, 2, func(c *health.Config) { c.Timeout = timeout })
 			_, err := h.svc.Probe(h.ctx, h.tenant, false)
 			require.NoError(t, err)
 			h.fault(tc.node, tc.fault)
@@ -181,7 +181,7 @@ func TestHealthDegradedWhenANodeIsAway(t *testing.T) {
 }
 
 func TestHealthUnreachableWhenNoMachineAnswers(t *testing.T) {
-	h := newHealthEnv(t, 1, 1, func(c *talos.HealthConfig) { c.Timeout = 500 * time.Millisecond })
+	h := newHealthEnv(t, 1, 1, func(c *health.Config) { c.Timeout = 500 * time.Millisecond })
 	h.fault("cp-1", emulator.Faults{Unreachable: true})
 	h.fault("w-1", emulator.Faults{Hang: true})
 	got, err := h.svc.Probe(h.ctx, h.tenant, false)
@@ -189,7 +189,7 @@ func TestHealthUnreachableWhenNoMachineAnswers(t *testing.T) {
 	assert.Equal(t, domain.HealthUnreachable, got.State)
 	assert.Len(t, got.Reasons, 2)
 	assert.Equal(t, "Degraded", h.tenantObj().Status.Phase)
-	assert.Equal(t, domain.HealthUnreachable, condition(h.tenantObj().Status.Conditions, talos.ConditionHealthy).Reason)
+	assert.Equal(t, domain.HealthUnreachable, condition(h.tenantObj().Status.Conditions, health.ConditionHealthy).Reason)
 }
 
 func TestHealthCacheAndRefresh(t *testing.T) {
@@ -249,7 +249,7 @@ func TestHealthConcurrentProbesShareOne(t *testing.T) {
 
 func TestHealthWaitersContextIsRespected(t *testing.T) {
 	const timeout = time.Second
-	h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = timeout })
+	h := newHealthEnv(t, 3, 2, func(c *health.Config) { c.Timeout = timeout })
 	h.fault("w-2", emulator.Faults{Hang: true})
 
 	ctx, cancel := context.WithTimeout(h.ctx, 100*time.Millisecond)
@@ -278,7 +278,7 @@ func TestHealthWritesBackOnlyWhatChanged(t *testing.T) {
 	for s := seq + 1; s <= h.lastSeq(); s++ {
 		rec, err := h.store.Get(h.ctx, s)
 		require.NoError(t, err)
-		assert.Equal(t, talos.HealthActor, rec.Event.Actor)
+		assert.Equal(t, health.Actor, rec.Event.Actor)
 		assert.True(t, strings.HasSuffix(rec.Event.Type, "StatusUpdated"), rec.Event.Type)
 	}
 	after := h.machine("cp-1")
@@ -325,7 +325,7 @@ func condition(conds []domain.Condition, typ string) *domain.Condition {
 }
 
 func TestHealthWritesNodeGroupReplicas(t *testing.T) {
-	h := newHealthEnv(t, 3, 2, func(c *talos.HealthConfig) { c.Timeout = time.Second })
+	h := newHealthEnv(t, 3, 2, func(c *health.Config) { c.Timeout = time.Second })
 	for _, g := range []struct {
 		name, role string
 		count      int

@@ -1,8 +1,7 @@
-package talos
+package upgrade
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -357,16 +356,11 @@ func (r *upgradeRun) quorumCheck(ctx context.Context, m *domain.Machine) string 
 // readiness and, when known, version. Failures are logged: the Upgrade's
 // status is the record, this is for watchers of machines.
 func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine, version, stage string, ready bool) {
-	ref := domain.Ref{Kind: domain.MachineKind.Kind, Tenant: r.ref.Tenant, Name: m.Metadata.Name}
+	ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, m.Metadata.Name)
 	now := r.s.cfg.Now().UTC()
-	_, err := r.s.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Hint: r.s.cfg.Cache, Retries: 20}, func(state *domain.Object) ([]domain.Event, error) {
-		if state == nil {
-			return nil, nil
-		}
-		var st domain.MachineStatus
-		if err := json.Unmarshal(state.Status, &st); err != nil {
-			return nil, err
-		}
+	w := r.s.statusWriter()
+	w.Hint = r.s.cfg.Cache
+	_, err := eventstore.UpdateStatus(ctx, w, ref, func(_ *domain.Object, st *domain.MachineStatus) (bool, error) {
 		st.Stage, st.Ready = stage, ready
 		if version != "" {
 			st.TalosVersion = version
@@ -374,10 +368,11 @@ func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine, vers
 		if ready {
 			st.LastSeen = &now
 		}
-		obj := state.DeepCopy()
-		obj.Status = upgradeJSON(st)
-		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Object: obj, Actor: UpgradeActor, Now: now})
+		return true, nil
 	})
+	if domain.IsNotFound(err) {
+		return // the machine went meanwhile
+	}
 	if err != nil && ctx.Err() == nil {
 		r.s.cfg.Log.Warn("upgrade saga: recording machine status", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
 	}

@@ -1,4 +1,4 @@
-package talos
+package health
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package talos_test
+package health_test
 
 import (
 	"testing"

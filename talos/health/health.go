@@ -1,4 +1,4 @@
-package talos
+package health
 
 import (
 	"context"
@@ -28,17 +28,17 @@ import (
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
-// HealthActor is the actor of the status events a health probe writes.
-const HealthActor = "system:health"
+// Actor is the actor of the status events a health probe writes.
+const Actor = "system:health"
 
-// BundleSource gives a tenant's secrets bundle; *PKI is the one used.
+// BundleSource gives a tenant's secrets bundle; *talos.PKI is the one used.
 type BundleSource interface {
 	Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error)
 }
 
-// HealthConfig configures a HealthService. Cache, PKI and Store are required;
+// Config configures a Service. Cache, PKI and Store are required;
 // every other field's default is documented beside it.
-type HealthConfig struct {
+type Config struct {
 	Cache *projections.Cache
 	PKI   BundleSource
 	// Store receives the status events of the write-back.
@@ -67,7 +67,7 @@ type HealthConfig struct {
 	DialOptions []grpc.DialOption
 }
 
-func (c *HealthConfig) setDefaults() {
+func (c *Config) setDefaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
@@ -94,7 +94,7 @@ func (c *HealthConfig) setDefaults() {
 	}
 }
 
-// HealthService answers how healthy a tenant's cluster is by probing its
+// Service answers how healthy a tenant's cluster is by probing its
 // machines through the real Talos API (mTLS, an os:reader certificate from the
 // tenant's PKI), on demand only: there is no background scraping. Answers are
 // kept in memory for TTL, concurrent requests for one tenant share one probe,
@@ -103,18 +103,18 @@ func (c *HealthConfig) setDefaults() {
 //
 // The memory is a cache of observations, not state: a replica that restarts,
 // or another replica, simply probes again.
-type HealthService struct {
-	cfg    HealthConfig
+type Service struct {
+	cfg    Config
 	flight singleflight.Group
 
 	mu     sync.Mutex
 	recent map[string]domain.TenantHealth
 }
 
-// NewHealthService returns a HealthService.
-func NewHealthService(cfg HealthConfig) *HealthService {
+// New returns a Service.
+func New(cfg Config) *Service {
 	cfg.setDefaults()
-	return &HealthService{cfg: cfg, recent: map[string]domain.TenantHealth{}}
+	return &Service{cfg: cfg, recent: map[string]domain.TenantHealth{}}
 }
 
 // Probe answers a tenant's health: a probe of its machines younger than TTL,
@@ -124,7 +124,7 @@ func NewHealthService(cfg HealthConfig) *HealthService {
 // Talos calls. A caller whose ctx ends stops waiting, while the probe, bounded
 // by Timeout per machine, finishes for the others and the cache. An unknown
 // tenant is NotFound.
-func (s *HealthService) Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error) {
+func (s *Service) Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error) {
 	if _, ok := s.cfg.Cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); !ok {
 		s.mu.Lock()
 		delete(s.recent, tenant)
@@ -150,7 +150,7 @@ func (s *HealthService) Probe(ctx context.Context, tenant string, refresh bool) 
 	}
 }
 
-func (s *HealthService) cached(tenant string) (domain.TenantHealth, bool) {
+func (s *Service) cached(tenant string) (domain.TenantHealth, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h, ok := s.recent[tenant]
@@ -167,10 +167,10 @@ func (s *HealthService) cached(tenant string) (domain.TenantHealth, bool) {
 
 // probe probes every machine of the tenant, writes back what changed and
 // remembers the answer.
-func (s *HealthService) probe(ctx context.Context, tenant string) (domain.TenantHealth, error) {
+func (s *Service) probe(ctx context.Context, tenant string) (domain.TenantHealth, error) {
 	start := s.cfg.Now()
 	began := time.Now()
-	machines, err := listTyped[domain.Machine](s.cfg.Cache, domain.MachineKind.Kind, tenant)
+	machines, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return domain.TenantHealth{}, err
 	}
@@ -197,7 +197,7 @@ func (s *HealthService) probe(ctx context.Context, tenant string) (domain.Tenant
 // clientTLS is the mTLS configuration of a probe: the tenant's OS CA as the
 // only trusted root and a short-lived os:reader client certificate, the least
 // role that can read versions, services and etcd members.
-func (s *HealthService) clientTLS(ctx context.Context, tenant string) (*tls.Config, error) {
+func (s *Service) clientTLS(ctx context.Context, tenant string) (*tls.Config, error) {
 	b, err := s.cfg.PKI.Bundle(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func (s *HealthService) clientTLS(ctx context.Context, tenant string) (*tls.Conf
 
 // observe probes the machines, at most Parallelism at once, control planes
 // first; the result is in the machines' order.
-func (s *HealthService) observe(ctx context.Context, tlsCfg *tls.Config, machines []domain.Machine) []observation {
+func (s *Service) observe(ctx context.Context, tlsCfg *tls.Config, machines []domain.Machine) []observation {
 	order := make([]int, len(machines))
 	for i := range order {
 		order[i] = i
@@ -247,7 +247,7 @@ func (s *HealthService) observe(ctx context.Context, tlsCfg *tls.Config, machine
 
 // observeMachine asks one machine for its version, its services and, on a
 // control plane, the etcd members, all within Timeout.
-func (s *HealthService) observeMachine(ctx context.Context, tlsCfg *tls.Config, m domain.Machine) observation {
+func (s *Service) observeMachine(ctx context.Context, tlsCfg *tls.Config, m domain.Machine) observation {
 	o := observation{Machine: m}
 	if m.Spec.Address == "" {
 		o.Err = "it has no address yet"
@@ -299,7 +299,7 @@ func (s *HealthService) observeMachine(ctx context.Context, tlsCfg *tls.Config, 
 }
 
 // describe says in a few words why a call failed.
-func (s *HealthService) describe(err error) string {
+func (s *Service) describe(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
 		return "no answer within " + s.cfg.Timeout.String()
 	}

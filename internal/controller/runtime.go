@@ -1,0 +1,193 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// Config configures a Runtime. Store, Lease, Holder, Consumer.Durable and
+// Queue are required; every other field has the default its comment gives.
+type Config struct {
+	Store *eventstore.Store
+	// Lease names the lease that makes one replica at a time run the controller.
+	Lease string
+	// Holder names this replica in the lease.
+	Holder string
+	// Consumer is the durable consumer of the event stream whose events go
+	// to Controller.Keys; it is created or updated as given, unless Provision
+	// is set. Its name is a constant: renaming it replays everything.
+	Consumer jetstream.ConsumerConfig
+	// Provision, when set, provisions the consumer instead (a controller
+	// that creates it once, from a position of its own).
+	Provision func(ctx context.Context) error
+	// Queue is the KV bucket of the queued keys; QueueDescription says what
+	// waits in it.
+	Queue, QueueDescription string
+	// MaxSources bounds the sources an entry keeps; default 0, all.
+	MaxSources int
+	// Concurrency is how many keys run at once; default 4.
+	Concurrency int
+	// Backoff is the wait before retry n (from 1); default Exponential(5s, 5m).
+	Backoff func(attempt int) time.Duration
+	// Resync is how often a Resyncer's keys are queued; default 0, never.
+	Resync time.Duration
+	// LeaseTTL is how long the lease outlives this replica; default
+	// eventstore.LeaseTTL. Every user of the lease bucket must agree on it.
+	LeaseTTL time.Duration
+	// Clock defaults to RealClock(nil).
+	Clock Clock
+	// Log defaults to slog.Default().
+	Log *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Backoff == nil {
+		c.Backoff = Exponential(5*time.Second, 5*time.Minute)
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = eventstore.LeaseTTL
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock(nil)
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Runtime runs one Controller: while this replica holds the lease, it queues
+// the keys of the consumer's events and runs them.
+type Runtime struct {
+	cfg Config
+	c   Controller
+
+	mu      sync.Mutex
+	leading bool
+}
+
+// New returns the runtime of c; Run starts it.
+func New(cfg Config, c Controller) *Runtime {
+	cfg.setDefaults()
+	return &Runtime{cfg: cfg, c: c}
+}
+
+// Leading reports whether this replica holds the lease.
+func (r *Runtime) Leading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
+
+func (r *Runtime) setLeading(v bool) {
+	r.mu.Lock()
+	r.leading = v
+	r.mu.Unlock()
+}
+
+// Run provisions the queue and the consumer and works while this replica
+// holds the lease, until ctx ends; runs in flight end with it.
+func (r *Runtime) Run(ctx context.Context) error {
+	kv, err := OpenQueue(ctx, r.cfg.Store, r.cfg.Queue, r.cfg.QueueDescription)
+	if err != nil {
+		return err
+	}
+	if r.cfg.Provision != nil {
+		err = r.cfg.Provision(ctx)
+	} else if _, err = r.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, r.cfg.Consumer); err != nil {
+		err = fmt.Errorf("provisioning consumer %s: %w", r.cfg.Consumer.Durable, err)
+	}
+	if err != nil {
+		return err
+	}
+	leases, err := eventstore.OpenLeases(ctx, r.cfg.Store, r.cfg.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	q := &Queue{kv: kv, clock: r.cfg.Clock, maxSources: r.cfg.MaxSources}
+	return leases.RunWhileHeld(ctx, r.cfg.Lease, r.cfg.Holder, func(ctx context.Context) error {
+		return r.lead(ctx, q)
+	})
+}
+
+func (r *Runtime) lead(ctx context.Context, q *Queue) error {
+	r.setLeading(true)
+	defer r.setLeading(false)
+	if l, ok := r.c.(Leader); ok {
+		stop, err := l.Lead(ctx, q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the lease was lost meanwhile: not an error, wait for it again
+			}
+			return err
+		}
+		if stop != nil {
+			defer stop()
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.consume(gctx, q) })
+	g.Go(func() error { return r.schedule(gctx, q) })
+	if rs, ok := r.c.(Resyncer); ok && r.cfg.Resync > 0 {
+		g.Go(func() error { return r.resync(gctx, q, rs) })
+	}
+	return g.Wait()
+}
+
+// consume queues the keys each event touches.
+func (r *Runtime) consume(ctx context.Context, q *Queue) error {
+	return r.cfg.Store.ConsumeDurable(ctx, r.cfg.Consumer.Durable, r.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
+		ev := &domain.Event{}
+		if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
+			return nil
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		keys, err := r.c.Keys(ctx, ev, seq)
+		if err != nil {
+			return err
+		}
+		source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)
+		for _, k := range keys {
+			if err := q.Add(ctx, k, source); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (r *Runtime) resync(ctx context.Context, q *Queue, rs Resyncer) error {
+	clock := r.cfg.Clock
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-clock.At(clock.Now().Add(r.cfg.Resync)):
+		}
+		keys, err := rs.Resync(ctx)
+		if err != nil {
+			continue
+		}
+		for _, k := range keys {
+			if err := q.Add(ctx, k, "resync"); err != nil && ctx.Err() == nil {
+				r.cfg.Log.Warn("resync", "lease", r.cfg.Lease, "key", k, "err", err)
+			}
+		}
+	}
+}

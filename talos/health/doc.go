@@ -1,0 +1,9 @@
+// Package health answers how a tenant's cluster is: on-demand probes of
+// every machine through the real Talos API (mTLS, cached for a TTL, no
+// background scrapers), assessed into a TenantHealth (assess.go, pure), and
+// what changed written back to the Machine, NodeGroup and Tenant statuses
+// (status.go decides, writeback.go writes).
+//
+// It imports domain, eventstore and projections; the HTTP handlers and the
+// server wiring import it.
+package health
