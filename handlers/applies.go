@@ -74,8 +74,8 @@ func (a *API) applyLog(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if follow {
-		fctx, done, ok, err := a.followContext(c)
-		if !ok {
+		fctx, done, err := a.followContext(c)
+		if err != nil {
 			return err
 		}
 		defer done()

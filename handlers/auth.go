@@ -18,16 +18,16 @@ const identityKey = "rezus.identity"
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if a.auth == nil {
-			return a.writeError(c, domain.NewUnauthorized("no authenticator is configured"))
+			return domain.NewUnauthorized("no authenticator is configured")
 		}
 		id, err := a.auth.Authenticate(c.Request())
 		if err != nil {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="rezuscloud"`)
-			return a.writeError(c, err)
+			return err
 		}
 		c.Set(identityKey, id)
 		if err := checkIdempotencyKey(c); err != nil {
-			return a.writeError(c, err)
+			return err
 		}
 		return next(c)
 	}

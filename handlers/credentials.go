@@ -195,24 +195,24 @@ func (a *API) credentialsName(c echo.Context) (string, error) {
 func (a *API) putCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonUnsupportedMediaType, Message: "the body must be application/json"})
+		return &domain.Error{Reason: domain.ReasonUnsupportedMediaType, Message: "the body must be application/json"}
 	}
 	raw, err := readLimited(c, maxCredentialsBody, "a provider credentials body")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var body struct {
 		Data map[string]string `json:"data"`
 	}
 	if causes := domain.DecodeStrict(raw, &body, ""); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("the body must be {\"data\":{\"ENV_NAME\":\"value\"}}: "+causeSummary(causes), causes...))
+		return domain.NewBadRequest("the body must be {\"data\":{\"ENV_NAME\":\"value\"}}: "+causeSummary(causes), causes...)
 	}
 	created, err := a.identity.PutProviderCredentials(c.Request().Context(), name, body.Data)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	code := http.StatusOK
 	if created {
@@ -224,11 +224,11 @@ func (a *API) putCredentials(c echo.Context) error {
 func (a *API) getCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	data, err := a.identity.ProviderCredentials(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, newCredentialsView(name, data))
 }
@@ -236,14 +236,14 @@ func (a *API) getCredentials(c echo.Context) error {
 func (a *API) deleteCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	data, err := a.identity.ProviderCredentials(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if err := a.identity.DeleteProviderCredentials(c.Request().Context(), name); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, newCredentialsView(name, data))
 }

@@ -126,8 +126,8 @@ func (a *API) logParams(c echo.Context, causes []domain.Cause) (tenant, name str
 func (a *API) streamLog(c echo.Context, follow bool, open func(context.Context) (io.ReadCloser, error)) error {
 	ctx := c.Request().Context()
 	if follow {
-		fctx, done, ok, err := a.followContext(c)
-		if !ok {
+		fctx, done, err := a.followContext(c)
+		if err != nil {
 			return err
 		}
 		defer done()

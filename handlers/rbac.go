@@ -91,8 +91,8 @@ func (a *API) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		id := identityOf(c)
 		need := requiredPermission(c.Request().Method, c.Path())
 		if !roleAllows(id.Role, need) {
-			return a.writeError(c, &domain.Error{Reason: domain.ReasonForbidden,
-				Message: "user \"" + id.Name + "\" with role \"" + id.Role + "\" may not " + strings.ToLower(c.Request().Method) + " " + c.Request().URL.Path + " (needs " + need.String() + ")"})
+			return &domain.Error{Reason: domain.ReasonForbidden,
+				Message: "user \"" + id.Name + "\" with role \"" + id.Role + "\" may not " + strings.ToLower(c.Request().Method) + " " + c.Request().URL.Path + " (needs " + need.String() + ")"}
 		}
 		return next(c)
 	}

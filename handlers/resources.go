@@ -56,14 +56,14 @@ func (r *resource) ref(c echo.Context) (domain.Ref, error) {
 func (r *resource) get(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := r.api.readBarrier(c.Request().Context()); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	raw, ok := r.api.cache.Get(ref)
 	if !ok || !r.hooks.visible(c, raw) {
-		return r.api.writeError(c, domain.NewNotFound(r.kind.Kind, ref.Name))
+		return domain.NewNotFound(r.kind.Kind, ref.Name)
 	}
 	return c.JSONBlob(http.StatusOK, raw)
 }
@@ -75,27 +75,27 @@ func (r *resource) list(c echo.Context) error {
 	}
 	opts, err := r.listOptions(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if lim := q.Get("limit"); lim != "" {
 		n, err := strconv.Atoi(lim)
 		if err != nil || n < 0 {
-			return r.api.writeError(c, domain.NewBadRequest("limit must be a non-negative integer",
-				domain.Cause{Field: "limit", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-negative integer", lim)}))
+			return domain.NewBadRequest("limit must be a non-negative integer",
+				domain.Cause{Field: "limit", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-negative integer", lim)})
 		}
 		opts.Limit = n
 	}
 	opts.Continue = q.Get("continue")
 	if err := r.api.readBarrier(c.Request().Context()); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	res, err := r.api.cache.List(r.kind.Kind, opts)
 	if errors.Is(err, projections.ErrBadContinue) {
-		return r.api.writeError(c, domain.NewBadRequest("the continue token is not valid; start the list again",
-			domain.Cause{Field: "continue", Type: domain.CauseInvalid, Message: "not a token this server issued"}))
+		return domain.NewBadRequest("the continue token is not valid; start the list again",
+			domain.Cause{Field: "continue", Type: domain.CauseInvalid, Message: "not a token this server issued"})
 	}
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if _, filtered := r.hooks.(noHooks); !filtered {
 		kept := res.Items[:0]
@@ -148,34 +148,34 @@ func (r *resource) listOptions(c echo.Context) (projections.ListOptions, error) 
 func (r *resource) create(c echo.Context) error {
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ref := domain.Ref{Kind: r.kind.Kind}
 	if r.kind.TenantScoped {
 		tenant := c.Param("tenant")
 		if causes := domain.ValidateName(tenant, "metadata.tenant"); causes != nil {
-			return r.api.writeError(c, domain.NewBadRequest("invalid tenant name in the URL", causes...))
+			return domain.NewBadRequest("invalid tenant name in the URL", causes...)
 		}
 		ref.Tenant = tenant
 		if err := r.api.tenantAcceptsObjects(c.Request().Context(), tenant); err != nil {
-			return r.api.writeError(c, err)
+			return err
 		}
 	}
 	after, err := r.hooks.admit(c, domain.OpCreate, ref, obj)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ref.Name = obj.Metadata.Name
 	if ref.Name == "" {
-		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
+		return domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}})
 	}
 	if causes := domain.ValidateName(ref.Name, "metadata.name"); causes != nil {
-		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, ref.Name, causes))
+		return domain.NewInvalid(r.kind.Kind, ref.Name, causes)
 	}
 	cmd := r.api.command(c, domain.OpCreate, ref, obj)
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusCreated, res, after)
 }
@@ -183,25 +183,25 @@ func (r *resource) create(c echo.Context) error {
 func (r *resource) update(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := requireVersion(r.kind, ref, obj); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	after, err := r.hooks.admit(c, domain.OpUpdate, ref, obj)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	cmd.Dependents = r.api.dependents(ref)
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
@@ -209,20 +209,20 @@ func (r *resource) update(c echo.Context) error {
 func (r *resource) updateStatus(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := requireVersion(r.kind, ref, obj); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpUpdateStatus, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respond(c, http.StatusOK, res)
 }
@@ -250,20 +250,20 @@ func (r *resource) patchStatus(c echo.Context) error { return r.doPatch(c, true)
 func (r *resource) doPatch(c echo.Context, status bool) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	body, err := r.api.readBody(c, "application/merge-patch+json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	var patch map[string]any
 	if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
-		return r.api.writeError(c, domain.NewBadRequest("the merge patch must be a JSON object"))
+		return domain.NewBadRequest("the merge patch must be a JSON object")
 	}
 	var after afterWrite
 	if !status {
 		if after, err = r.hooks.admitPatch(c, ref, patch); err != nil {
-			return r.api.writeError(c, err)
+			return err
 		}
 		if after != nil {
 			body, _ = json.Marshal(patch) // without the write-only fields the hook took
@@ -310,7 +310,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 			return domain.Decide(state, cmd)
 		})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
@@ -318,12 +318,12 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 func (r *resource) delete(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ctx := c.Request().Context()
 	after, err := r.hooks.admit(c, domain.OpDelete, ref, nil)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpDelete, ref, nil)
 	cmd.Dependents = r.api.dependents(ref)
@@ -332,7 +332,7 @@ func (r *resource) delete(c echo.Context) error {
 	}
 	res, err := r.api.store.Execute(ctx, cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: 3})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if r.kind == domain.TenantKind && res.Object != nil && r.api.finalizer != nil {
 		// Cascade now rather than on the finalizer's next pass, so that a tenant
@@ -394,7 +394,7 @@ func (a *API) respondAfter(c echo.Context, code int, res eventstore.Result, afte
 	}
 	extra, err := after(c.Request().Context(), res)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if len(extra) == 0 {
 		return a.respond(c, code, res)
@@ -410,11 +410,11 @@ func (a *API) respondAfter(c echo.Context, code int, res eventstore.Result, afte
 	}
 	raw, err := json.Marshal(obj)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	for k, v := range extra {
 		m[k] = v

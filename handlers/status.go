@@ -11,9 +11,15 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// writeError sends err as a Kubernetes Status with the matching HTTP code.
-// Internal errors are logged with the request and sent with a generic message.
-func (a *API) writeError(c echo.Context, err error) error {
+// errorHandler is echo's HTTPErrorHandler and the one place an error becomes
+// an answer: handlers and middleware return errors, and every one leaves as a
+// Kubernetes Status with the matching HTTP code. Internal errors are logged
+// with the request and sent with a generic message. A response already
+// committed (a stream that has begun) is left as it is: its status is sent.
+func (a *API) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
 	var de *domain.Error
 	if !errors.As(err, &de) {
 		de = toDomainError(err)
@@ -26,7 +32,7 @@ func (a *API) writeError(c echo.Context, err error) error {
 	if de.RetryAfterSeconds > 0 {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(de.RetryAfterSeconds))
 	}
-	return c.JSON(st.Code, st)
+	_ = c.JSON(st.Code, st)
 }
 
 // toDomainError maps echo's and the standard library's errors onto the vocabulary.
@@ -53,14 +59,6 @@ func toDomainError(err error) *domain.Error {
 		}
 	}
 	return domain.NewInternal(err)
-}
-
-// errorHandler is echo's HTTPErrorHandler: every error leaves as a Status.
-func (a *API) errorHandler(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	_ = a.writeError(c, err)
 }
 
 func statusCodeOf(err error) int {
