@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // afterWrite runs once a write succeeded; what it returns is added to the answer.
@@ -286,8 +287,8 @@ func (a *API) login(c echo.Context) error {
 		return err
 	}
 	c.Set(identityKey, id)
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: tok, Path: "/", Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: a.identity.cfg.SecureCookies})
+	c.SetCookie(&http.Cookie{Name: identity.SessionCookie, Value: tok, Path: "/", Expires: exp, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: a.identity.SecureCookies()})
 	return c.JSON(http.StatusOK, map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339), "user": id.Name, "role": id.Role})
 }
 
@@ -298,7 +299,7 @@ func (a *API) logout(c echo.Context) error {
 			return err
 		}
 	}
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	c.SetCookie(&http.Cookie{Name: identity.SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	return c.NoContent(http.StatusNoContent)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
@@ -82,19 +83,9 @@ type Readiness interface {
 	Checkpoint() uint64
 }
 
-// Identity is the authenticated caller.
-type Identity struct {
-	Name string
-	// Role is admin, edit or view (domain.RoleAdmin, ...).
-	Role string
-	// AuthMethod is how the caller proved who they are: session, apitoken or static-token.
-	AuthMethod string
-	Groups     []string
-}
-
 // Authenticator identifies the caller of a request, or fails with Unauthorized.
 type Authenticator interface {
-	Authenticate(r *http.Request) (Identity, error)
+	Authenticate(r *http.Request) (identity.Identity, error)
 }
 
 // Deps are the parts the API is built on.
@@ -106,7 +97,7 @@ type Deps struct {
 	// Auth authenticates requests; when Identity is set it is used instead and
 	// login, sessions, users' passwords and API tokens are served.
 	Auth     Authenticator
-	Identity *IdentityService
+	Identity *identity.Service
 	// Audit records every mutating request and credential download and serves
 	// /api/v1/audit; nil keeps no audit trail (tests that do not need one).
 	Audit *eventstore.AuditLog
@@ -148,7 +139,7 @@ type API struct {
 	projector Readiness
 	finalizer *projections.TenantFinalizer
 	auth      Authenticator
-	identity  *IdentityService
+	identity  *identity.Service
 	audit     *eventstore.AuditLog
 	log       *slog.Logger
 	metrics   *metrics

@@ -100,3 +100,9 @@ func (a *API) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 
 // isAdmin reports whether the caller is an admin.
 func isAdmin(c echo.Context) bool { return identityOf(c).Role == domain.RoleAdmin }
+
+// CanWrite reports whether role may change resources (edit and admin).
+func CanWrite(role string) bool { return roleAllows(role, permWrite) }
+
+// CanAdmin reports whether role may administer users, providers and the audit log.
+func CanAdmin(role string) bool { return roleAllows(role, permAdmin) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // The Terraform HTTP state backend, as OpenTofu's `http` backend speaks it
@@ -29,7 +30,7 @@ import (
 //
 // POST and DELETE on /lock do the same as LOCK and UNLOCK, for clients set up
 // with lock_method = "POST" and unlock_method = "DELETE". The backend takes only
-// apply credentials (HTTP basic auth, see IdentityService.IssueStateCredentials):
+// apply credentials (HTTP basic auth, see identity.Service.IssueStateCredentials):
 // users reach state through /api/v1/tenants/{tenant}/state per RBAC. Every
 // error is a Status; the 423 and 409 lock answers carry the holder's LockInfo
 // fields (ID, Operation, Who, …) beside the Status fields, which is what tofu
@@ -44,7 +45,7 @@ import (
 //	DELETE /api/v1/tenants/{tenant}/state/lock          force-unlock; answers (and audits) the released lock
 
 // stateKind names Terraform state in errors and audit records.
-const stateKind = "TerraformState"
+const stateKind = identity.StateKind
 
 // maxLockInfoBytes bounds a LOCK or UNLOCK body (a LockInfo is a few hundred bytes).
 const maxLockInfoBytes = 64 << 10
@@ -96,14 +97,14 @@ func (a *API) stateAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return domain.NewUnauthorized("the state backend takes apply credentials (HTTP basic auth) only; " +
 				"users read state through /api/v1/tenants/" + tenant + "/state")
 		}
-		applyID, err := a.identity.verifyStateCredentials(tenant, user, pass)
+		applyID, err := a.identity.VerifyStateCredentials(tenant, user, pass)
 		if err != nil {
 			if domain.ReasonOf(err) == domain.ReasonUnauthorized {
 				c.Response().Header().Set("WWW-Authenticate", `Basic realm="rezuscloud-tfstate"`)
 			}
 			return err
 		}
-		c.Set(identityKey, Identity{Name: "apply:" + applyID, AuthMethod: AuthStateCredentials})
+		c.Set(identityKey, identity.Identity{Name: "apply:" + applyID, AuthMethod: identity.AuthStateCredentials})
 		c.Set(applyIDKey, applyID)
 		return next(c)
 	}
