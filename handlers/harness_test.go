@@ -90,7 +90,9 @@ func newStackWith(t testing.TB, idm func(*identity.Config), mutate ...func(*hand
 	id, err := identity.NewService(idctx, idcfg, env.Store, s.cache)
 	require.NoError(t, err)
 	s.identity = id
-	s.api = handlers.New(cfg, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin, Identity: id})
+	deps := handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin, Identity: id}
+	require.NoError(t, deps.Validate())
+	s.api = handlers.New(cfg, deps)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for _, run := range []func(context.Context) error{s.cache.Run, s.projector.Run, fin.Run} {

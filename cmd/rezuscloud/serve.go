@@ -193,11 +193,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
 		}
 	}
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
+	apiDeps := handlers.Deps{
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: ids, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
 		State: stateStore, ApplyLogs: applyLogs, Health: health, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
-	})
+	}
+	if err := apiDeps.Validate(); err != nil {
+		return err
+	}
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, apiDeps)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
