@@ -43,7 +43,7 @@ func (a *API) tenantHealth(c echo.Context) error {
 	if err := a.readBarrier(c.Request().Context()); err != nil {
 		return err
 	}
-	if _, ok := a.cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); !ok {
+	if _, ok := a.cache.Get(domain.TenantRef(tenant)); !ok {
 		return domain.NewNotFound(domain.TenantKind.Kind, tenant)
 	}
 	h, err := a.health.Probe(c.Request().Context(), tenant, refresh)

@@ -20,10 +20,7 @@ func (a *API) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		de = toDomainError(err)
-	}
+	de := asDomainError(err)
 	if de.Reason == domain.ReasonInternalError {
 		a.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		de = &domain.Error{Reason: domain.ReasonInternalError, Message: "internal error; see the server log"}
@@ -61,10 +58,16 @@ func toDomainError(err error) *domain.Error {
 	return domain.NewInternal(err)
 }
 
-func statusCodeOf(err error) int {
+// asDomainError is err in the error vocabulary: the *domain.Error it wraps,
+// or what echo's and the standard library's errors map to.
+func asDomainError(err error) *domain.Error {
 	var de *domain.Error
 	if errors.As(err, &de) {
-		return de.Reason.Code()
+		return de
 	}
-	return toDomainError(err).Reason.Code()
+	return toDomainError(err)
 }
+
+// statusCodeOf is the HTTP code errorHandler will send for err, for the
+// middleware (audit, metrics) that records it before the handler runs.
+func statusCodeOf(err error) int { return asDomainError(err).Reason.Code() }
