@@ -29,7 +29,8 @@ var allowedLayers = map[string][]string{
 	"projections": {"domain", "eventstore"},
 	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller"},
 	"talos":       {"domain", "eventstore", "projections"},
-	"webui":       {"domain", "projections", "handlers"},
+	"identity":    {"domain", "eventstore", "projections"},
+	"webui":       {"domain", "projections", "handlers", "identity"},
 	// The controller runtime sits right above the event store: every
 	// long-running consumer builds on it, so it builds on nothing of theirs.
 	"internal/controller": {"domain", "eventstore"},
@@ -50,6 +51,13 @@ var forbiddenLayers = map[string][]string{
 // testOnlyImports are packages a layer may import from _test files only.
 var testOnlyImports = map[string][]string{
 	"projections": {"eventstore/eventstoretest"},
+}
+
+// forbiddenThirdParty are modules outside this one a layer's non-test files
+// must not import: identity knows nothing of HTTP routing, so handlers and
+// the web UI can both use it.
+var forbiddenThirdParty = map[string][]string{
+	"identity": {"github.com/labstack/echo"},
 }
 
 // domainThirdParty is every package outside the standard library domain may
@@ -118,6 +126,11 @@ func checkImport(module, dir string, isTest bool, imp string) string {
 				}
 			}
 			return fmt.Sprintf("domain may import only the standard library and %s, not %s", strings.Join(domainThirdParty, ", "), imp)
+		}
+		for _, f := range forbiddenThirdParty[from] {
+			if within(imp, f) {
+				return fmt.Sprintf("%s must not import %s", from, imp)
+			}
 		}
 		return ""
 	}
@@ -204,6 +217,16 @@ func TestCheckImport(t *testing.T) {
 		{"handlers", false, m + "/eventstore/eventstoretest", true},
 		{"handlers", false, m + "/webui", false},
 		{"handlers", false, m + "/cmd/rezuscloud", false},
+		{"identity", false, m + "/domain", true},
+		{"identity", false, m + "/eventstore", true},
+		{"identity", false, m + "/projections", true},
+		{"identity", false, m + "/handlers", false},
+		{"identity", false, m + "/webui", false},
+		{"identity", false, "github.com/labstack/echo/v4", false},
+		{"identity", false, "github.com/golang-jwt/jwt/v5", true},
+		{"identity", true, "github.com/labstack/echo/v4", true},
+		{"handlers", false, m + "/identity", true},
+		{"webui", false, m + "/identity", true},
 		{"webui", false, m + "/handlers", true},
 		{"webui", false, m + "/eventstore", false},
 		{"webui", false, m + "/tfrunner", false},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // afterWrite runs once a write succeeded; what it returns is added to the answer.
@@ -266,28 +267,28 @@ type loginRequest struct {
 // login checks a password and answers a session token, also set as an HttpOnly cookie.
 func (a *API) login(c echo.Context) error {
 	if err := a.requireIdentity(); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	body, err := a.readBody(c, "application/json")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var req loginRequest
 	if causes := domain.DecodeStrict(body, &req, ""); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("the login request is not valid", causes...))
+		return domain.NewBadRequest("the login request is not valid", causes...)
 	}
 	if req.Username == "" || req.Password == "" {
-		return a.writeError(c, domain.NewBadRequest("username and password are required",
+		return domain.NewBadRequest("username and password are required",
 			domain.Cause{Field: "username", Type: domain.CauseRequired, Message: "required"},
-			domain.Cause{Field: "password", Type: domain.CauseRequired, Message: "required"}))
+			domain.Cause{Field: "password", Type: domain.CauseRequired, Message: "required"})
 	}
 	tok, exp, id, err := a.identity.Login(c.Request().Context(), req.Username, req.Password, c.RealIP())
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	c.Set(identityKey, id)
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: tok, Path: "/", Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: a.identity.cfg.SecureCookies})
+	c.SetCookie(&http.Cookie{Name: identity.SessionCookie, Value: tok, Path: "/", Expires: exp, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: a.identity.SecureCookies()})
 	return c.JSON(http.StatusOK, map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339), "user": id.Name, "role": id.Role})
 }
 
@@ -295,10 +296,10 @@ func (a *API) login(c echo.Context) error {
 func (a *API) logout(c echo.Context) error {
 	if a.identity != nil {
 		if err := a.identity.Logout(c.Request().Context(), c.Request()); err != nil {
-			return a.writeError(c, err)
+			return err
 		}
 	}
-	c.SetCookie(&http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	c.SetCookie(&http.Cookie{Name: identity.SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	return c.NoContent(http.StatusNoContent)
 }
 
@@ -316,45 +317,45 @@ type passwordRequest struct {
 // anyone's as an admin.
 func (a *API) setPassword(c echo.Context) error {
 	if err := a.requireIdentity(); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	name := c.Param("name")
 	if causes := domain.ValidateName(name, "metadata.name"); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("invalid name in the URL", causes...))
+		return domain.NewBadRequest("invalid name in the URL", causes...)
 	}
 	body, err := a.readBody(c, "application/json")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var req passwordRequest
 	if causes := domain.DecodeStrict(body, &req, ""); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("the password request is not valid", causes...))
+		return domain.NewBadRequest("the password request is not valid", causes...)
 	}
 	me := identityOf(c)
 	ctx := c.Request().Context()
 	if _, ok := a.cache.GetObject(domain.Ref{Kind: domain.UserKind.Kind, Name: name}); !ok {
 		if me.Role != domain.RoleAdmin {
-			return a.writeError(c, domain.NewForbidden(domain.UserKind.Kind, name, "you may change only your own password"))
+			return domain.NewForbidden(domain.UserKind.Kind, name, "you may change only your own password")
 		}
-		return a.writeError(c, domain.NewNotFound(domain.UserKind.Kind, name))
+		return domain.NewNotFound(domain.UserKind.Kind, name)
 	}
 	if me.Role != domain.RoleAdmin {
 		if me.Name != name {
-			return a.writeError(c, domain.NewForbidden(domain.UserKind.Kind, name, "you may change only your own password"))
+			return domain.NewForbidden(domain.UserKind.Kind, name, "you may change only your own password")
 		}
 		ok, err := a.identity.CheckPassword(ctx, name, req.CurrentPassword)
 		if err != nil {
-			return a.writeError(c, err)
+			return err
 		}
 		if !ok {
-			return a.writeError(c, domain.NewInvalid(domain.UserKind.Kind, name, []domain.Cause{{Field: "currentPassword", Type: domain.CauseInvalid, Message: "is not the current password"}}))
+			return domain.NewInvalid(domain.UserKind.Kind, name, []domain.Cause{{Field: "currentPassword", Type: domain.CauseInvalid, Message: "is not the current password"}})
 		}
 	}
 	if causes := domain.ValidatePassword(req.Password, "password"); causes != nil {
-		return a.writeError(c, domain.NewInvalid(domain.UserKind.Kind, name, causes))
+		return domain.NewInvalid(domain.UserKind.Kind, name, causes)
 	}
 	if err := a.identity.SetPassword(ctx, name, req.Password); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }

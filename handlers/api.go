@@ -12,6 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
@@ -82,62 +83,9 @@ type Readiness interface {
 	Checkpoint() uint64
 }
 
-// Identity is the authenticated caller.
-type Identity struct {
-	Name string
-	// Role is admin, edit or view (domain.RoleAdmin, ...).
-	Role string
-	// AuthMethod is how the caller proved who they are: session, apitoken or static-token.
-	AuthMethod string
-	Groups     []string
-}
-
 // Authenticator identifies the caller of a request, or fails with Unauthorized.
 type Authenticator interface {
-	Authenticate(r *http.Request) (Identity, error)
-}
-
-// Deps are the parts the API is built on.
-type Deps struct {
-	Store     *eventstore.Store
-	Cache     *projections.Cache
-	Projector Readiness
-	Finalizer *projections.TenantFinalizer
-	// Auth authenticates requests; when Identity is set it is used instead and
-	// login, sessions, users' passwords and API tokens are served.
-	Auth     Authenticator
-	Identity *IdentityService
-	// Audit records every mutating request and credential download and serves
-	// /api/v1/audit; nil keeps no audit trail (tests that do not need one).
-	Audit *eventstore.AuditLog
-	Log   *slog.Logger
-
-	// Automation issues NATS credentials for external automation; nil (an
-	// external NATS cluster) answers those routes with a BadRequest saying so.
-	Automation AutomationIssuer
-
-	// Talos renders machine configs and credentials from each tenant's PKI and
-	// checks ConfigPatches before they are stored; nil leaves the config,
-	// talosconfig and kubeconfig routes out.
-	Talos *talos.Service
-
-	// State keeps Terraform state for /tfstate and the state API; nil answers
-	// those routes with ServiceUnavailable.
-	State *eventstore.StateStore
-
-	// ApplyLogs and CancelApply serve applies' logs and stop runs; nil answers
-	// those routes with ServiceUnavailable (no apply worker).
-	ApplyLogs   ApplyLogs
-	CancelApply ApplyCanceler
-
-	// Health probes tenants through the Talos API for /tenants/{t}/health;
-	// nil answers that route with ServiceUnavailable.
-	Health TenantHealthProber
-
-	// MachineLogs reads machines' logs and kernel messages through the Talos
-	// API for /tenants/{t}/machines/{m}/logs and /dmesg; nil answers those
-	// routes with ServiceUnavailable.
-	MachineLogs MachineLogReader
+	Authenticate(r *http.Request) (identity.Identity, error)
 }
 
 // API serves the REST API.
@@ -148,7 +96,7 @@ type API struct {
 	projector Readiness
 	finalizer *projections.TenantFinalizer
 	auth      Authenticator
-	identity  *IdentityService
+	identity  *identity.Service
 	audit     *eventstore.AuditLog
 	log       *slog.Logger
 	metrics   *metrics
@@ -180,7 +128,8 @@ type API struct {
 	stop     context.CancelFunc
 }
 
-// New builds the API and its routes.
+// New builds the API and its routes on d, which the caller has checked with
+// Deps.Validate.
 func New(cfg Config, d Deps) *API {
 	cfg.setDefaults()
 	if d.Log == nil {

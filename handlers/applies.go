@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
@@ -42,16 +42,15 @@ func (a *API) applyRoutes(g *authed) {
 
 // loadApply reads an apply from the read model.
 func (a *API) loadApply(c echo.Context) (*domain.Apply, error) {
-	ref := domain.Ref{Kind: domain.ApplyKind.Kind, Tenant: c.Param("tenant"), Name: c.Param("name")}
-	raw, ok := a.cache.Get(ref)
+	ref := domain.ObjectRef(domain.ApplyKind, c.Param("tenant"), c.Param("name"))
+	ap, ok, err := projections.Get[domain.Apply](a.cache, ref)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, domain.NewNotFound(domain.ApplyKind.Kind, ref.Name)
 	}
-	var ap domain.Apply
-	if err := json.Unmarshal(raw, &ap); err != nil {
-		return nil, err
-	}
-	return &ap, nil
+	return ap, nil
 }
 
 // applyLog answers an apply's tofu log as text; with ?follow=true it streams
@@ -74,8 +73,8 @@ func (a *API) applyLog(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if follow {
-		fctx, done, ok, err := a.followContext(c)
-		if !ok {
+		fctx, done, err := a.followContext(c)
+		if err != nil {
 			return err
 		}
 		defer done()

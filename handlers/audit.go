@@ -196,7 +196,7 @@ type auditList struct {
 // records of the window instead of the oldest.
 func (a *API) auditTrail(c echo.Context) error {
 	if a.audit == nil {
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "this server keeps no audit log"})
+		return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "this server keeps no audit log"}
 	}
 	q := c.QueryParams()
 	rq, causes := parseReplayQuery(c)
@@ -213,7 +213,7 @@ func (a *API) auditTrail(c echo.Context) error {
 		causes = append(causes, domain.Cause{Field: "actor", Type: domain.CauseTooLong, Message: fmt.Sprintf("must be no more than %d characters", maxAuditName)})
 	}
 	if len(causes) > 0 {
-		return a.writeError(c, domain.NewBadRequest("bad audit query: "+causeSummary(causes), causes...))
+		return domain.NewBadRequest("bad audit query: "+causeSummary(causes), causes...)
 	}
 
 	if rq.follow {
@@ -227,7 +227,7 @@ func (a *API) auditTrail(c echo.Context) error {
 	}
 	recs, more, err := a.audit.Query(c.Request().Context(), aq)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := auditList{APIVersion: domain.APIVersion, Kind: "AuditRecordList", Items: recs}
 	if more {

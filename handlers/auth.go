@@ -1,14 +1,10 @@
 package handlers
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"net/http"
-	"strings"
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 const identityKey = "rezus.identity"
@@ -18,49 +14,22 @@ const identityKey = "rezus.identity"
 func (a *API) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if a.auth == nil {
-			return a.writeError(c, domain.NewUnauthorized("no authenticator is configured"))
+			return domain.NewUnauthorized("no authenticator is configured")
 		}
 		id, err := a.auth.Authenticate(c.Request())
 		if err != nil {
 			c.Response().Header().Set("WWW-Authenticate", `Bearer realm="rezuscloud"`)
-			return a.writeError(c, err)
+			return err
 		}
 		c.Set(identityKey, id)
 		if err := checkIdempotencyKey(c); err != nil {
-			return a.writeError(c, err)
+			return err
 		}
 		return next(c)
 	}
 }
 
-func identityOf(c echo.Context) Identity {
-	id, _ := c.Get(identityKey).(Identity)
+func identityOf(c echo.Context) identity.Identity {
+	id, _ := c.Get(identityKey).(identity.Identity)
 	return id
-}
-
-// StaticToken authenticates one bearer token as one identity: the bootstrap
-// admin credential until users and API tokens exist. Tokens are compared as
-// SHA-256 digests in constant time, so neither content nor length leaks.
-type StaticToken struct {
-	digest   [32]byte
-	identity Identity
-}
-
-// NewStaticToken returns an authenticator accepting token as identity.
-func NewStaticToken(token string, identity Identity) *StaticToken {
-	return &StaticToken{digest: sha256.Sum256([]byte(token)), identity: identity}
-}
-
-// Authenticate checks the Authorization: Bearer header.
-func (s *StaticToken) Authenticate(r *http.Request) (Identity, error) {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || tok == "" {
-		return Identity{}, domain.NewUnauthorized("a bearer token is required (Authorization: Bearer <token>)")
-	}
-	d := sha256.Sum256([]byte(tok))
-	if subtle.ConstantTimeCompare(d[:], s.digest[:]) != 1 {
-		return Identity{}, domain.NewUnauthorized("the bearer token is not valid")
-	}
-	return s.identity, nil
 }

@@ -85,15 +85,15 @@ type automationCreateRequest struct {
 // .creds content (user JWT and seed) is not kept by the server.
 func (a *API) createAutomationCredential(c echo.Context) error {
 	if err := a.requireAutomation(); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	body, err := a.readBody(c, "application/json")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var req automationCreateRequest
 	if causes := domain.DecodeStrict(body, &req, ""); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("the automation credentials request is not valid", causes...))
+		return domain.NewBadRequest("the automation credentials request is not valid", causes...)
 	}
 	name := req.Metadata.Name
 	c.Set(auditTargetKey, auditTarget{kind: eventstore.AutomationCredentialKind, name: name})
@@ -106,11 +106,11 @@ func (a *API) createAutomationCredential(c echo.Context) error {
 	}
 	causes = append(causes, domain.ValidateName(name, "metadata.name")...)
 	if len(causes) > 0 {
-		return a.writeError(c, domain.NewInvalid(eventstore.AutomationCredentialKind, name, causes))
+		return domain.NewInvalid(eventstore.AutomationCredentialKind, name, causes)
 	}
 	issued, err := a.automation.Issue(c.Request().Context(), name, identityOf(c).Name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := automationView(issued.AutomationCredential)
 	out.Creds, out.NATSURL = string(issued.Creds), issued.URL
@@ -123,11 +123,11 @@ func (a *API) createAutomationCredential(c echo.Context) error {
 
 func (a *API) listAutomationCredentials(c echo.Context) error {
 	if err := a.requireAutomation(); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	recs, err := a.automation.List(c.Request().Context())
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := automationCredentialList{APIVersion: domain.APIVersion, Kind: eventstore.AutomationCredentialKind + "List",
 		Items: make([]automationCredential, 0, len(recs))}
@@ -151,11 +151,11 @@ func (a *API) automationName(c echo.Context) (string, error) {
 func (a *API) getAutomationCredential(c echo.Context) error {
 	name, err := a.automationName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	rec, err := a.automation.Get(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, automationView(rec))
 }
@@ -166,11 +166,11 @@ func (a *API) deleteAutomationCredential(c echo.Context) error {
 	c.Set(auditTargetKey, auditTarget{kind: eventstore.AutomationCredentialKind, name: c.Param("name")})
 	name, err := a.automationName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	rec, err := a.automation.Revoke(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := automationView(rec)
 	now := a.cfg.Now().UTC().Truncate(time.Millisecond)

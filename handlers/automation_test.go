@@ -21,6 +21,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -51,7 +52,7 @@ func newAutomationStack(t *testing.T, listen string) (*stack, *eventstore.AuditL
 	s.cache = projections.NewCache(env.Store, nil)
 	s.projector = projections.NewProjector(env.Store, nil, "test")
 	fin := &projections.TenantFinalizer{Cache: s.cache, Store: env.Store, Interval: 20 * time.Millisecond}
-	s.identity, err = handlers.NewIdentityService(ctx, handlers.IdentityConfig{StaticToken: testToken, Now: s.clock.Now}, env.Store, s.cache)
+	s.identity, err = identity.NewService(ctx, identity.Config{StaticToken: testToken, Now: s.clock.Now}, env.Store, s.cache)
 	require.NoError(t, err)
 	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin,
 		Identity: s.identity, Audit: audit, Automation: automation})

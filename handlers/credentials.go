@@ -1,19 +1,15 @@
 package handlers
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
+	"maps"
 	"net/http"
-	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // Provider credentials are environment variables handed to tofu for the
@@ -26,135 +22,10 @@ import (
 //
 // They are kept sealed in the secrets store under "provider-credentials.<name>",
 // never in events, and audited without their values. The runner reads them
-// with IdentityService.ProviderCredentials.
+// with identity.Service.ProviderCredentials.
 
-// ProviderCredentialsKind names provider credentials in answers and audit records.
-const ProviderCredentialsKind = "ProviderCredentials"
-
-const secretProviderCredentialsPrefix = "provider-credentials."
-
-// Limits of one set of provider credentials.
-const (
-	MaxCredentialEntries    = 64
-	MaxCredentialValueBytes = 64 << 10
-	// maxCredentialsBody leaves room for JSON escaping of full-size values.
-	maxCredentialsBody = 2 * MaxCredentialEntries * (MaxCredentialValueBytes + 256)
-)
-
-var envNamePattern = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
-
-// reservedEnvNames are variables the runner sets or that change how tofu or
-// the process runs: a credential must not replace them.
-var reservedEnvNames = map[string]bool{"PATH": true, "HOME": true, "USER": true, "SHELL": true, "PWD": true, "TMPDIR": true}
-
-// reservedEnvPrefixes: TF_* configures tofu itself (TF_CLI_CONFIG_FILE,
-// TF_ENCRYPTION, TF_HTTP_PASSWORD, TF_VAR_*, …), LD_* and DYLD_* change what
-// code the process loads, REZUSCLOUD_* is the server's own configuration.
-var reservedEnvPrefixes = []string{"TF_", "LD_", "DYLD_", "REZUSCLOUD_"}
-
-// validateCredentialData reports every bad entry of a credentials body.
-func validateCredentialData(data map[string]string) []domain.Cause {
-	var causes []domain.Cause
-	if len(data) == 0 {
-		causes = append(causes, domain.Cause{Field: "data", Type: domain.CauseRequired, Message: "at least one variable is required"})
-	}
-	if len(data) > MaxCredentialEntries {
-		causes = append(causes, domain.Cause{Field: "data", Type: domain.CauseTooLong,
-			Message: fmt.Sprintf("at most %d variables, got %d", MaxCredentialEntries, len(data))})
-	}
-	names := make([]string, 0, len(data))
-	for k := range data {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		f := "data[" + k + "]"
-		if len(k) > 256 {
-			f = "data[" + k[:256] + "…]"
-		}
-		switch {
-		case !envNamePattern.MatchString(k):
-			causes = append(causes, domain.Cause{Field: f, Type: domain.CauseInvalid,
-				Message: "an environment variable name must match [A-Z_][A-Z0-9_]*"})
-		case reservedEnvNames[k] || hasAnyPrefix(k, reservedEnvPrefixes):
-			causes = append(causes, domain.Cause{Field: f, Type: domain.CauseForbidden,
-				Message: fmt.Sprintf("%s is set by the runner or changes how tofu runs; names starting with %s and %s are refused",
-					k, strings.Join(reservedEnvPrefixes, ", "), strings.Join(sortedKeys(reservedEnvNames), ", "))})
-		}
-		if len(data[k]) > MaxCredentialValueBytes {
-			causes = append(causes, domain.Cause{Field: f, Type: domain.CauseTooLong,
-				Message: fmt.Sprintf("must be no more than %d bytes", MaxCredentialValueBytes)})
-		}
-		if strings.ContainsRune(data[k], 0) {
-			causes = append(causes, domain.Cause{Field: f, Type: domain.CauseInvalid, Message: "must not contain a NUL byte"})
-		}
-	}
-	return causes
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// ProviderCredentials returns the environment variables stored under name,
-// for the runner to pass to tofu; NotFound when there are none.
-func (s *IdentityService) ProviderCredentials(ctx context.Context, name string) (map[string]string, error) {
-	if causes := domain.ValidateName(name, "credentialsRef.name"); causes != nil {
-		return nil, domain.NewBadRequest("bad provider credentials name: "+causes[0].Message, causes...)
-	}
-	raw, err := s.secrets.Get(ctx, secretProviderCredentialsPrefix+name)
-	if errors.Is(err, eventstore.ErrSecretNotFound) {
-		return nil, domain.NewNotFound(ProviderCredentialsKind, name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading provider credentials %s: %w", name, err)
-	}
-	data := map[string]string{}
-	if err := json.Unmarshal(raw, &data); err != nil {
-		return nil, fmt.Errorf("decoding provider credentials %s: %w", name, err)
-	}
-	return data, nil
-}
-
-// PutProviderCredentials validates and stores data under name, replacing
-// what was there; it reports whether the name was new.
-func (s *IdentityService) PutProviderCredentials(ctx context.Context, name string, data map[string]string) (created bool, err error) {
-	if causes := append(domain.ValidateName(name, "metadata.name"), validateCredentialData(data)...); len(causes) > 0 {
-		return false, domain.NewInvalid(ProviderCredentialsKind, name, causes)
-	}
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return false, err
-	}
-	key := secretProviderCredentialsPrefix + name
-	created, err = s.secrets.Create(ctx, key, raw)
-	if err != nil || created {
-		return created, err
-	}
-	return false, s.secrets.Put(ctx, key, raw)
-}
-
-// DeleteProviderCredentials removes the credentials under name; NotFound when there are none.
-func (s *IdentityService) DeleteProviderCredentials(ctx context.Context, name string) error {
-	if _, err := s.ProviderCredentials(ctx, name); err != nil {
-		return err
-	}
-	return s.secrets.Delete(ctx, secretProviderCredentialsPrefix+name)
-}
+// maxCredentialsBody leaves room for JSON escaping of full-size values.
+const maxCredentialsBody = 2 * identity.MaxCredentialEntries * (identity.MaxCredentialValueBytes + 256)
 
 // credentialsView is what the API shows of provider credentials: names only.
 type credentialsView struct {
@@ -168,7 +39,7 @@ type credentialsView struct {
 }
 
 func newCredentialsView(name string, data map[string]string) credentialsView {
-	v := credentialsView{APIVersion: domain.APIVersion, Kind: ProviderCredentialsKind, Keys: sortedKeys(data)}
+	v := credentialsView{APIVersion: domain.APIVersion, Kind: identity.ProviderCredentialsKind, Keys: slices.Sorted(maps.Keys(data))}
 	v.Metadata.Name = name
 	return v
 }
@@ -182,7 +53,7 @@ func (a *API) credentialRoutes(g *authed) {
 // credentialsName reads the name of a credentials route and names the audit target.
 func (a *API) credentialsName(c echo.Context) (string, error) {
 	name := c.Param("name")
-	c.Set(auditTargetKey, auditTarget{kind: ProviderCredentialsKind, name: name})
+	c.Set(auditTargetKey, auditTarget{kind: identity.ProviderCredentialsKind, name: name})
 	if a.identity == nil {
 		return "", &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "provider credentials need the identity service's secrets store"}
 	}
@@ -195,24 +66,24 @@ func (a *API) credentialsName(c echo.Context) (string, error) {
 func (a *API) putCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if ct := c.Request().Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonUnsupportedMediaType, Message: "the body must be application/json"})
+		return &domain.Error{Reason: domain.ReasonUnsupportedMediaType, Message: "the body must be application/json"}
 	}
 	raw, err := readLimited(c, maxCredentialsBody, "a provider credentials body")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	var body struct {
 		Data map[string]string `json:"data"`
 	}
 	if causes := domain.DecodeStrict(raw, &body, ""); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("the body must be {\"data\":{\"ENV_NAME\":\"value\"}}: "+causeSummary(causes), causes...))
+		return domain.NewBadRequest("the body must be {\"data\":{\"ENV_NAME\":\"value\"}}: "+causeSummary(causes), causes...)
 	}
 	created, err := a.identity.PutProviderCredentials(c.Request().Context(), name, body.Data)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	code := http.StatusOK
 	if created {
@@ -224,11 +95,11 @@ func (a *API) putCredentials(c echo.Context) error {
 func (a *API) getCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	data, err := a.identity.ProviderCredentials(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, newCredentialsView(name, data))
 }
@@ -236,14 +107,14 @@ func (a *API) getCredentials(c echo.Context) error {
 func (a *API) deleteCredentials(c echo.Context) error {
 	name, err := a.credentialsName(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	data, err := a.identity.ProviderCredentials(c.Request().Context(), name)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if err := a.identity.DeleteProviderCredentials(c.Request().Context(), name); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, newCredentialsView(name, data))
 }

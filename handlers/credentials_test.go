@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // newSealedStack serves an API whose identity service seals its secrets, as
@@ -39,7 +40,7 @@ func newSealedStack(t *testing.T) (*stack, *eventstore.AuditLog) {
 	}
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
-	id, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{StaticToken: testToken, Secrets: sealed, Now: s.clock.Now}, s.env.Store, s.cache)
+	id, err := identity.NewService(ctx, identity.Config{StaticToken: testToken, Secrets: sealed, Now: s.clock.Now}, s.env.Store, s.cache)
 	require.NoError(t, err)
 	audit, err := eventstore.OpenAudit(ctx, s.env.Store, eventstore.AuditConfig{})
 	require.NoError(t, err)
@@ -117,7 +118,7 @@ func TestProviderCredentials(t *testing.T) {
 func TestProviderCredentialsValidation(t *testing.T) {
 	s := newStack(t)
 	many := map[string]string{}
-	for i := range handlers.MaxCredentialEntries + 1 {
+	for i := range identity.MaxCredentialEntries + 1 {
 		many[fmt.Sprintf("VAR_%d", i)] = "v"
 	}
 	for _, tc := range []struct {
@@ -139,7 +140,7 @@ func TestProviderCredentialsValidation(t *testing.T) {
 			`{"data":{"TF_CLI_CONFIG_FILE":"x","TF_VAR_x":"y","TF_ENCRYPTION":"z","PATH":"/tmp","HOME":"/","LD_PRELOAD":"x","REZUSCLOUD_STATE_PASSPHRASE":"p","OK_NAME":"fine"}}`,
 			422, []string{"data[HOME]", "data[LD_PRELOAD]", "data[PATH]", "data[REZUSCLOUD_STATE_PASSPHRASE]", "data[TF_CLI_CONFIG_FILE]", "data[TF_ENCRYPTION]", "data[TF_VAR_x]"}},
 		{"too many", "/api/v1/credentials/c", map[string]any{"data": many}, 422, []string{"data"}},
-		{"value too long", "/api/v1/credentials/c", map[string]any{"data": map[string]string{"BIG": strings.Repeat("x", handlers.MaxCredentialValueBytes+1)}}, 422, []string{"data[BIG]"}},
+		{"value too long", "/api/v1/credentials/c", map[string]any{"data": map[string]string{"BIG": strings.Repeat("x", identity.MaxCredentialValueBytes+1)}}, 422, []string{"data[BIG]"}},
 		{"bad name in the URL", "/api/v1/credentials/Bad_Name", `{"data":{"A":"b"}}`, 400, []string{"metadata.name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -162,8 +163,8 @@ func TestProviderCredentialsValidation(t *testing.T) {
 	}
 	// A full-size set is accepted: 64 values of 64 KiB.
 	full := map[string]string{}
-	for i := range handlers.MaxCredentialEntries {
-		full[fmt.Sprintf("VAR_%d", i)] = strings.Repeat("\n", handlers.MaxCredentialValueBytes) // escaped to twice its size in JSON
+	for i := range identity.MaxCredentialEntries {
+		full[fmt.Sprintf("VAR_%d", i)] = strings.Repeat("\n", identity.MaxCredentialValueBytes) // escaped to twice its size in JSON
 	}
 	r := s.do(http.MethodPut, "/api/v1/credentials/full", map[string]any{"data": full})
 	require.Equal(t, http.StatusCreated, r.Code, string(r.Body))

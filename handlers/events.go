@@ -89,7 +89,7 @@ func (a *API) events(c echo.Context) error {
 		}
 	}
 	if len(causes) > 0 {
-		return a.writeError(c, domain.NewBadRequest("bad event query: "+causeSummary(causes), causes...))
+		return domain.NewBadRequest("bad event query: "+causeSummary(causes), causes...)
 	}
 
 	if rq.follow {
@@ -106,11 +106,11 @@ func (a *API) events(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if err := a.checkNotPurged(ctx, rq.window.From); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	recs, more, err := a.store.Replay(ctx, eventstore.ReplayOptions{Window: rq.window, Subjects: subjects, Limit: rq.limit, Newest: rq.newest})
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := eventList{APIVersion: domain.APIVersion, Kind: "EventList", Items: make([]eventItem, 0, len(recs))}
 	for _, rec := range recs {
@@ -308,8 +308,8 @@ func (a *API) follow(c echo.Context, typ, what string, open func(context.Context
 	defer cancel()
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
-	release, ok, err := a.acquireStream(c)
-	if !ok {
+	release, err := a.acquireStream()
+	if err != nil {
 		return err
 	}
 	defer release()

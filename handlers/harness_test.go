@@ -18,6 +18,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -33,10 +34,10 @@ type stack struct {
 	srv       *httptest.Server
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
-	identity  *handlers.IdentityService
+	identity  *identity.Service
 	clock     *testClock
 	// identityMutators adjust the identity service's config (set by newStackWith).
-	identityMutators []func(*handlers.IdentityConfig)
+	identityMutators []func(*identity.Config)
 }
 
 // testClock is a settable clock for expiry tests.
@@ -66,7 +67,7 @@ func newStack(t testing.TB, mutate ...func(*handlers.Config)) *stack {
 }
 
 // newStackWith is newStack with the identity service's config adjusted.
-func newStackWith(t testing.TB, idm func(*handlers.IdentityConfig), mutate ...func(*handlers.Config)) *stack {
+func newStackWith(t testing.TB, idm func(*identity.Config), mutate ...func(*handlers.Config)) *stack {
 	t.Helper()
 	env := eventstoretest.Start(t)
 	s := &stack{t: t, env: env, clock: &testClock{}}
@@ -82,14 +83,16 @@ func newStackWith(t testing.TB, idm func(*handlers.IdentityConfig), mutate ...fu
 	}
 	idctx, idcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer idcancel()
-	idcfg := handlers.IdentityConfig{StaticToken: testToken, Now: s.clock.Now}
+	idcfg := identity.Config{StaticToken: testToken, Now: s.clock.Now}
 	for _, m := range s.identityMutators {
 		m(&idcfg)
 	}
-	id, err := handlers.NewIdentityService(idctx, idcfg, env.Store, s.cache)
+	id, err := identity.NewService(idctx, idcfg, env.Store, s.cache)
 	require.NoError(t, err)
 	s.identity = id
-	s.api = handlers.New(cfg, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin, Identity: id})
+	deps := handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin, Identity: id}
+	require.NoError(t, deps.Validate())
+	s.api = handlers.New(cfg, deps)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for _, run := range []func(context.Context) error{s.cache.Run, s.projector.Run, fin.Run} {

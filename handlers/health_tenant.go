@@ -26,29 +26,29 @@ func (a *API) healthRoutes(g *authed) {
 func (a *API) tenantHealth(c echo.Context) error {
 	tenant := c.Param("tenant")
 	if causes := domain.ValidateName(tenant, "metadata.tenant"); causes != nil {
-		return a.writeError(c, domain.NewBadRequest("invalid name in the URL", causes...))
+		return domain.NewBadRequest("invalid name in the URL", causes...)
 	}
 	refresh := false
 	if q := c.QueryParam("refresh"); q != "" {
 		b, err := strconv.ParseBool(q)
 		if err != nil {
-			return a.writeError(c, domain.NewBadRequest("refresh must be true or false",
-				domain.Cause{Field: "refresh", Type: domain.CauseInvalid, Message: strconv.Quote(q) + " is not a boolean"}))
+			return domain.NewBadRequest("refresh must be true or false",
+				domain.Cause{Field: "refresh", Type: domain.CauseInvalid, Message: strconv.Quote(q) + " is not a boolean"})
 		}
 		refresh = b
 	}
 	if a.health == nil {
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "health probes are not enabled on this server"})
+		return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "health probes are not enabled on this server"}
 	}
 	if err := a.readBarrier(c.Request().Context()); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
-	if _, ok := a.cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant}); !ok {
-		return a.writeError(c, domain.NewNotFound(domain.TenantKind.Kind, tenant))
+	if _, ok := a.cache.Get(domain.TenantRef(tenant)); !ok {
+		return domain.NewNotFound(domain.TenantKind.Kind, tenant)
 	}
 	h, err := a.health.Probe(c.Request().Context(), tenant, refresh)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, h)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 const alicePassword = "correct horse battery staple"
@@ -89,7 +89,7 @@ func TestLoginSessionsAndPasswords(t *testing.T) {
 	r := s.login("alice", alicePassword)
 	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
 	cookie := r.Header.Get("Set-Cookie")
-	require.Contains(t, cookie, handlers.SessionCookie+"=")
+	require.Contains(t, cookie, identity.SessionCookie+"=")
 	require.Contains(t, cookie, "HttpOnly")
 	require.Contains(t, cookie, "SameSite=Lax")
 	var login struct{ Token, ExpiresAt, User, Role string }
@@ -103,7 +103,7 @@ func TestLoginSessionsAndPasswords(t *testing.T) {
 	who := s.do(http.MethodGet, "/api/v1/auth/whoami", nil, bearer(login.Token)...)
 	require.JSONEq(t, `{"user":"alice","role":"edit","authMethod":"session"}`, string(who.Body))
 	// The cookie alone authenticates too (the browser's way).
-	cookieOnly := s.do(http.MethodGet, "/api/v1/auth/whoami", nil, "Authorization", "", "Cookie", handlers.SessionCookie+"="+login.Token)
+	cookieOnly := s.do(http.MethodGet, "/api/v1/auth/whoami", nil, "Authorization", "", "Cookie", identity.SessionCookie+"="+login.Token)
 	require.Equal(t, http.StatusOK, cookieOnly.Code)
 
 	// Logout revokes the session at once.
@@ -177,7 +177,7 @@ func TestAPITokens(t *testing.T) {
 		Spec     domain.APITokenSpec `json:"spec"`
 	}
 	require.NoError(t, json.Unmarshal(r.Body, &created))
-	require.True(t, strings.HasPrefix(created.Token, handlers.APITokenPrefix), created.Token)
+	require.True(t, strings.HasPrefix(created.Token, identity.APITokenPrefix), created.Token)
 	require.Equal(t, "alice", created.Spec.User)
 	name := created.Metadata.Name
 	require.True(t, strings.HasPrefix(name, "alice-"))

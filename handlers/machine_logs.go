@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // MachineLogReader reads a machine's logs through the Talos API;
@@ -106,13 +106,12 @@ func (a *API) logParams(c echo.Context, causes []domain.Cause) (tenant, name str
 	if err := a.readBarrier(c.Request().Context()); err != nil {
 		return "", "", err
 	}
-	raw, ok := a.cache.Get(domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: name})
+	m, ok, err := projections.Get[domain.Machine](a.cache, domain.ObjectRef(domain.MachineKind, tenant, name))
+	if err != nil {
+		return "", "", err
+	}
 	if !ok {
 		return "", "", domain.NewNotFound(domain.MachineKind.Kind, name)
-	}
-	var m domain.Machine
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return "", "", fmt.Errorf("decoding machine %s: %w", name, err)
 	}
 	if m.Spec.Address == "" {
 		return "", "", domain.NewConflict(domain.MachineKind.Kind, name, "it has no address yet, so its Talos API cannot be reached")
@@ -126,8 +125,8 @@ func (a *API) logParams(c echo.Context, causes []domain.Cause) (tenant, name str
 func (a *API) streamLog(c echo.Context, follow bool, open func(context.Context) (io.ReadCloser, error)) error {
 	ctx := c.Request().Context()
 	if follow {
-		fctx, done, ok, err := a.followContext(c)
-		if !ok {
+		fctx, done, err := a.followContext(c)
+		if err != nil {
 			return err
 		}
 		defer done()

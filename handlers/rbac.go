@@ -91,8 +91,8 @@ func (a *API) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 		id := identityOf(c)
 		need := requiredPermission(c.Request().Method, c.Path())
 		if !roleAllows(id.Role, need) {
-			return a.writeError(c, &domain.Error{Reason: domain.ReasonForbidden,
-				Message: "user \"" + id.Name + "\" with role \"" + id.Role + "\" may not " + strings.ToLower(c.Request().Method) + " " + c.Request().URL.Path + " (needs " + need.String() + ")"})
+			return &domain.Error{Reason: domain.ReasonForbidden,
+				Message: "user \"" + id.Name + "\" with role \"" + id.Role + "\" may not " + strings.ToLower(c.Request().Method) + " " + c.Request().URL.Path + " (needs " + need.String() + ")"}
 		}
 		return next(c)
 	}
@@ -100,3 +100,9 @@ func (a *API) authorize(next echo.HandlerFunc) echo.HandlerFunc {
 
 // isAdmin reports whether the caller is an admin.
 func isAdmin(c echo.Context) bool { return identityOf(c).Role == domain.RoleAdmin }
+
+// CanWrite reports whether role may change resources (edit and admin).
+func CanWrite(role string) bool { return roleAllows(role, permWrite) }
+
+// CanAdmin reports whether role may administer users, providers and the audit log.
+func CanAdmin(role string) bool { return roleAllows(role, permAdmin) }

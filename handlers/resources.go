@@ -3,16 +3,11 @@ package handlers
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -56,14 +51,14 @@ func (r *resource) ref(c echo.Context) (domain.Ref, error) {
 func (r *resource) get(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := r.api.readBarrier(c.Request().Context()); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	raw, ok := r.api.cache.Get(ref)
 	if !ok || !r.hooks.visible(c, raw) {
-		return r.api.writeError(c, domain.NewNotFound(r.kind.Kind, ref.Name))
+		return domain.NewNotFound(r.kind.Kind, ref.Name)
 	}
 	return c.JSONBlob(http.StatusOK, raw)
 }
@@ -75,27 +70,27 @@ func (r *resource) list(c echo.Context) error {
 	}
 	opts, err := r.listOptions(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if lim := q.Get("limit"); lim != "" {
 		n, err := strconv.Atoi(lim)
 		if err != nil || n < 0 {
-			return r.api.writeError(c, domain.NewBadRequest("limit must be a non-negative integer",
-				domain.Cause{Field: "limit", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-negative integer", lim)}))
+			return domain.NewBadRequest("limit must be a non-negative integer",
+				domain.Cause{Field: "limit", Type: domain.CauseInvalid, Message: fmt.Sprintf("%q is not a non-negative integer", lim)})
 		}
 		opts.Limit = n
 	}
 	opts.Continue = q.Get("continue")
 	if err := r.api.readBarrier(c.Request().Context()); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	res, err := r.api.cache.List(r.kind.Kind, opts)
 	if errors.Is(err, projections.ErrBadContinue) {
-		return r.api.writeError(c, domain.NewBadRequest("the continue token is not valid; start the list again",
-			domain.Cause{Field: "continue", Type: domain.CauseInvalid, Message: "not a token this server issued"}))
+		return domain.NewBadRequest("the continue token is not valid; start the list again",
+			domain.Cause{Field: "continue", Type: domain.CauseInvalid, Message: "not a token this server issued"})
 	}
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if _, filtered := r.hooks.(noHooks); !filtered {
 		kept := res.Items[:0]
@@ -148,34 +143,34 @@ func (r *resource) listOptions(c echo.Context) (projections.ListOptions, error) 
 func (r *resource) create(c echo.Context) error {
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ref := domain.Ref{Kind: r.kind.Kind}
 	if r.kind.TenantScoped {
 		tenant := c.Param("tenant")
 		if causes := domain.ValidateName(tenant, "metadata.tenant"); causes != nil {
-			return r.api.writeError(c, domain.NewBadRequest("invalid tenant name in the URL", causes...))
+			return domain.NewBadRequest("invalid tenant name in the URL", causes...)
 		}
 		ref.Tenant = tenant
 		if err := r.api.tenantAcceptsObjects(c.Request().Context(), tenant); err != nil {
-			return r.api.writeError(c, err)
+			return err
 		}
 	}
 	after, err := r.hooks.admit(c, domain.OpCreate, ref, obj)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ref.Name = obj.Metadata.Name
 	if ref.Name == "" {
-		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
+		return domain.NewInvalid(r.kind.Kind, "", []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}})
 	}
 	if causes := domain.ValidateName(ref.Name, "metadata.name"); causes != nil {
-		return r.api.writeError(c, domain.NewInvalid(r.kind.Kind, ref.Name, causes))
+		return domain.NewInvalid(r.kind.Kind, ref.Name, causes)
 	}
 	cmd := r.api.command(c, domain.OpCreate, ref, obj)
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusCreated, res, after)
 }
@@ -183,25 +178,25 @@ func (r *resource) create(c echo.Context) error {
 func (r *resource) update(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := requireVersion(r.kind, ref, obj); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	after, err := r.hooks.admit(c, domain.OpUpdate, ref, obj)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	cmd.Dependents = r.api.dependents(ref)
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
@@ -209,20 +204,20 @@ func (r *resource) update(c echo.Context) error {
 func (r *resource) updateStatus(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	obj, err := r.api.readObject(c, "application/json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if err := requireVersion(r.kind, ref, obj); err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpUpdateStatus, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respond(c, http.StatusOK, res)
 }
@@ -250,20 +245,20 @@ func (r *resource) patchStatus(c echo.Context) error { return r.doPatch(c, true)
 func (r *resource) doPatch(c echo.Context, status bool) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	body, err := r.api.readBody(c, "application/merge-patch+json")
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	var patch map[string]any
 	if err := json.Unmarshal(body, &patch); err != nil || patch == nil {
-		return r.api.writeError(c, domain.NewBadRequest("the merge patch must be a JSON object"))
+		return domain.NewBadRequest("the merge patch must be a JSON object")
 	}
 	var after afterWrite
 	if !status {
 		if after, err = r.hooks.admitPatch(c, ref, patch); err != nil {
-			return r.api.writeError(c, err)
+			return err
 		}
 		if after != nil {
 			body, _ = json.Marshal(patch) // without the write-only fields the hook took
@@ -310,7 +305,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 			return domain.Decide(state, cmd)
 		})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	return r.api.respondAfter(c, http.StatusOK, res, after)
 }
@@ -318,12 +313,12 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 func (r *resource) delete(c echo.Context) error {
 	ref, err := r.ref(c)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	ctx := c.Request().Context()
 	after, err := r.hooks.admit(c, domain.OpDelete, ref, nil)
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	cmd := r.api.command(c, domain.OpDelete, ref, nil)
 	cmd.Dependents = r.api.dependents(ref)
@@ -332,7 +327,7 @@ func (r *resource) delete(c echo.Context) error {
 	}
 	res, err := r.api.store.Execute(ctx, cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: 3})
 	if err != nil {
-		return r.api.writeError(c, err)
+		return err
 	}
 	if r.kind == domain.TenantKind && res.Object != nil && r.api.finalizer != nil {
 		// Cascade now rather than on the finalizer's next pass, so that a tenant
@@ -356,13 +351,6 @@ func (r *resource) delete(c echo.Context) error {
 	return r.api.respondAfter(c, code, res, after)
 }
 
-// command fills in who, when and the correlation id of a request.
-func (a *API) command(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.Object) domain.Command {
-	auditObject(c, ref)
-	return domain.Command{Op: op, Ref: ref, Object: obj, Actor: identityOf(c).Name,
-		CorrelationID: correlationID(c), Now: a.cfg.Now(), NewUID: a.cfg.NewUID()}
-}
-
 // dependents counts what must go before ref can: a tenant's objects.
 func (a *API) dependents(ref domain.Ref) int {
 	if ref.Kind != domain.TenantKind.Kind {
@@ -384,172 +372,4 @@ func (a *API) tenantAcceptsObjects(ctx context.Context, tenant string) error {
 		return domain.NewForbidden(domain.TenantKind.Kind, tenant, "it is being deleted; no new objects can be created in it")
 	}
 	return nil
-}
-
-// respondAfter runs a kind's after-write work, then responds; fields it returns
-// (a new API token, shown once) are added to the answer.
-func (a *API) respondAfter(c echo.Context, code int, res eventstore.Result, after afterWrite) error {
-	if after == nil || res.Duplicate {
-		return a.respond(c, code, res)
-	}
-	extra, err := after(c.Request().Context(), res)
-	if err != nil {
-		return a.writeError(c, err)
-	}
-	if len(extra) == 0 {
-		return a.respond(c, code, res)
-	}
-	if res.Seq > 0 {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.ReadAfterWriteTimeout)
-		_ = a.cache.WaitFor(ctx, res.Seq)
-		cancel()
-	}
-	obj := res.Object
-	if obj == nil {
-		obj = res.Last
-	}
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return a.writeError(c, err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return a.writeError(c, err)
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return c.JSON(code, m)
-}
-
-// respond waits until this replica's read model includes the write, so the
-// client's next read sees it, then sends the object.
-func (a *API) respond(c echo.Context, code int, res eventstore.Result) error {
-	if res.Seq > 0 {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.ReadAfterWriteTimeout)
-		err := a.cache.WaitFor(ctx, res.Seq)
-		cancel()
-		if err != nil {
-			a.log.Warn("read model behind a write", "seq", res.Seq, "err", err)
-		}
-	}
-	if res.Duplicate {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	if res.Object != nil {
-		// The read model already holds these bytes; send them rather than encode again.
-		if raw, seq, ok := a.cache.GetAt(res.Object.Ref()); ok && seq == res.Seq {
-			return c.JSONBlob(code, raw)
-		}
-	}
-	obj := res.Object
-	if obj == nil {
-		obj = res.Last
-	}
-	return c.JSON(code, obj)
-}
-
-func (a *API) readBarrier(ctx context.Context) error {
-	if !a.cfg.ConsistentReads {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.ReadAfterWriteTimeout)
-	defer cancel()
-	if err := a.cache.Sync(ctx); err != nil {
-		return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "the read model is catching up; retry", RetryAfterSeconds: 1}
-	}
-	return nil
-}
-
-// readBody reads a bounded request body of the wanted media type.
-func (a *API) readBody(c echo.Context, mediaType string) ([]byte, error) {
-	req := c.Request()
-	if ct := req.Header.Get("Content-Type"); ct != "" || mediaType != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != mediaType {
-			return nil, &domain.Error{Reason: domain.ReasonUnsupportedMediaType,
-				Message: fmt.Sprintf("content type %q is not supported here; use %s", ct, mediaType)}
-		}
-	}
-	if req.ContentLength > a.cfg.MaxBodyBytes {
-		return nil, tooLarge(a.cfg.MaxBodyBytes)
-	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, a.cfg.MaxBodyBytes+1))
-	if err != nil {
-		return nil, domain.NewBadRequest("reading the request body: " + err.Error())
-	}
-	if int64(len(body)) > a.cfg.MaxBodyBytes {
-		return nil, tooLarge(a.cfg.MaxBodyBytes)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, domain.NewBadRequest("the request body is empty")
-	}
-	return body, nil
-}
-
-func tooLarge(limit int64) error {
-	return &domain.Error{Reason: domain.ReasonRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
-}
-
-// readObject reads and strictly decodes an object body.
-func (a *API) readObject(c echo.Context, mediaType string) (*domain.Object, error) {
-	body, err := a.readBody(c, mediaType)
-	if err != nil {
-		return nil, err
-	}
-	obj := &domain.Object{}
-	if causes := domain.DecodeStrict(body, obj, ""); causes != nil {
-		return nil, domain.NewBadRequest("the request body is not a valid object: "+causeSummary(causes), causes...)
-	}
-	return obj, nil
-}
-
-func causeSummary(causes []domain.Cause) string {
-	parts := make([]string, 0, len(causes))
-	for _, c := range causes {
-		if c.Field != "" {
-			parts = append(parts, c.Field+": "+c.Message)
-		} else {
-			parts = append(parts, c.Message)
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// msgID turns the Idempotency-Key header into the event's Nats-Msg-Id, scoped to
-// the caller and the request line so keys of different clients never collide.
-func (a *API) msgID(c echo.Context) string {
-	key := c.Request().Header.Get("Idempotency-Key")
-	if key == "" {
-		return ""
-	}
-	// Length is checked by checkIdempotencyKey before any handler runs.
-	h := sha256.Sum256([]byte(identityOf(c).Name + "\x00" + c.Request().Method + "\x00" + c.Request().URL.Path + "\x00" + key))
-	return "idem-" + hex.EncodeToString(h[:16])
-}
-
-// MaxIdempotencyKey bounds the Idempotency-Key header.
-const MaxIdempotencyKey = 255
-
-// checkIdempotencyKey refuses keys that are too long or not printable ASCII.
-func checkIdempotencyKey(c echo.Context) error {
-	key := c.Request().Header.Get("Idempotency-Key")
-	if len(key) > MaxIdempotencyKey {
-		return domain.NewBadRequest(fmt.Sprintf("the Idempotency-Key header must be at most %d characters", MaxIdempotencyKey),
-			domain.Cause{Field: "Idempotency-Key", Type: domain.CauseTooLong, Message: "too long"})
-	}
-	for _, r := range key {
-		if r < 0x21 || r > 0x7e {
-			return domain.NewBadRequest("the Idempotency-Key header must be printable ASCII without spaces",
-				domain.Cause{Field: "Idempotency-Key", Type: domain.CauseInvalid, Message: "not printable ASCII"})
-		}
-	}
-	return nil
-}
-
-func correlationID(c echo.Context) string {
-	if id := c.Request().Header.Get("X-Correlation-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	return c.Response().Header().Get(echo.HeaderXRequestID)
 }

@@ -12,24 +12,24 @@ import (
 )
 
 // acquireStream counts an open watch or follow against MaxWatches; the caller
-// defers release. Beyond the limit it answers 429 and returns ok false.
-func (a *API) acquireStream(c echo.Context) (release func(), ok bool, err error) {
+// defers release. Beyond the limit it fails with TooManyRequests (429).
+func (a *API) acquireStream() (release func(), err error) {
 	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
 		a.watches.Add(-1)
-		return nil, false, a.writeError(c, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
-			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)})
+		return nil, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
+			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)}
 	}
-	return func() { a.watches.Add(-1) }, true, nil
+	return func() { a.watches.Add(-1) }, nil
 }
 
 // followContext counts a followed plain-text stream (an apply's or a
 // machine's log) against MaxWatches and gives it a context that ends with the
-// client or the server's shutdown; the caller defers done. ok is false when
-// the limit was hit and the 429 is already written (err is its result).
-func (a *API) followContext(c echo.Context) (ctx context.Context, done func(), ok bool, err error) {
-	release, ok, err := a.acquireStream(c)
-	if !ok {
-		return nil, nil, false, err
+// client or the server's shutdown; the caller defers done. Beyond the limit
+// it fails as acquireStream does.
+func (a *API) followContext(c echo.Context) (ctx context.Context, done func(), err error) {
+	release, err := a.acquireStream()
+	if err != nil {
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	stop := context.AfterFunc(a.stopping, cancel)
@@ -37,7 +37,7 @@ func (a *API) followContext(c echo.Context) (ctx context.Context, done func(), o
 		stop()
 		cancel()
 		release()
-	}, true, nil
+	}, nil
 }
 
 // startSSE answers 200 with an event stream and returns a writer that flushes

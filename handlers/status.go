@@ -11,13 +11,16 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// writeError sends err as a Kubernetes Status with the matching HTTP code.
-// Internal errors are logged with the request and sent with a generic message.
-func (a *API) writeError(c echo.Context, err error) error {
-	var de *domain.Error
-	if !errors.As(err, &de) {
-		de = toDomainError(err)
+// errorHandler is echo's HTTPErrorHandler and the one place an error becomes
+// an answer: handlers and middleware return errors, and every one leaves as a
+// Kubernetes Status with the matching HTTP code. Internal errors are logged
+// with the request and sent with a generic message. A response already
+// committed (a stream that has begun) is left as it is: its status is sent.
+func (a *API) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
 	}
+	de := asDomainError(err)
 	if de.Reason == domain.ReasonInternalError {
 		a.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		de = &domain.Error{Reason: domain.ReasonInternalError, Message: "internal error; see the server log"}
@@ -26,7 +29,7 @@ func (a *API) writeError(c echo.Context, err error) error {
 	if de.RetryAfterSeconds > 0 {
 		c.Response().Header().Set("Retry-After", fmt.Sprint(de.RetryAfterSeconds))
 	}
-	return c.JSON(st.Code, st)
+	_ = c.JSON(st.Code, st)
 }
 
 // toDomainError maps echo's and the standard library's errors onto the vocabulary.
@@ -55,18 +58,16 @@ func toDomainError(err error) *domain.Error {
 	return domain.NewInternal(err)
 }
 
-// errorHandler is echo's HTTPErrorHandler: every error leaves as a Status.
-func (a *API) errorHandler(err error, c echo.Context) {
-	if c.Response().Committed {
-		return
-	}
-	_ = a.writeError(c, err)
-}
-
-func statusCodeOf(err error) int {
+// asDomainError is err in the error vocabulary: the *domain.Error it wraps,
+// or what echo's and the standard library's errors map to.
+func asDomainError(err error) *domain.Error {
 	var de *domain.Error
 	if errors.As(err, &de) {
-		return de.Reason.Code()
+		return de
 	}
-	return toDomainError(err).Reason.Code()
+	return toDomainError(err)
 }
+
+// statusCodeOf is the HTTP code errorHandler will send for err, for the
+// middleware (audit, metrics) that records it before the handler runs.
+func statusCodeOf(err error) int { return asDomainError(err).Reason.Code() }

@@ -50,7 +50,7 @@ func pendingOf(c echo.Context) *talos.Pending {
 
 func (a *API) answerConfig(c echo.Context, body []byte, err error) error {
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	ct := "text/yaml; charset=utf-8"
 	if pendingOf(c) != nil {
@@ -63,7 +63,7 @@ func (a *API) answerConfig(c echo.Context, body []byte, err error) error {
 func (a *API) machineConfig(c echo.Context) error {
 	tenant, name, err := a.talosParams(c, true)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
 	body, err := a.talos.MachineConfig(c.Request().Context(), tenant, name, pendingOf(c))
@@ -74,7 +74,7 @@ func (a *API) machineConfig(c echo.Context) error {
 func (a *API) nodeGroupConfig(c echo.Context) error {
 	tenant, name, err := a.talosParams(c, true)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
 	body, err := a.talos.NodeGroupConfig(c.Request().Context(), tenant, name, pendingOf(c))
@@ -85,12 +85,12 @@ func (a *API) nodeGroupConfig(c echo.Context) error {
 func (a *API) talosconfig(c echo.Context) error {
 	tenant, _, err := a.talosParams(c, false)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	a.AuditCredentialDownload(c, CredentialTalosconfig, tenant, "")
 	body, err := a.talos.Talosconfig(c.Request().Context(), tenant)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	c.Response().Header().Set("Content-Disposition", `attachment; filename="talosconfig"`)
 	return c.Blob(http.StatusOK, "application/yaml", body)
@@ -100,12 +100,12 @@ func (a *API) talosconfig(c echo.Context) error {
 func (a *API) kubeconfig(c echo.Context) error {
 	tenant, _, err := a.talosParams(c, false)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	a.AuditCredentialDownload(c, CredentialKubeconfig, tenant, "")
 	body, err := a.talos.Kubeconfig(c.Request().Context(), tenant)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	c.Response().Header().Set("Content-Disposition", `attachment; filename="kubeconfig"`)
 	return c.Blob(http.StatusOK, "application/yaml", body)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // The Terraform HTTP state backend, as OpenTofu's `http` backend speaks it
@@ -29,7 +30,7 @@ import (
 //
 // POST and DELETE on /lock do the same as LOCK and UNLOCK, for clients set up
 // with lock_method = "POST" and unlock_method = "DELETE". The backend takes only
-// apply credentials (HTTP basic auth, see IdentityService.IssueStateCredentials):
+// apply credentials (HTTP basic auth, see identity.Service.IssueStateCredentials):
 // users reach state through /api/v1/tenants/{tenant}/state per RBAC. Every
 // error is a Status; the 423 and 409 lock answers carry the holder's LockInfo
 // fields (ID, Operation, Who, …) beside the Status fields, which is what tofu
@@ -44,7 +45,7 @@ import (
 //	DELETE /api/v1/tenants/{tenant}/state/lock          force-unlock; answers (and audits) the released lock
 
 // stateKind names Terraform state in errors and audit records.
-const stateKind = "TerraformState"
+const stateKind = identity.StateKind
 
 // maxLockInfoBytes bounds a LOCK or UNLOCK body (a LockInfo is a few hundred bytes).
 const maxLockInfoBytes = 64 << 10
@@ -82,8 +83,8 @@ func (a *API) stateRoutes(g *authed) {
 func (a *API) stateAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if a.state == nil || a.identity == nil {
-			return a.writeError(c, &domain.Error{Reason: domain.ReasonServiceUnavailable,
-				Message: "this server keeps no terraform state (no state store or identity service)"})
+			return &domain.Error{Reason: domain.ReasonServiceUnavailable,
+				Message: "this server keeps no terraform state (no state store or identity service)"}
 		}
 		tenant := c.Param("tenant")
 		if changes(c.Request().Method) {
@@ -93,17 +94,17 @@ func (a *API) stateAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		user, pass, ok := c.Request().BasicAuth()
 		if !ok {
 			c.Response().Header().Set("WWW-Authenticate", `Basic realm="rezuscloud-tfstate"`)
-			return a.writeError(c, domain.NewUnauthorized("the state backend takes apply credentials (HTTP basic auth) only; "+
-				"users read state through /api/v1/tenants/"+tenant+"/state"))
+			return domain.NewUnauthorized("the state backend takes apply credentials (HTTP basic auth) only; " +
+				"users read state through /api/v1/tenants/" + tenant + "/state")
 		}
-		applyID, err := a.identity.verifyStateCredentials(tenant, user, pass)
+		applyID, err := a.identity.VerifyStateCredentials(tenant, user, pass)
 		if err != nil {
 			if domain.ReasonOf(err) == domain.ReasonUnauthorized {
 				c.Response().Header().Set("WWW-Authenticate", `Basic realm="rezuscloud-tfstate"`)
 			}
-			return a.writeError(c, err)
+			return err
 		}
-		c.Set(identityKey, Identity{Name: "apply:" + applyID, AuthMethod: AuthStateCredentials})
+		c.Set(identityKey, identity.Identity{Name: "apply:" + applyID, AuthMethod: identity.AuthStateCredentials})
 		c.Set(applyIDKey, applyID)
 		return next(c)
 	}
@@ -115,7 +116,7 @@ func (a *API) backendGet(c echo.Context) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return writeState(c, st)
 }
@@ -136,18 +137,18 @@ func (a *API) backendPut(c echo.Context) error {
 	tenant := c.Param("tenant")
 	body, err := readLimited(c, eventstore.MaxStateSize, "a terraform state")
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if err := checkContentMD5(c.Request().Header.Get(headerContentMD5), body); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if a.cfg.RequireEncryptedState {
 		_, _, encrypted, err := eventstore.InspectState(body)
 		if err != nil {
-			return a.writeError(c, err)
+			return err
 		}
 		if !encrypted {
-			return a.writeError(c, domain.NewBadRequest("this server stores only encrypted terraform state: run tofu with TF_ENCRYPTION"))
+			return domain.NewBadRequest("this server stores only encrypted terraform state: run tofu with TF_ENCRYPTION")
 		}
 	}
 	v, err := a.state.Put(c.Request().Context(), tenant, c.QueryParam("ID"), body)
@@ -167,7 +168,7 @@ func (a *API) backendDelete(c echo.Context) error {
 func (a *API) backendLock(c echo.Context) error {
 	info, err := readLockInfo(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	applyID, _ := c.Get(applyIDKey).(string)
 	held, err := a.state.Lock(c.Request().Context(), c.Param("tenant"), info, applyID)
@@ -180,7 +181,7 @@ func (a *API) backendLock(c echo.Context) error {
 func (a *API) backendUnlock(c echo.Context) error {
 	info, err := readLockInfo(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if err := a.state.Unlock(c.Request().Context(), c.Param("tenant"), info.ID); err != nil {
 		return a.lockAnswer(c, err, http.StatusConflict)
@@ -201,7 +202,7 @@ type lockedStatus struct {
 func (a *API) lockAnswer(c echo.Context, err error, code int) error {
 	var le *eventstore.LockedError
 	if !errors.As(err, &le) {
-		return a.writeError(c, err)
+		return err
 	}
 	st := domain.StatusOf(domain.NewConflict(stateKind, le.Tenant, lockMessage(le.Holder)))
 	st.Code = code
@@ -292,7 +293,7 @@ func (a *API) stateTenant(c echo.Context) (string, error) {
 func (a *API) stateCurrent(c echo.Context) error {
 	tenant, err := a.stateTenant(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	c.Set(auditTargetKey, auditTarget{kind: stateKind, tenant: tenant, name: tenant})
 	ctx := c.Request().Context()
@@ -300,8 +301,8 @@ func (a *API) stateCurrent(c echo.Context) error {
 	if q := c.QueryParam("revision"); q != "" {
 		rev, perr := strconv.ParseUint(q, 10, 64)
 		if perr != nil || rev == 0 {
-			return a.writeError(c, domain.NewBadRequest("revision must be a positive integer",
-				domain.Cause{Field: "revision", Type: domain.CauseInvalid, Message: "must be a positive integer"}))
+			return domain.NewBadRequest("revision must be a positive integer",
+				domain.Cause{Field: "revision", Type: domain.CauseInvalid, Message: "must be a positive integer"})
 		}
 		st, err = a.state.GetRevision(ctx, tenant, rev)
 	} else {
@@ -312,10 +313,10 @@ func (a *API) stateCurrent(c echo.Context) error {
 		if q := c.QueryParam("revision"); q != "" {
 			what += " at revision " + q + " (not kept, or another tenant's)"
 		}
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonNotFound, Kind: stateKind, Name: tenant, Message: what + " not found"})
+		return &domain.Error{Reason: domain.ReasonNotFound, Kind: stateKind, Name: tenant, Message: what + " not found"}
 	}
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	return writeState(c, st)
 }
@@ -339,12 +340,12 @@ type stateVersionList struct {
 func (a *API) stateVersions(c echo.Context) error {
 	tenant, err := a.stateTenant(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	ctx := c.Request().Context()
 	items, err := a.state.Versions(ctx, tenant)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	out := stateVersionList{APIVersion: domain.APIVersion, Kind: "TerraformStateVersionList", Tenant: tenant, Items: items}
 	if out.Items == nil {
@@ -352,7 +353,7 @@ func (a *API) stateVersions(c echo.Context) error {
 	}
 	applyID, info, ok, err := a.state.LockHolder(ctx, tenant)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if ok {
 		out.Lock = &stateLockView{ApplyID: applyID, Info: info}
@@ -374,17 +375,17 @@ type stateUnlocked struct {
 func (a *API) stateForceUnlock(c echo.Context) error {
 	tenant, err := a.stateTenant(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	t := auditTarget{kind: stateKind + "Lock", tenant: tenant, name: tenant}
 	c.Set(auditTargetKey, t)
 	prev, ok, err := a.state.ForceUnlock(c.Request().Context(), tenant)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	if !ok {
-		return a.writeError(c, &domain.Error{Reason: domain.ReasonNotFound, Kind: stateKind + "Lock", Name: tenant,
-			Message: "the terraform state of tenant " + tenant + " is not locked"})
+		return &domain.Error{Reason: domain.ReasonNotFound, Kind: stateKind + "Lock", Name: tenant,
+			Message: "the terraform state of tenant " + tenant + " is not locked"}
 	}
 	t.detail = "released " + describeLock(prev)
 	c.Set(auditTargetKey, t)

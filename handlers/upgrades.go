@@ -75,12 +75,11 @@ func upgradeSpecOf(raw json.RawMessage) (domain.UpgradeSpec, bool) {
 }
 
 func (h *upgradeHooks) current(ref domain.Ref) (domain.Upgrade, bool) {
-	var u domain.Upgrade
-	raw, ok := h.a.cache.Get(ref)
-	if !ok || json.Unmarshal(raw, &u) != nil {
-		return u, false
+	u, ok, err := projections.Get[domain.Upgrade](h.a.cache, ref)
+	if !ok || err != nil {
+		return domain.Upgrade{}, false
 	}
-	return u, true
+	return *u, true
 }
 
 // checkChange allows an update that leaves the spec as it is or only sets

@@ -21,7 +21,7 @@ func (r *resource) watch(c echo.Context) error {
 	a := r.api
 	opts, err := r.listOptions(c)
 	if err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	wopts := projections.WatchOptions{Kind: r.kind, Tenant: opts.Tenant, Selector: opts.Selector}
 	rv := c.QueryParam("resourceVersion")
@@ -31,8 +31,8 @@ func (r *resource) watch(c echo.Context) error {
 	if rv != "" {
 		n, err := strconv.ParseUint(rv, 10, 64)
 		if err != nil {
-			return a.writeError(c, domain.NewBadRequest("resourceVersion must be a version this server issued",
-				domain.Cause{Field: "resourceVersion", Type: domain.CauseInvalid, Message: strconv.Quote(rv) + " is not a resourceVersion"}))
+			return domain.NewBadRequest("resourceVersion must be a version this server issued",
+				domain.Cause{Field: "resourceVersion", Type: domain.CauseInvalid, Message: strconv.Quote(rv) + " is not a resourceVersion"})
 		}
 		wopts.ResourceVersion = n
 	}
@@ -40,8 +40,8 @@ func (r *resource) watch(c echo.Context) error {
 	if ts := c.QueryParam("timeoutSeconds"); ts != "" {
 		n, err := strconv.Atoi(ts)
 		if err != nil || n < 0 {
-			return a.writeError(c, domain.NewBadRequest("timeoutSeconds must be a non-negative integer",
-				domain.Cause{Field: "timeoutSeconds", Type: domain.CauseInvalid, Message: strconv.Quote(ts) + " is not a non-negative integer"}))
+			return domain.NewBadRequest("timeoutSeconds must be a non-negative integer",
+				domain.Cause{Field: "timeoutSeconds", Type: domain.CauseInvalid, Message: strconv.Quote(ts) + " is not a non-negative integer"})
 		}
 		timeout = time.Duration(n) * time.Second
 	}
@@ -55,13 +55,13 @@ func (r *resource) watch(c echo.Context) error {
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 
-	release, ok, err := a.acquireStream(c)
-	if !ok {
+	release, err := a.acquireStream()
+	if err != nil {
 		return err
 	}
 	defer release()
 	if err := a.readBarrier(ctx); err != nil {
-		return a.writeError(c, err)
+		return err
 	}
 	w, werr := a.cache.Watch(ctx, wopts)
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // backend calls the REST API's handler in process on behalf of the user of a
@@ -64,7 +64,7 @@ func (b backend) newRequest(ctx context.Context, from *http.Request, r apiReques
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "rezuscloud-webui")
 	req.RemoteAddr = from.RemoteAddr
-	if c, err := from.Cookie(handlers.SessionCookie); err == nil {
+	if c, err := from.Cookie(identity.SessionCookie); err == nil {
 		req.AddCookie(c)
 	}
 	return req, nil

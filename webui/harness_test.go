@@ -23,6 +23,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
@@ -37,7 +38,7 @@ type uiStack struct {
 	env      *eventstoretest.Env
 	cache    *projections.Cache
 	api      *handlers.API
-	identity *handlers.IdentityService
+	identity *identity.Service
 	audit    *eventstore.AuditLog
 	logs     *tfrunner.Logs
 	ui       *UI
@@ -56,7 +57,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 	fin := &projections.TenantFinalizer{Cache: s.cache, Store: env.Store, Interval: 20 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{StaticToken: testToken, PasswordCost: bcrypt.MinCost}, env.Store, s.cache)
+	id, err := identity.NewService(ctx, identity.Config{StaticToken: testToken, PasswordCost: bcrypt.MinCost}, env.Store, s.cache)
 	require.NoError(t, err)
 	s.identity = id
 	s.audit, err = eventstore.OpenAudit(ctx, env.Store, eventstore.AuditConfig{})

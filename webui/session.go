@@ -11,6 +11,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 const (
@@ -49,8 +50,8 @@ func (u *UI) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		id, err := u.identity.Authenticate(r)
-		ck, cerr := r.Cookie(handlers.SessionCookie)
-		if err != nil || cerr != nil || ck.Value == "" || id.AuthMethod != handlers.AuthSession {
+		ck, cerr := r.Cookie(identity.SessionCookie)
+		if err != nil || cerr != nil || ck.Value == "" || id.AuthMethod != identity.AuthSession {
 			return u.toLogin(c)
 		}
 		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path})
@@ -77,7 +78,7 @@ func (u *UI) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			return next(c)
 		}
-		ck, err := r.Cookie(handlers.SessionCookie)
+		ck, err := r.Cookie(identity.SessionCookie)
 		if err != nil || !u.identity.CheckCSRF(ck.Value, csrfToken(c)) {
 			return u.fail(c, domain.NewForbidden("", "", "the form's security token is missing or stale; reload the page and try again"))
 		}
@@ -95,7 +96,7 @@ func csrfToken(c echo.Context) string {
 // loginPage shows the sign-in form with a CSRF token bound to a fresh
 // pre-session cookie.
 func (u *UI) loginPage(c echo.Context) error {
-	if id, err := u.identity.Authenticate(c.Request()); err == nil && id.AuthMethod == handlers.AuthSession {
+	if id, err := u.identity.Authenticate(c.Request()); err == nil && id.AuthMethod == identity.AuthSession {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	token := u.preSession(c)

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 )
 
 // providerForm is the create form's values and the API's refusal.
@@ -143,10 +143,10 @@ func (u *UI) putCredentials(c echo.Context) error {
 	}
 	data, err := parseEnvLines(c.FormValue("data"))
 	if err != nil {
-		return again(domain.NewInvalid(handlers.ProviderCredentialsKind, f.Name, []domain.Cause{{Field: "data", Type: domain.CauseInvalid, Message: err.Error()}}))
+		return again(domain.NewInvalid(identity.ProviderCredentialsKind, f.Name, []domain.Cause{{Field: "data", Type: domain.CauseInvalid, Message: err.Error()}}))
 	}
 	if f.Name == "" {
-		return again(domain.NewInvalid(handlers.ProviderCredentialsKind, f.Name, []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
+		return again(domain.NewInvalid(identity.ProviderCredentialsKind, f.Name, []domain.Cause{{Field: "metadata.name", Type: domain.CauseRequired, Message: "name is required"}}))
 	}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: "/credentials/" + f.Name, Body: map[string]any{"data": data}}, nil); err != nil {
 		if errorCode(err) == http.StatusForbidden {

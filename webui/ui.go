@@ -15,7 +15,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -67,9 +67,9 @@ func (c *Config) setDefaults() {
 }
 
 // Identity authenticates browser requests and guards their forms; the
-// handlers.IdentityService is one.
+// identity.Service is one.
 type Identity interface {
-	Authenticate(r *http.Request) (handlers.Identity, error)
+	Authenticate(r *http.Request) (identity.Identity, error)
 	CSRFToken(binding string) string
 	CheckCSRF(binding, token string) bool
 }

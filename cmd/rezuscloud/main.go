@@ -26,8 +26,6 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			rebuildCommand(),
-			benchCommand(),
-			benchAppliesCommand(),
 		},
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/health"
@@ -171,7 +172,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	identity, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{SecureCookies: tlsConfig != nil, Secrets: sealed,
+	ids, err := identity.NewService(ctx, identity.Config{SecureCookies: tlsConfig != nil, Secrets: sealed,
 		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
 	}, store, cache)
 	if err != nil {
@@ -194,17 +195,21 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
 		}
 	}
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, handlers.Deps{
-		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: identity, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
+	apiDeps := handlers.Deps{
+		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: ids, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
 		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
-	})
+	}
+	if err := apiDeps.Validate(); err != nil {
+		return err
+	}
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, apiDeps)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: identity, Cache: cache})
+	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache})
 	srv := &http.Server{Handler: ui.Handler(api.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -214,8 +219,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return projector.Run(gctx) })
 	g.Go(func() error { return finalizer.Run(gctx) })
 	g.Go(func() error { return pki.Run(gctx) })
-	identity.ExpectBootstrap()
-	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, identity, cfg) })
+	ids.ExpectBootstrap()
+	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, ids, cfg) })
 	var backendCA string
 	if tlsConfig != nil && certFile != "" {
 		pem, err := os.ReadFile(certFile)
@@ -228,7 +233,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Store: store, Cache: cache, Bundles: pki, Logs: applyLogs,
 		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
 		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
-		Credentials: identity, ProviderCredentials: identity, State: tfrunner.StoreState(stateStore),
+		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 	}
@@ -292,7 +297,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 // bootstrapAdmin creates the first admin once the read model has caught up and
 // shows there are no users. The generated password goes to a 0600 file, never
 // to the log.
-func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Cache, identity *handlers.IdentityService, cfg serveConfig) error {
+func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Cache, ids *identity.Service, cfg serveConfig) error {
 	for !cache.Ready() {
 		select {
 		case <-ctx.Done():
@@ -301,7 +306,7 @@ func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Ca
 		}
 	}
 	file := filepath.Join(cfg.DataDir, "initial-admin-password")
-	created, err := identity.Bootstrap(ctx, os.Getenv("REZUSCLOUD_ADMIN_PASSWORD"), file)
+	created, err := ids.Bootstrap(ctx, os.Getenv("REZUSCLOUD_ADMIN_PASSWORD"), file)
 	if err != nil {
 		return fmt.Errorf("creating the first admin: %w", err)
 	}

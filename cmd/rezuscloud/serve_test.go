@@ -217,17 +217,6 @@ func TestRebuildProjectionsCommand(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 }
 
-// TestBenchCommandRuns runs `rezuscloud bench` with small numbers, so the
-// command behind docs/benchmarks.md keeps working.
-func TestBenchCommandRuns(t *testing.T) {
-	out, err := runSelf(t, "bench", "--duration", "300ms", "--tenants", "50", "--nodegroups", "100", "--rate", "50", "--clients", "1,4")
-	require.NoError(t, err, out)
-	for _, want := range []string{"a: JetStream publish + expected seq", "b: API create (POST)", "b: API update (PATCH)",
-		"`GET /api/v1/tenants` | 50 |", "`GET /api/v1/nodegroups`", "objects present: 50 tenants", "server RSS"} {
-		require.Contains(t, out, want)
-	}
-}
-
 func runSelf(t *testing.T, args ...string) (string, error) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")

@@ -14,9 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func benchAppliesCommand() *cli.Command {
+func appliesCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "bench-applies",
+		Name:  "applies",
 		Usage: "measure the apply worker with real tofu on the in-process emulator (figures for docs/benchmarks.md)",
 		Description: "Starts `rezuscloud serve --with-emulator` as a child process, creates --tenants tenants with one\n" +
 			"emulated control-plane machine each and measures how many applies finish per minute; then makes\n" +
@@ -61,7 +61,11 @@ func runBenchApplies(c *cli.Context) error {
 		dir = d
 	}
 	n := c.Int("tenants")
-	env, stop, err := startBenchServer(ctx, dir, "", "", "--with-emulator", "--tofu", c.String("tofu"),
+	exe, err := serverBinary(c)
+	if err != nil {
+		return err
+	}
+	env, stop, err := startBenchServer(ctx, exe, dir, "", "", "--with-emulator", "--tofu", c.String("tofu"),
 		"--provider-mirror", c.String("provider-mirror"), "--apply-concurrency", strconv.Itoa(c.Int("concurrency")),
 		"--apply-debounce", "200ms", "--resync", "0")
 	if err != nil {

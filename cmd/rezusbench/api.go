@@ -3,17 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,13 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/urfave/cli/v2"
-
-	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
-func benchCommand() *cli.Command {
+func apiCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "bench",
+		Name:  "api",
 		Usage: "measure the event store and the API on one embedded server (figures for docs/benchmarks.md)",
 		Description: "Starts `rezuscloud serve` as a child process on a temporary data dir with the embedded NATS\n" +
 			"listening on loopback, then measures (a) raw JetStream synchronous publishes carrying\n" +
@@ -46,23 +37,13 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "server-memory-limit", Usage: "GOMEMLIMIT for the server process (e.g. 256MiB); default: none"},
 			&cli.StringFlag{Name: "server-cpu-profile", Usage: "have the server write <path>.cpu and <path>.heap profiles"},
 		},
-		Action: runBench,
+		Action: runAPI,
 	}
 }
 
-type benchEnv struct {
-	url   string
-	token string
-	http  *http.Client
-	js    jetstream.JetStream
-	nc    *nats.Conn
-	pid   int
-	// created[prefix][client] is how many tenants that client created, so
-	// updates touch only tenants that exist.
-	created map[string][]int
-}
-
-func runBench(c *cli.Context) error {
+// runAPI measures the event store and the API; its output is the Markdown
+// of docs/benchmarks.md's tables.
+func runAPI(c *cli.Context) error {
 	ctx := c.Context
 	var levels []int
 	for _, s := range strings.Split(c.String("clients"), ",") {
@@ -81,14 +62,18 @@ func runBench(c *cli.Context) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	env, stop, err := startBenchServer(ctx, dir, c.String("server-cpu-profile"), c.String("server-memory-limit"))
+	exe, err := serverBinary(c)
+	if err != nil {
+		return err
+	}
+	env, stop, err := startBenchServer(ctx, exe, dir, c.String("server-cpu-profile"), c.String("server-memory-limit"))
 	if err != nil {
 		return err
 	}
 	defer stop()
 	dur := c.Duration("duration")
 
-	fmt.Printf("# rezuscloud bench\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d, server GOMEMLIMIT=%q\n\n",
+	fmt.Printf("# rezusbench api\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d, server GOMEMLIMIT=%q\n\n",
 		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid, c.String("server-memory-limit"))
 	if err := env.ensureBenchTenant(ctx); err != nil {
 		return err
@@ -169,148 +154,6 @@ func (e *benchEnv) ensureBenchTenant(ctx context.Context) error {
 	return err
 }
 
-// startBenchServer runs this binary's serve command as a child process.
-func startBenchServer(ctx context.Context, dir, profile, memLimit string, extra ...string) (*benchEnv, func(), error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, err
-	}
-	httpAddr, natsAddr, err := twoFreePorts()
-	if err != nil {
-		return nil, nil, err
-	}
-	buf := make([]byte, 16)
-	_, _ = rand.Read(buf)
-	token := hex.EncodeToString(buf)
-	args := []string{"serve", "--listen", httpAddr, "--data-dir", dir, "--nats-listen", natsAddr, "--admin-token", token, "--log-level", "warn"}
-	if profile != "" {
-		args = append(args, "--cpu-profile", profile+".cpu", "--mem-profile", profile+".heap")
-	}
-	args = append(args, extra...)
-	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Stderr = os.Stderr
-	cmd.Env = os.Environ()
-	if memLimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+memLimit)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}
-	env := &benchEnv{url: "http://" + httpAddr, token: token, pid: cmd.Process.Pid,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := env.http.Get(env.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("bench: server not ready in 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	env.nc, err = nats.Connect("nats://"+natsAddr, nats.UserCredentials(eventstore.ServerCredentialsPath(dir)))
-	if err != nil {
-		stop()
-		return nil, nil, err
-	}
-	env.js, _ = jetstream.New(env.nc)
-	return env, func() { env.nc.Close(); stop() }, nil
-}
-
-func twoFreePorts() (string, string, error) {
-	var addrs []string
-	var lns []net.Listener
-	for range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", "", err
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return addrs[0], addrs[1], nil
-}
-
-// result collects latencies of one phase.
-type result struct {
-	lat     []time.Duration
-	elapsed time.Duration
-}
-
-func (r *result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
-
-func (r *result) pct(p float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
-	return r.lat[min(len(r.lat)-1, int(float64(len(r.lat))*p))]
-}
-
-func (r *result) print(phase string, clients int, ratio float64) {
-	cl, ra := "-", "-"
-	if clients > 0 {
-		cl = strconv.Itoa(clients)
-	}
-	if ratio > 0 {
-		ra = fmt.Sprintf("%.2f", ratio)
-	}
-	fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %s |\n", phase, cl, len(r.lat), r.rate(),
-		r.pct(0.50).Round(time.Microsecond), r.pct(0.99).Round(time.Microsecond), ra)
-}
-
-// closedLoop runs n clients, each calling op back to back until d has passed.
-func closedLoop(ctx context.Context, n int, d time.Duration, op func(client, i int) error) (*result, error) {
-	var mu sync.Mutex
-	res := &result{}
-	var firstErr atomic.Value
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 4096)
-			for i := 0; time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-				t0 := time.Now()
-				if err := op(c, i); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					break
-				}
-				local = append(local, time.Since(t0))
-			}
-			mu.Lock()
-			res.lat = append(res.lat, local...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	if err, _ := firstErr.Load().(error); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
 // rawPublish is the floor: what JetStream does for a write like ours, minus
 // everything RezusCloud adds. Each client appends to its own aggregate subject
 // with the expected last subject sequence, as the event store does.
@@ -332,24 +175,6 @@ func (e *benchEnv) rawPublish(ctx context.Context, n int, d time.Duration) (*res
 		last[c] = ack.Sequence
 		return nil
 	})
-}
-
-func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	if body != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	resp, err := e.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
 }
 
 // benchCollection is where the write phases create and update: node groups of
@@ -452,23 +277,6 @@ func (e *benchEnv) fixedRate(ctx context.Context, rate int, d time.Duration) (*r
 	return res, nil
 }
 
-func (e *benchEnv) count(ctx context.Context, path string) (int, error) {
-	code, b, err := e.request(ctx, http.MethodGet, path, "", "")
-	if err != nil {
-		return 0, err
-	}
-	if code != http.StatusOK {
-		return 0, fmt.Errorf("list %s: %d", path, code)
-	}
-	var l struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		return 0, err
-	}
-	return len(l.Items), nil
-}
-
 // populate adds tenants (to reach the wanted count) and node groups spread over them.
 func (e *benchEnv) populate(ctx context.Context, tenants, nodeGroups int) error {
 	names := make([]string, 0, max(tenants, 1))
@@ -498,42 +306,6 @@ func (e *benchEnv) populate(ctx context.Context, tenants, nodeGroups int) error 
 	return parallel(64, work)
 }
 
-// expect POSTs body to path and fails unless the answer has the wanted code.
-func (e *benchEnv) expect(ctx context.Context, code int, path, body string) error {
-	got, b, err := e.request(ctx, http.MethodPost, path, "application/json", body)
-	if err == nil && got != code {
-		err = fmt.Errorf("POST %s: %d %s", path, got, b)
-	}
-	return err
-}
-
-// parallel runs work on n goroutines and returns the first error.
-func parallel(n int, work []func() error) error {
-	ch := make(chan func() error)
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range ch {
-				if err := f(); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	for _, f := range work {
-		ch <- f
-	}
-	close(ch)
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
-		return err
-	}
-	return nil
-}
-
 func (e *benchEnv) listLatency(ctx context.Context, path string, runs int) error {
 	res := &result{}
 	var items, size int
@@ -554,26 +326,4 @@ func (e *benchEnv) listLatency(ctx context.Context, path string, runs int) error
 	res.elapsed = time.Since(start)
 	fmt.Printf("| `GET %s` | %d | %d | %s | %s | %d |\n", path, items, runs, res.pct(0.5).Round(time.Microsecond), res.pct(0.99).Round(time.Microsecond), size)
 	return nil
-}
-
-// procRSS reads the resident set size and its peak from /proc.
-func procRSS(pid int) (rss, hwm int64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = v << 10
-		case "VmHWM:":
-			hwm = v << 10
-		}
-	}
-	return rss, hwm
 }

@@ -1,4 +1,4 @@
-package handlers
+package identity
 
 import (
 	"crypto/hmac"
@@ -10,28 +10,22 @@ import (
 // (the session cookie's value, or before sign-in a random pre-session cookie):
 // an HMAC under a key derived from the session signing key. It needs no
 // storage, and a token for one session is worthless for another.
-func (s *IdentityService) CSRFToken(binding string) string {
+func (s *Service) CSRFToken(binding string) string {
 	m := hmac.New(sha256.New, s.csrfKey())
 	m.Write([]byte(binding))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 // CheckCSRF reports, in constant time, whether token is binding's CSRF token.
-func (s *IdentityService) CheckCSRF(binding, token string) bool {
+func (s *Service) CheckCSRF(binding, token string) bool {
 	if binding == "" || token == "" {
 		return false
 	}
 	return hmac.Equal([]byte(s.CSRFToken(binding)), []byte(token))
 }
 
-func (s *IdentityService) csrfKey() []byte {
+func (s *Service) csrfKey() []byte {
 	m := hmac.New(sha256.New, s.key)
 	m.Write([]byte("rezuscloud csrf v1"))
 	return m.Sum(nil)
 }
-
-// CanWrite reports whether role may change resources (edit and admin).
-func CanWrite(role string) bool { return roleAllows(role, permWrite) }
-
-// CanAdmin reports whether role may administer users, providers and the audit log.
-func CanAdmin(role string) bool { return roleAllows(role, permAdmin) }

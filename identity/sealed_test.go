@@ -1,4 +1,4 @@
-package handlers_test
+package identity_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -32,7 +32,7 @@ func TestIdentitySecretsAreSealed(t *testing.T) {
 	require.NoError(t, err)
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
-	id, err := handlers.NewIdentityService(ctx, handlers.IdentityConfig{Secrets: sealed}, env.Store, cache)
+	id, err := identity.NewService(ctx, identity.Config{Secrets: sealed}, env.Store, cache)
 	require.NoError(t, err)
 	for !cache.Ready() {
 		time.Sleep(5 * time.Millisecond) // the read model replays an empty stream; nothing to wait on

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain lets a test run this binary's main in a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("REZUS_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// buildServer builds cmd/rezuscloud, the server rezusbench measures.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go") // tests run under the go tool, so it is on PATH
+	require.NoError(t, err)
+	exe := filepath.Join(t.TempDir(), "rezuscloud")
+	out, err := exec.Command(goBin, "build", "-o", exe, "github.com/rezuscloud/rezuscloud/cmd/rezuscloud").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return exe
+}
+
+func runSelf(t *testing.T, args ...string) (string, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestBenchCommandRuns runs `rezusbench api` with small numbers, so the
+// command behind docs/benchmarks.md keeps working.
+func TestBenchCommandRuns(t *testing.T) {
+	server := buildServer(t)
+	out, err := runSelf(t, "--server", server, "api", "--duration", "300ms", "--tenants", "50", "--nodegroups", "100", "--rate", "50", "--clients", "1,4")
+	require.NoError(t, err, out)
+	for _, want := range []string{"a: JetStream publish + expected seq", "b: API create (POST)", "b: API update (PATCH)",
+		"`GET /api/v1/tenants` | 50 |", "`GET /api/v1/nodegroups`", "objects present: 50 tenants", "server RSS"} {
+		require.Contains(t, out, want)
+	}
+}
+
+// TestServerBinary finds the server: --server first, then a rezuscloud
+// beside this binary, then PATH; none is an error that says what to pass.
+func TestServerBinary(t *testing.T) {
+	out, err := runSelf(t, "--server", "/nonexistent/rezuscloud", "api", "--duration", "1ms")
+	require.Error(t, err)
+	require.Contains(t, out, "/nonexistent/rezuscloud")
+
+	t.Setenv("PATH", t.TempDir())
+	out, err = runSelf(t, "api", "--duration", "1ms")
+	require.Error(t, err)
+	require.Contains(t, out, "pass --server")
+}

@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/identity"
+	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
+)
+
+// Deps are the parts the API is built on.
+type Deps struct {
+	Store     *eventstore.Store
+	Cache     *projections.Cache
+	Projector Readiness
+	Finalizer *projections.TenantFinalizer
+	// Auth authenticates requests; when Identity is set it is used instead and
+	// login, sessions, users' passwords and API tokens are served.
+	Auth     Authenticator
+	Identity *identity.Service
+	// Audit records every mutating request and credential download and serves
+	// /api/v1/audit; nil keeps no audit trail (tests that do not need one).
+	Audit *eventstore.AuditLog
+	Log   *slog.Logger
+
+	// Automation issues NATS credentials for external automation; nil (an
+	// external NATS cluster) answers those routes with a BadRequest saying so.
+	Automation AutomationIssuer
+
+	// Talos renders machine configs and credentials from each tenant's PKI and
+	// checks ConfigPatches before they are stored; nil leaves the config,
+	// talosconfig and kubeconfig routes out.
+	Talos *talos.Service
+
+	// State keeps Terraform state for /tfstate and the state API; nil answers
+	// those routes with ServiceUnavailable.
+	State *eventstore.StateStore
+
+	// ApplyLogs and CancelApply serve applies' logs and stop runs; nil answers
+	// those routes with ServiceUnavailable (no apply worker).
+	ApplyLogs   ApplyLogs
+	CancelApply ApplyCanceler
+
+	// Health probes tenants through the Talos API for /tenants/{t}/health;
+	// nil answers that route with ServiceUnavailable.
+	Health TenantHealthProber
+
+	// MachineLogs reads machines' logs and kernel messages through the Talos
+	// API for /tenants/{t}/machines/{m}/logs and /dmesg; nil answers those
+	// routes with ServiceUnavailable.
+	MachineLogs MachineLogReader
+}
+
+// Validate reports every part of d that the API cannot be built without, or
+// that is set in a way that would be silently ignored. The optional parts
+// (Audit, Automation, Talos, State, ApplyLogs, CancelApply, Health,
+// MachineLogs) leave their routes out or answer ServiceUnavailable when nil.
+func (d Deps) Validate() error {
+	var errs []error
+	if d.Store == nil {
+		errs = append(errs, errors.New("handlers: Deps.Store is required"))
+	}
+	if d.Cache == nil {
+		errs = append(errs, errors.New("handlers: Deps.Cache is required"))
+	}
+	switch {
+	case d.Auth == nil && d.Identity == nil:
+		// The API would answer every authenticated route 401.
+		errs = append(errs, errors.New("handlers: Deps.Identity or Deps.Auth is required to authenticate requests"))
+	case d.Auth != nil && d.Identity != nil:
+		errs = append(errs, errors.New("handlers: Deps.Auth and Deps.Identity are both set; Identity authenticates when set, so leave Auth out"))
+	}
+	return errors.Join(errs...)
+}

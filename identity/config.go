@@ -1,0 +1,69 @@
+package identity
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Config configures users, sessions and tokens. The zero value is usable.
+type Config struct {
+	// SessionTTL is how long a login lasts; default 12h.
+	SessionTTL time.Duration
+	// SigningKey signs session JWTs (at least 32 bytes). Default: a random key
+	// generated on first start and kept in the secrets bucket.
+	SigningKey []byte
+	// StaticToken, when set, is a break-glass admin bearer token (from --admin-token).
+	StaticToken string
+	// SecureCookies marks the session cookie Secure (serve over TLS).
+	SecureCookies bool
+	// LoginFailures and LoginWindow bound failed logins per user and per client
+	// address: after LoginFailures failures within LoginWindow, 429. Defaults 5 and 1 minute.
+	LoginFailures int
+	LoginWindow   time.Duration
+	// TokenUseInterval is how often a token's lastUsed is written at most; default 5 minutes.
+	TokenUseInterval time.Duration
+	// Secrets keeps password hashes, token hashes and the signing key; the
+	// server passes a sealing store. Default: the plain secrets bucket.
+	Secrets SecretStore
+	// PasswordCost is the bcrypt cost of password hashes; default
+	// bcrypt.DefaultCost. Tests lower it (bcrypt.MinCost) to stay fast.
+	PasswordCost int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// SecretStore keeps secrets by key; eventstore.Secrets and eventstore.SealedSecrets are ones.
+type SecretStore interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(ctx context.Context, key string, value []byte) error
+	Create(ctx context.Context, key string, value []byte) (bool, error)
+	Delete(ctx context.Context, key string) error
+}
+
+func (c *Config) setDefaults() {
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 12 * time.Hour
+	}
+	if c.LoginFailures == 0 {
+		c.LoginFailures = 5
+	}
+	if c.LoginWindow == 0 {
+		c.LoginWindow = time.Minute
+	}
+	if c.TokenUseInterval == 0 {
+		c.TokenUseInterval = 5 * time.Minute
+	}
+	if c.PasswordCost == 0 {
+		c.PasswordCost = bcrypt.DefaultCost
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
