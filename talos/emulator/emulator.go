@@ -297,7 +297,6 @@ func (e *Emulator) controlPlanesLocked(clusterID string) []*node {
 	return out
 }
 
-
 // bootstrap marks n as the node etcd was bootstrapped on, once per cluster.
 func (e *Emulator) bootstrap(n *node) error {
 	e.mu.Lock()
@@ -329,5 +328,3 @@ func (e *Emulator) bootstrap(n *node) error {
 	e.persist(n)
 	return nil
 }
-
-

@@ -82,9 +82,9 @@ type node struct {
 	st       NodeStatus
 	cfgBytes []byte
 	cfg      config.Provider
-	staged   []byte     // a STAGED config the next reboot boots with
-	tryPrev  *triedFrom // the config a TRY config reverts to; nil when no try runs
-	tryGen   int        // bumped on every config change so a stale try timer does nothing
+	staged   []byte        // a STAGED config the next reboot boots with
+	tryPrev  *triedFrom    // the config a TRY config reverts to; nil when no try runs
+	tryGen   int           // bumped on every config change so a stale try timer does nothing
 	lis      net.Listener  // bound for the node's life
 	cl       *connListener // the running server's feed; nil while down
 	srv      *grpc.Server
