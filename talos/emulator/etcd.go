@@ -50,6 +50,7 @@ func (e *Emulator) etcdLocked(clusterID string) etcdCluster {
 	if !c.bootstrapped {
 		c.members = nil
 	}
+	// Name never changes after a node is made, so it is read without n.mu.
 	slices.SortFunc(c.members, func(a, b *node) int { return strings.Compare(a.st.Name, b.st.Name) })
 	return c
 }
