@@ -48,16 +48,17 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 			return resp, nil
 		}
 		msg.ModeDetails = "applied configuration; installing and rebooting"
-		go n.transition(PhaseInstalling, n.em.cfg.InstallDelay, func() {
-			n.adoptConfigLocked(req.GetData(), cfg)
-			n.logf("installed talos %s", n.st.Version)
-		})
+		n.stageForReboot(req.GetData(), PhaseInstalling)
+		go n.transition(PhaseInstalling, n.em.cfg.InstallDelay, func() { n.logf("installed talos %s", n.st.Version) })
 		return resp, nil
 	}
 
 	n.mu.Lock()
 	running := n.cfg
 	n.mu.Unlock()
+	if running == nil { // a Reset wiped it while this call was in flight
+		return nil, status.Error(codes.Unavailable, "the node is resetting")
+	}
 	reboot, err := needsReboot(running, cfg)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "comparing configs: %v", err)
@@ -80,7 +81,8 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 	switch mode {
 	case machine.ApplyConfigurationRequest_REBOOT:
 		msg.ModeDetails = "applied configuration; rebooting"
-		go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() { n.adoptConfigLocked(req.GetData(), cfg) })
+		n.stageForReboot(req.GetData(), PhaseRebooting)
+		go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, nil)
 		return resp, nil
 	case machine.ApplyConfigurationRequest_STAGED:
 		n.mu.Lock()
@@ -104,6 +106,18 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 	}
 	n.em.persist(n)
 	return resp, nil
+}
+
+// stageForReboot writes a config for the reboot that follows (an install or
+// mode REBOOT) and persists it, with the phase the node goes down in, before
+// the call is answered: as with an upgrade, a reboot caught by an emulator
+// restart still boots into it (restoreConfigLocked).
+func (n *node) stageForReboot(b []byte, down Phase) {
+	n.mu.Lock()
+	n.staged, n.st.StagedConfigHash = b, configHash(b)
+	n.st.Phase = down
+	n.mu.Unlock()
+	n.em.persist(n)
 }
 
 // adoptConfigLocked makes a config the running one for good: it replaces a

@@ -260,3 +260,34 @@ func journalLines(em *Emulator, name, substr string) int {
 	}
 	return count
 }
+
+// TestRebootApplyOutlivesTheEmulator: a config applied with a reboot (mode
+// REBOOT, or an install from maintenance mode) is on disk before the answer,
+// so a node whose emulator stopped mid-reboot comes back running it.
+func TestRebootApplyOutlivesTheEmulator(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cl := newTestCluster(t, "outlive-apply")
+	slow := fastConfig(dir)
+	slow.RebootDelay, slow.InstallDelay = time.Hour, time.Hour
+	em, stop := startEmulator(t, slow)
+	cp := configuredNode(t, em, "cp-1", cl.controlPlane)
+	fresh, err := em.Create(context.Background(), NodeSpec{Name: "cp-2"})
+	require.NoError(t, err)
+
+	rebooted := patched(t, cl.controlPlane, patchKubelet)
+	_, err = connect(t, cl.admin, cp.Address).ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{
+		Data: rebooted, Mode: machine.ApplyConfigurationRequest_REBOOT,
+	})
+	require.NoError(t, err)
+	_, err = connectInsecure(t, fresh.Address).ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.controlPlane})
+	require.NoError(t, err)
+	stop()
+
+	em2, _ := startEmulator(t, fastConfig(dir))
+	base := serveHTTP(t, em2)
+	eventuallyHolds(t, base, "cp-1", configHash(rebooted))
+	eventuallyHolds(t, base, "cp-2", configHash(cl.controlPlane))
+	require.Equal(t, "v1.34.1", httpStatus(t, base, "cp-1").KubernetesVersion)
+	require.Empty(t, httpStatus(t, base, "cp-1").StagedConfigHash)
+}

@@ -127,19 +127,8 @@ func (e *Emulator) restore() error {
 			// The upgrade's reboot went on while the emulator was down.
 			n.st.Version, n.st.Staged, n.st.RebootingInto = v, "", ""
 		}
-		if cfgBytes, err := os.ReadFile(filepath.Join(dir, p.Name+configSuffix)); err == nil {
-			cfg, err := loadConfig(cfgBytes)
-			if err != nil {
-				return fmt.Errorf("loading the config of node %s: %w", p.Name, err)
-			}
-			n.setConfigLocked(cfgBytes, cfg)
-			if staged, err := os.ReadFile(filepath.Join(dir, p.Name+stagedSuffix)); err == nil {
-				n.staged, n.st.StagedConfigHash = staged, configHash(staged)
-			} else {
-				n.st.StagedConfigHash = ""
-			}
-		} else {
-			n.wipeConfigLocked()
+		if err := n.restoreConfigLocked(dir); err != nil {
+			return err
 		}
 		e.nodes[p.Name] = n
 		n.mu.Lock()
@@ -161,6 +150,44 @@ func (e *Emulator) restore() error {
 			e.cfg.Logf("restoring node %s: %s", p.Name, n.st.Error)
 		}
 		n.mu.Unlock()
+	}
+	return nil
+}
+
+// restoreConfigLocked loads a node's config and staged config. A node that
+// was down mid-install or mid-reboot, or had accepted a config in maintenance
+// mode, boots the staged config, as that reboot would have.
+func (n *node) restoreConfigLocked(dir string) error {
+	read := func(suffix string) ([]byte, error) {
+		b, err := os.ReadFile(filepath.Join(dir, n.st.Name+suffix))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return b, err
+	}
+	cfgBytes, err := read(configSuffix)
+	if err != nil {
+		return fmt.Errorf("reading the config of node %s: %w", n.st.Name, err)
+	}
+	staged, err := read(stagedSuffix)
+	if err != nil {
+		return fmt.Errorf("reading the staged config of node %s: %w", n.st.Name, err)
+	}
+	if cfgBytes == nil {
+		n.wipeConfigLocked()
+	} else {
+		cfg, err := loadConfig(cfgBytes)
+		if err != nil {
+			return fmt.Errorf("loading the config of node %s: %w", n.st.Name, err)
+		}
+		n.setConfigLocked(cfgBytes, cfg)
+	}
+	n.staged, n.st.StagedConfigHash = nil, ""
+	if staged != nil {
+		n.staged, n.st.StagedConfigHash = staged, configHash(staged)
+		if cfgBytes == nil || n.st.Phase == PhaseInstalling || n.st.Phase == PhaseRebooting {
+			n.rebootConfigLocked()
+		}
 	}
 	return nil
 }
