@@ -161,7 +161,7 @@ func TestApplyModesOnARunningNode(t *testing.T) {
 func TestStagedAndTriedConfigs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	em, stop := startEmulator(t, fastConfig(dir))
+	em, stop := startEmulator(t, restartableConfig(dir))
 	base := serveHTTP(t, em)
 	cl := newTestCluster(t, "staged")
 	st := configuredNode(t, em, "cp-1", cl.controlPlane)
@@ -191,7 +191,7 @@ func TestStagedAndTriedConfigs(t *testing.T) {
 	require.NoError(t, err)
 	stop()
 
-	em2, _ := startEmulator(t, fastConfig(dir))
+	em2, _ := startEmulator(t, restartableConfig(dir))
 	base2 := serveHTTP(t, em2)
 	eventuallyHolds(t, base2, "cp-1", configHash(confirmed))
 	got := httpStatus(t, base2, "cp-1")
@@ -268,7 +268,7 @@ func TestRebootApplyOutlivesTheEmulator(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cl := newTestCluster(t, "outlive-apply")
-	slow := fastConfig(dir)
+	slow := restartableConfig(dir)
 	slow.RebootDelay, slow.InstallDelay = time.Hour, time.Hour
 	em, stop := startEmulator(t, slow)
 	cp := configuredNode(t, em, "cp-1", cl.controlPlane)
@@ -284,7 +284,7 @@ func TestRebootApplyOutlivesTheEmulator(t *testing.T) {
 	require.NoError(t, err)
 	stop()
 
-	em2, _ := startEmulator(t, fastConfig(dir))
+	em2, _ := startEmulator(t, restartableConfig(dir))
 	base := serveHTTP(t, em2)
 	eventuallyHolds(t, base, "cp-1", configHash(rebooted))
 	eventuallyHolds(t, base, "cp-2", configHash(cl.controlPlane))

@@ -91,7 +91,7 @@ func etcdService(t *testing.T, c *client.Client) *machine.ServiceInfo {
 func TestEtcdMembership(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	em, stop := startEmulator(t, fastConfig(dir))
+	em, stop := startEmulator(t, restartableConfig(dir))
 	cl := newTestCluster(t, "membership")
 	names := []string{"cp-1", "cp-2", "cp-3"}
 	clients := map[string]*client.Client{}
@@ -144,7 +144,7 @@ func TestEtcdMembership(t *testing.T) {
 	}, 15*time.Second, 10*time.Millisecond, "cp-3 comes back out of etcd")
 	stop()
 
-	em2, _ := startEmulator(t, fastConfig(dir))
+	em2, _ := startEmulator(t, restartableConfig(dir))
 	for _, name := range names {
 		eventually(t, name+" back", phaseIs(em2, name, PhaseRunning))
 	}
