@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -208,41 +209,30 @@ func decideDelete(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 }
 
 func metaEqual(a, b *ObjectMeta) bool {
-	return mapsEqual(a.Labels, b.Labels) && mapsEqual(a.Annotations, b.Annotations) && slices.Equal(a.Finalizers, b.Finalizers)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) && slices.Equal(a.Finalizers, b.Finalizers)
 }
 
 func emptyToNil(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
 	}
-	return copyMap(m)
+	return maps.Clone(m)
 }
 
 func emptySliceToNil(s []string) []string {
 	if len(s) == 0 {
 		return nil
 	}
-	return append([]string(nil), s...)
+	return slices.Clone(s)
 }
 
 // invalid reports causes as 422 Invalid, or as 400 BadRequest when the body
-// could not be decoded at all (unknown fields, wrong JSON types): then the
-// request is malformed rather than a well-formed object with bad values.
+// could not be decoded at all (unknown fields, wrong JSON types, a key given
+// twice): then the request is malformed rather than a well-formed object with
+// bad values.
 func invalid(kind *KindInfo, name string, causes []Cause) *Error {
 	for _, c := range causes {
-		if c.Type == CauseUnknownField || c.Type == CauseTypeInvalid {
+		if c.Type == CauseUnknownField || c.Type == CauseTypeInvalid || (c.Type == CauseDuplicate && c.Message == msgDuplicateField) {
 			e := NewInvalid(kind.Kind, name, causes)
 			e.Reason = ReasonBadRequest
 			return e

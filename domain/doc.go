@@ -5,6 +5,8 @@
 // Evolve(state, event) -> state.
 //
 // It is pure on purpose: no I/O, no NATS, no HTTP. Everything else in the
-// repository imports it; it imports only the standard library. The CLI shares
-// these types, so keep them light.
+// repository imports it; it imports only the standard library and the small
+// pure libraries DESIGN.md names (uuid, apimachinery's labels and validation,
+// sigs.k8s.io/json, Masterminds semver). The CLI shares these types, so keep
+// them light.
 package domain

@@ -3,7 +3,8 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -61,12 +62,7 @@ func MustKind(name string) *KindInfo {
 
 // Kinds returns every registered kind, sorted by Kind name.
 func Kinds() []*KindInfo {
-	out := make([]*KindInfo, 0, len(kinds))
-	for _, k := range kinds {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out
+	return slices.SortedFunc(maps.Values(kinds), func(a, b *KindInfo) int { return strings.Compare(a.Kind, b.Kind) })
 }
 
 // ClusterScope is the tenant token used in subjects and keys of cluster-scoped kinds.

@@ -2,10 +2,12 @@ package domain
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // MaxLabelCount is the most labels one object may carry. Kubernetes has no
@@ -21,8 +23,8 @@ const MaxAnnotationsTotalSize = 256 << 10
 // so that labels written here can be copied to Kubernetes objects unchanged.
 const (
 	labelNameMaxLength   = 63
-	labelPrefixMaxLength = 253
-	labelValueMaxLength  = 63
+	labelPrefixMaxLength = validation.DNS1123SubdomainMaxLength
+	labelValueMaxLength  = validation.LabelValueMaxLength
 	labelNameFmt         = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 	labelPrefixLabelFmt  = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 	labelPrefixFmt       = labelPrefixLabelFmt + "(\\." + labelPrefixLabelFmt + ")*"
@@ -100,16 +102,6 @@ func labelCause(field, what string, probs []labelProblem) Cause {
 	return Cause{Field: field, Type: typ, Message: "invalid " + what + ": " + strings.Join(msgs, "; ")}
 }
 
-// sortedKeys gives map keys in order so that causes come out deterministically.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // ValidateLabels checks labels by the Kubernetes rules for keys and values and
 // reports every bad entry at field[key], e.g. "metadata.labels[app]". It also
 // enforces MaxLabelCount, which is our own limit, not a Kubernetes one; that
@@ -120,7 +112,8 @@ func ValidateLabels(labels map[string]string, field string) []Cause {
 		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
 			Message: fmt.Sprintf("must have at most %d labels, got %d", MaxLabelCount, len(labels))})
 	}
-	for _, k := range sortedKeys(labels) {
+	// Sorted, so that causes come out deterministically.
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		f := field + "[" + k + "]"
 		if probs := labelKeyProblems(k); len(probs) > 0 {
 			causes = append(causes, labelCause(f, "key", probs))
@@ -139,7 +132,7 @@ func ValidateLabels(labels map[string]string, field string) []Cause {
 func ValidateAnnotations(annotations map[string]string, field string) []Cause {
 	var causes []Cause
 	total := 0
-	for _, k := range sortedKeys(annotations) {
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
 		total += len(k) + len(annotations[k])
 		if probs := labelKeyProblems(k); len(probs) > 0 {
 			causes = append(causes, labelCause(field+"["+k+"]", "key", probs))
@@ -152,151 +145,6 @@ func ValidateAnnotations(annotations map[string]string, field string) []Cause {
 	return causes
 }
 
-// selectorOp is how a requirement relates a label to its values.
-type selectorOp int
-
-const (
-	selOpEquals selectorOp = iota
-	selOpNotEquals
-	selOpIn
-	selOpNotIn
-	selOpExists
-	selOpDoesNotExist
-	selOpGreaterThan
-	selOpLessThan
-)
-
-// selectorRequirement is one comma-separated term of a selector.
-type selectorRequirement struct {
-	key string
-	op  selectorOp
-	// values is sorted and free of duplicates, so that String is canonical.
-	values []string
-}
-
-func (r selectorRequirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.key]
-	return r.matchesValue(v, ok)
-}
-
-func (r selectorRequirement) matchesValue(v string, ok bool) bool {
-	switch r.op {
-	case selOpEquals, selOpIn:
-		return ok && r.has(v)
-	case selOpNotEquals, selOpNotIn:
-		// As in Kubernetes, an object without the label is "not equal".
-		return !ok || !r.has(v)
-	case selOpExists:
-		return ok
-	case selOpDoesNotExist:
-		return !ok
-	case selOpGreaterThan, selOpLessThan:
-		if !ok {
-			return false
-		}
-		have, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return false
-		}
-		// The parser made sure the value is an integer.
-		want, _ := strconv.ParseInt(r.values[0], 10, 64)
-		if r.op == selOpGreaterThan {
-			return have > want
-		}
-		return have < want
-	}
-	return false
-}
-
-func (r selectorRequirement) has(v string) bool {
-	for _, x := range r.values {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func (r selectorRequirement) String() string {
-	switch r.op {
-	case selOpExists:
-		return r.key
-	case selOpDoesNotExist:
-		return "!" + r.key
-	case selOpEquals:
-		return r.key + "=" + r.values[0]
-	case selOpNotEquals:
-		return r.key + "!=" + r.values[0]
-	case selOpGreaterThan:
-		return r.key + ">" + r.values[0]
-	case selOpLessThan:
-		return r.key + "<" + r.values[0]
-	case selOpIn:
-		return r.key + " in (" + strings.Join(r.values, ",") + ")"
-	case selOpNotIn:
-		return r.key + " notin (" + strings.Join(r.values, ",") + ")"
-	}
-	return ""
-}
-
-// Selector is a parsed Kubernetes label selector: all of its requirements
-// must hold for an object to match. The zero value has no requirements and
-// therefore matches everything, like an empty labelSelector query parameter.
-type Selector struct {
-	reqs []selectorRequirement
-}
-
-// ParseSelector parses the Kubernetes label selector syntax as
-// k8s.io/apimachinery/pkg/labels.Parse does, so that what works with kubectl
-// -l works here: "a=b", "a==b", "a!=b", "a in (x,y)", "a notin (x,y)", "a",
-// "!a", and for integer values "a>1" and "a<1", joined by commas (AND), with
-// blanks allowed between tokens. An empty or blank string selects everything.
-//
-// Values may be empty ("a=", "a in (x,)"). Unlike Kubernetes, which reads
-// "a in ()" as "a in (,)", a set holding only the empty value, an empty set is
-// rejected: it is almost certainly a mistake, and "a in (,)" still says
-// "empty value" for whoever means it.
-//
-// A syntax error, or a key or value that is not a valid label key or value,
-// yields an *Error with Reason BadRequest whose message says what is wrong and
-// at which byte offset, with one Cause for the field "labelSelector".
-func ParseSelector(s string) (Selector, error) {
-	p := selectorParser{src: s, toks: lexSelector(s)}
-	reqs, err := p.parse()
-	if err != nil {
-		return Selector{}, err
-	}
-	sort.SliceStable(reqs, func(i, j int) bool {
-		if reqs[i].key != reqs[j].key {
-			return reqs[i].key < reqs[j].key
-		}
-		return reqs[i].String() < reqs[j].String()
-	})
-	return Selector{reqs: reqs}, nil
-}
-
-// Matches reports whether labels satisfy every requirement of the selector.
-// A nil map is an object without labels.
-func (s Selector) Matches(labels map[string]string) bool {
-	for _, r := range s.reqs {
-		if !r.matches(labels) {
-			return false
-		}
-	}
-	return true
-}
-
-// MatchesPairs is Matches for labels kept as LabelPairs.
-func (s Selector) MatchesPairs(labels LabelPairs) bool {
-	for _, r := range s.reqs {
-		v, ok := labels.Get(r.key)
-		if !r.matchesValue(v, ok) {
-			return false
-		}
-	}
-	return true
-}
-
 // LabelPairs holds labels as key, value, key, value, ... sorted by key: a
 // fraction of a map's memory, for read models that keep many objects' labels.
 type LabelPairs []string
@@ -306,20 +154,15 @@ func NewLabelPairs(m map[string]string) LabelPairs {
 	if len(m) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	p := make(LabelPairs, 0, 2*len(m))
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p = append(p, k, m[k])
 	}
 	return p
 }
 
-// Get returns the value of a label.
-func (p LabelPairs) Get(key string) (string, bool) {
+// Lookup returns the value of a label and whether it is set.
+func (p LabelPairs) Lookup(key string) (string, bool) {
 	for i := 0; i+1 < len(p); i += 2 {
 		if p[i] == key {
 			return p[i+1], true
@@ -328,312 +171,14 @@ func (p LabelPairs) Get(key string) (string, bool) {
 	return "", false
 }
 
-// Empty reports whether the selector has no requirements, so that callers can
-// skip filtering altogether.
-func (s Selector) Empty() bool { return len(s.reqs) == 0 }
-
-// String gives the canonical form of the selector: requirements sorted by key,
-// "==" written as "=", a set of one value written as "=" or "!=", set values
-// sorted and deduplicated, no blanks except around "in" and "notin". Parsing
-// it again yields the same selector, so it can serve as a cache or watch key.
-func (s Selector) String() string {
-	parts := make([]string, len(s.reqs))
-	for i, r := range s.reqs {
-		parts[i] = r.String()
-	}
-	return strings.Join(parts, ",")
+// Has reports whether a label is set.
+func (p LabelPairs) Has(key string) bool {
+	_, ok := p.Lookup(key)
+	return ok
 }
 
-// selTokKind is the kind of a selector token.
-type selTokKind int
-
-const (
-	selTokEnd selTokKind = iota
-	selTokIdent
-	selTokOpenPar
-	selTokClosePar
-	selTokComma
-	selTokNot
-	selTokEquals
-	selTokDoubleEquals
-	selTokNotEquals
-	selTokGreaterThan
-	selTokLessThan
-	selTokIn
-	selTokNotIn
-)
-
-// selToken is a token with the byte offset it starts at, for error messages.
-type selToken struct {
-	kind selTokKind
-	lit  string
-	pos  int
-}
-
-// describe names the token the way an error message should quote it.
-func (t selToken) describe() string {
-	if t.kind == selTokEnd {
-		return "end of string"
-	}
-	return "'" + t.lit + "'"
-}
-
-func isSelectorBlank(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-func isSelectorSymbol(c byte) bool {
-	switch c {
-	case '=', '!', '(', ')', ',', '>', '<':
-		return true
-	}
-	return false
-}
-
-// lexSelector splits a selector as the Kubernetes lexer does: identifiers run
-// until a blank or one of =!(),<>, and "!=" and "==" are read greedily. "in"
-// and "notin" are keywords only where an operator is expected; the parser
-// turns them back into identifiers elsewhere.
-func lexSelector(s string) []selToken {
-	var toks []selToken
-	i := 0
-	for {
-		for i < len(s) && isSelectorBlank(s[i]) {
-			i++
-		}
-		if i == len(s) {
-			return append(toks, selToken{kind: selTokEnd, pos: i})
-		}
-		start := i
-		c := s[i]
-		if isSelectorSymbol(c) {
-			i++
-			var kind selTokKind
-			switch {
-			case c == '=' && i < len(s) && s[i] == '=':
-				kind, i = selTokDoubleEquals, i+1
-			case c == '!' && i < len(s) && s[i] == '=':
-				kind, i = selTokNotEquals, i+1
-			case c == '=':
-				kind = selTokEquals
-			case c == '!':
-				kind = selTokNot
-			case c == '(':
-				kind = selTokOpenPar
-			case c == ')':
-				kind = selTokClosePar
-			case c == ',':
-				kind = selTokComma
-			case c == '>':
-				kind = selTokGreaterThan
-			default:
-				kind = selTokLessThan
-			}
-			toks = append(toks, selToken{kind: kind, lit: s[start:i], pos: start})
-			continue
-		}
-		for i < len(s) && !isSelectorBlank(s[i]) && !isSelectorSymbol(s[i]) {
-			i++
-		}
-		kind := selTokIdent
-		switch s[start:i] {
-		case "in":
-			kind = selTokIn
-		case "notin":
-			kind = selTokNotIn
-		}
-		toks = append(toks, selToken{kind: kind, lit: s[start:i], pos: start})
-	}
-}
-
-// selectorParser is a recursive-descent parser over the tokens, mirroring the
-// Kubernetes one so that the same strings are accepted.
-type selectorParser struct {
-	src  string
-	toks []selToken
-	i    int
-}
-
-// peek returns the next token; with asValue, the keywords "in" and "notin"
-// read as identifiers, which is how Kubernetes lets them be keys and values.
-func (p *selectorParser) peek(asValue bool) selToken {
-	t := p.toks[p.i]
-	if asValue && (t.kind == selTokIn || t.kind == selTokNotIn) {
-		t.kind = selTokIdent
-	}
-	return t
-}
-
-func (p *selectorParser) next(asValue bool) selToken {
-	t := p.peek(asValue)
-	if t.kind != selTokEnd {
-		p.i++
-	}
-	return t
-}
-
-// fail builds the BadRequest error for a problem found at byte offset pos.
-func (p *selectorParser) fail(pos int, format string, args ...any) error {
-	detail := fmt.Sprintf("at byte offset %d: ", pos) + fmt.Sprintf(format, args...)
-	return NewBadRequest(fmt.Sprintf("invalid label selector %q: %s", p.src, detail),
-		Cause{Field: "labelSelector", Type: CauseInvalid, Message: detail})
-}
-
-func (p *selectorParser) parse() ([]selectorRequirement, error) {
-	var reqs []selectorRequirement
-	for {
-		t := p.peek(true)
-		switch t.kind {
-		case selTokEnd:
-			return reqs, nil
-		case selTokIdent, selTokNot:
-		default:
-			return nil, p.fail(t.pos, "found %s, expected: '!', a key or end of string", t.describe())
-		}
-		r, err := p.parseRequirement()
-		if err != nil {
-			return nil, err
-		}
-		reqs = append(reqs, r)
-		t = p.next(true)
-		switch t.kind {
-		case selTokEnd:
-			return reqs, nil
-		case selTokComma:
-			if n := p.peek(true); n.kind != selTokIdent && n.kind != selTokNot {
-				return nil, p.fail(n.pos, "found %s, expected: '!' or a key after ','", n.describe())
-			}
-		default:
-			return nil, p.fail(t.pos, "found %s, expected: ',' or end of string", t.describe())
-		}
-	}
-}
-
-func (p *selectorParser) parseRequirement() (selectorRequirement, error) {
-	negated := false
-	t := p.next(true)
-	if t.kind == selTokNot {
-		negated = true
-		t = p.next(true)
-	}
-	if t.kind != selTokIdent {
-		return selectorRequirement{}, p.fail(t.pos, "found %s, expected: a key", t.describe())
-	}
-	if probs := labelKeyProblems(t.lit); len(probs) > 0 {
-		return selectorRequirement{}, p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("key %q", t.lit), probs).Message)
-	}
-	r := selectorRequirement{key: t.lit}
-	if negated {
-		// Whatever follows must be ',' or the end; parse checks that.
-		r.op = selOpDoesNotExist
-		return r, nil
-	}
-	if n := p.peek(true); n.kind == selTokEnd || n.kind == selTokComma {
-		r.op = selOpExists
-		return r, nil
-	}
-	op := p.next(false)
-	switch op.kind {
-	case selTokEquals, selTokDoubleEquals:
-		r.op = selOpEquals
-	case selTokNotEquals:
-		r.op = selOpNotEquals
-	case selTokGreaterThan:
-		r.op = selOpGreaterThan
-	case selTokLessThan:
-		r.op = selOpLessThan
-	case selTokIn:
-		r.op = selOpIn
-	case selTokNotIn:
-		r.op = selOpNotIn
-	default:
-		return selectorRequirement{}, p.fail(op.pos, "found %s, expected: one of '=', '==', '!=', 'in', 'notin', '>', '<', ',' or end of string", op.describe())
-	}
-	var err error
-	if r.op == selOpIn || r.op == selOpNotIn {
-		r.values, err = p.parseSet()
-		// A set of one is an equality; writing it so keeps String canonical.
-		if len(r.values) == 1 && r.op == selOpIn {
-			r.op = selOpEquals
-		} else if len(r.values) == 1 {
-			r.op = selOpNotEquals
-		}
-	} else {
-		r.values, err = p.parseExactValue(r.op)
-	}
-	return r, err
-}
-
-// parseExactValue reads the single value after =, ==, !=, > or <; an absent
-// value is the empty string, as in Kubernetes.
-func (p *selectorParser) parseExactValue(op selectorOp) ([]string, error) {
-	t := p.peek(true)
-	if t.kind == selTokEnd || t.kind == selTokComma {
-		if op == selOpGreaterThan || op == selOpLessThan {
-			return nil, p.fail(t.pos, "found %s, expected: an integer after '>' or '<'", t.describe())
-		}
-		return []string{""}, nil
-	}
-	p.next(true)
-	if t.kind != selTokIdent {
-		return nil, p.fail(t.pos, "found %s, expected: a value", t.describe())
-	}
-	if err := p.checkValue(t); err != nil {
-		return nil, err
-	}
-	if op == selOpGreaterThan || op == selOpLessThan {
-		if _, err := strconv.ParseInt(t.lit, 10, 64); err != nil {
-			return nil, p.fail(t.pos, "invalid value %q: must be an integer for '>' and '<'", t.lit)
-		}
-	}
-	return []string{t.lit}, nil
-}
-
-// parseSet reads "(v1,v2,...)". Empty elements, as in "(a,)" or "(,)", are
-// the empty value, as in Kubernetes; "()" is rejected (see ParseSelector).
-func (p *selectorParser) parseSet() ([]string, error) {
-	t := p.next(true)
-	if t.kind != selTokOpenPar {
-		return nil, p.fail(t.pos, "found %s, expected: '('", t.describe())
-	}
-	if n := p.peek(true); n.kind == selTokClosePar {
-		return nil, p.fail(n.pos, "empty value set: 'in' and 'notin' need at least one value")
-	}
-	set := map[string]bool{}
-	expectValue := true
-	for {
-		t = p.next(true)
-		switch {
-		case t.kind == selTokIdent && expectValue:
-			if err := p.checkValue(t); err != nil {
-				return nil, err
-			}
-			set[t.lit] = true
-			expectValue = false
-		case t.kind == selTokComma:
-			if expectValue {
-				set[""] = true
-			}
-			expectValue = true
-		case t.kind == selTokClosePar:
-			if expectValue {
-				set[""] = true
-			}
-			values := make([]string, 0, len(set))
-			for v := range set {
-				values = append(values, v)
-			}
-			sort.Strings(values)
-			return values, nil
-		case expectValue:
-			return nil, p.fail(t.pos, "found %s, expected: a value, ',' or ')'", t.describe())
-		default:
-			return nil, p.fail(t.pos, "found %s, expected: ',' or ')'", t.describe())
-		}
-	}
-}
-
-func (p *selectorParser) checkValue(t selToken) error {
-	if probs := labelValueProblems(t.lit); len(probs) > 0 {
-		return p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("value %q", t.lit), probs).Message)
-	}
-	return nil
+// Get returns the value of a label, "" when it is not set.
+func (p LabelPairs) Get(key string) string {
+	v, _ := p.Lookup(key)
+	return v
 }

@@ -310,3 +310,20 @@ func TestValidateAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// TestSelectorMatchesPairs checks that labels kept as LabelPairs match as the
+// map they came from does.
+func TestSelectorMatchesPairs(t *testing.T) {
+	objects := []map[string]string{nil, {}, {"a": "b"}, {"a": ""}, {"a": "c", "x": "6"}, {"example.com/tier": "web", "x": "4"}}
+	for _, sel := range []string{"", "a=b", "a!=b", "a", "!a", "a in (b,c)", "a notin (b)", "x>5", "x<5", "example.com/tier=web,!a"} {
+		s, err := ParseSelector(sel)
+		if err != nil {
+			t.Fatalf("ParseSelector(%q): %v", sel, err)
+		}
+		for _, m := range objects {
+			if got, want := s.MatchesPairs(NewLabelPairs(m)), s.Matches(m); got != want {
+				t.Errorf("%q.MatchesPairs(%v) = %v, Matches = %v", sel, m, got, want)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"maps"
 	"time"
 )
 
@@ -52,8 +53,8 @@ func (o *Object) DeepCopy() *Object {
 		return nil
 	}
 	c := *o
-	c.Metadata.Labels = copyMap(o.Metadata.Labels)
-	c.Metadata.Annotations = copyMap(o.Metadata.Annotations)
+	c.Metadata.Labels = maps.Clone(o.Metadata.Labels)
+	c.Metadata.Annotations = maps.Clone(o.Metadata.Annotations)
 	if o.Metadata.Finalizers != nil {
 		c.Metadata.Finalizers = append([]string(nil), o.Metadata.Finalizers...)
 	}
@@ -68,17 +69,6 @@ func (o *Object) DeepCopy() *Object {
 	c.Spec = append(json.RawMessage(nil), o.Spec...)
 	c.Status = append(json.RawMessage(nil), o.Status...)
 	return &c
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // Condition is one observation about an object, as in Kubernetes.

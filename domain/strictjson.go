@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
+
+	kjson "sigs.k8s.io/json"
 )
 
 // DecodeStrict decodes the JSON document data into v, which must be a non-nil
@@ -32,7 +32,10 @@ import (
 //     type, as CauseTypeInvalid with a message like "must be integer, got
 //     string";
 //   - malformed JSON, or anything but blanks after the value, as one
-//     CauseInvalid on root giving the byte offset.
+//     CauseInvalid on root giving the byte offset;
+//   - every key that appears twice in one object, as CauseDuplicate with the
+//     message "duplicate field" (found by sigs.k8s.io/json, which decodes v;
+//     it reports them only once the document has no type errors).
 //
 // Fields follow their `json` tags the way encoding/json does, embedded structs
 // included. JSON null is accepted anywhere. Maps take any keys, and values of
@@ -53,10 +56,18 @@ func DecodeStrict(data []byte, v any, root string) []Cause {
 	}
 	w := strictWalker{}
 	w.walk(raw, rv.Type().Elem(), root, false)
-	if err := json.Unmarshal(data, v); err != nil && len(w.causes) == 0 {
-		// The walk is meant to predict every failure of json.Unmarshal; this
-		// is the safety net for anything it does not know about.
+	dups, err := kjson.UnmarshalStrict(data, v, kjson.DisallowDuplicateFields)
+	if err != nil && len(w.causes) == 0 {
+		// The walk is meant to predict every failure of decoding; this is the
+		// safety net for anything it does not know about.
 		w.causes = append(w.causes, causeOfDecodeError(err, root, rv.Type().Elem()))
+	}
+	for _, d := range dups {
+		var fe kjson.FieldError
+		if errors.As(d, &fe) {
+			w.causes = append(w.causes, Cause{Field: strictErrorPath(root, rv.Type().Elem(), fe.FieldPath()),
+				Type: CauseDuplicate, Message: msgDuplicateField})
+		}
 	}
 	sort.SliceStable(w.causes, func(i, j int) bool {
 		if w.causes[i].Field != w.causes[j].Field {
@@ -111,6 +122,9 @@ var syntaxOffsetPastBadByte = sync.OnceValue(func() int64 {
 	}
 	return 1
 })
+
+// msgDuplicateField is the message of a key that appears twice in one object.
+const msgDuplicateField = "duplicate field"
 
 // strictWalker walks a generically decoded document alongside the Go type it
 // is meant for, collecting causes.
@@ -426,199 +440,4 @@ func causeOfDecodeError(err error, path string, t reflect.Type) Cause {
 		return Cause{Field: typeErrorPath(path, t, te.Field), Type: CauseTypeInvalid, Message: msg}
 	}
 	return Cause{Field: path, Type: CauseInvalid, Message: strings.TrimPrefix(err.Error(), "json: ")}
-}
-
-// typeErrorPath turns UnmarshalTypeError.Field, which is relative to the
-// decoded type t, into a path under base. With Go 1.26's encoding/json Field
-// holds the JSON names of the struct fields on the way, dot-separated, but
-// leaves out slice indexes and map keys, and names an embedded struct by its
-// Go name before a promoted field ("Emb.inner" for "inner"). With
-// GOEXPERIMENT=jsonv2 it includes indexes and keys as plain segments
-// ("taints.2.effect"). The type tells which reading applies; an index or key
-// that is missing is written "[*]" ("spec.taints[*].effect"): some element.
-func typeErrorPath(base string, t reflect.Type, field string) string {
-	if field == "" {
-		return base
-	}
-	path := base
-	segs := strings.Split(field, ".")
-	for i := 0; i < len(segs); i++ {
-		seg := segs[i]
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			if f, ok := strictFields(t)[seg]; ok {
-				path, t = joinPath(path, seg), f.typ
-				continue
-			}
-			if sf, ok := t.FieldByName(seg); ok && sf.Anonymous {
-				t = sf.Type
-				continue
-			}
-		case reflect.Slice, reflect.Array:
-			if n, err := strconv.Atoi(seg); err == nil && n >= 0 {
-				path, t = path+"["+seg+"]", t.Elem()
-				continue
-			}
-			if hasJSONStep(t.Elem(), seg, 0) {
-				path, t, i = path+"[*]", t.Elem(), i-1
-				continue
-			}
-		case reflect.Map:
-			if !hasJSONStep(t.Elem(), seg, 0) {
-				path, t = path+"["+seg+"]", t.Elem()
-				continue
-			}
-			path, t, i = path+"[*]", t.Elem(), i-1
-			continue
-		}
-		// Past what the type explains: keep the rest as it is.
-		return joinPath(path, strings.Join(segs[i:], "."))
-	}
-	return path
-}
-
-// hasJSONStep reports whether seg can be the next segment of a type error
-// path inside t without a map key or index in between. depth bounds the
-// search, since types like `type L []L` never end.
-func hasJSONStep(t reflect.Type, seg string, depth int) bool {
-	if depth > 32 {
-		return false
-	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if _, ok := strictFields(t)[seg]; ok {
-			return true
-		}
-		sf, ok := t.FieldByName(seg)
-		return ok && sf.Anonymous
-	case reflect.Slice, reflect.Array, reflect.Map:
-		return hasJSONStep(t.Elem(), seg, depth+1)
-	}
-	return false
-}
-
-// strictField is a struct field as encoding/json sees it.
-type strictField struct {
-	name   string
-	index  []int
-	typ    reflect.Type
-	tagged bool
-	quoted bool
-}
-
-var strictFieldCache sync.Map // reflect.Type -> map[string]strictField
-
-// strictFields lists the JSON fields of struct type t by name, following
-// encoding/json's rules: `json:"-"` and unexported fields are skipped, fields
-// of embedded structs are promoted, and of several fields with the same name
-// the shallowest wins, a tagged one if tied, none if still tied.
-func strictFields(t reflect.Type) map[string]strictField {
-	if f, ok := strictFieldCache.Load(t); ok {
-		return f.(map[string]strictField)
-	}
-	var current []strictField
-	next := []strictField{{typ: t}}
-	var count, nextCount map[reflect.Type]int
-	visited := map[reflect.Type]bool{}
-	var fields []strictField
-	for len(next) > 0 {
-		current, next = next, nil
-		count, nextCount = nextCount, map[reflect.Type]int{}
-		for _, f := range current {
-			if visited[f.typ] {
-				continue
-			}
-			visited[f.typ] = true
-			for i := range f.typ.NumField() {
-				sf := f.typ.Field(i)
-				if sf.Anonymous {
-					et := sf.Type
-					if et.Kind() == reflect.Pointer {
-						et = et.Elem()
-					}
-					if !sf.IsExported() && et.Kind() != reflect.Struct {
-						continue
-					}
-				} else if !sf.IsExported() {
-					continue
-				}
-				tag := sf.Tag.Get("json")
-				if tag == "-" {
-					continue
-				}
-				name, opts, _ := strings.Cut(tag, ",")
-				if !isValidJSONTag(name) {
-					name = ""
-				}
-				index := append(slices.Clone(f.index), i)
-				ft := sf.Type
-				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-				}
-				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
-					nf := strictField{name: name, index: index, typ: sf.Type, tagged: name != "",
-						quoted: slices.Contains(strings.Split(opts, ","), "string")}
-					if nf.name == "" {
-						nf.name = sf.Name
-					}
-					fields = append(fields, nf)
-					if count[f.typ] > 1 {
-						// The same struct embedded twice at one level: its
-						// fields clash and must cancel out below.
-						fields = append(fields, nf)
-					}
-					continue
-				}
-				nextCount[ft]++
-				if nextCount[ft] == 1 {
-					next = append(next, strictField{name: ft.Name(), index: index, typ: ft})
-				}
-			}
-		}
-	}
-	sort.SliceStable(fields, func(i, j int) bool {
-		a, b := fields[i], fields[j]
-		if a.name != b.name {
-			return a.name < b.name
-		}
-		if len(a.index) != len(b.index) {
-			return len(a.index) < len(b.index)
-		}
-		return a.tagged && !b.tagged
-	})
-	byName := map[string]strictField{}
-	for i := 0; i < len(fields); {
-		j := i + 1
-		for j < len(fields) && fields[j].name == fields[i].name {
-			j++
-		}
-		if j-i == 1 || len(fields[i].index) != len(fields[i+1].index) || fields[i].tagged != fields[i+1].tagged {
-			byName[fields[i].name] = fields[i]
-		}
-		i = j
-	}
-	f, _ := strictFieldCache.LoadOrStore(t, byName)
-	return f.(map[string]strictField)
-}
-
-// isValidJSONTag mirrors encoding/json: a tag name it does not accept is
-// ignored in favour of the Go field name.
-func isValidJSONTag(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		switch {
-		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
-		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
-			return false
-		}
-	}
-	return true
 }

@@ -440,3 +440,41 @@ func TestStrictFieldsFollowsEncodingJSON(t *testing.T) {
 		t.Errorf("DecodeStrict = %+v, want Shared unknown", c)
 	}
 }
+
+// TestDecodeStrictDuplicateKeys covers keys given twice in one object, which
+// sigs.k8s.io/json finds: the path names the second occurrence's field, map
+// keys with dots included.
+func TestDecodeStrictDuplicateKeys(t *testing.T) {
+	dup := func(field string) Cause { return Cause{Field: field, Type: CauseDuplicate, Message: "duplicate field"} }
+	tests := []struct {
+		name string
+		in   string
+		v    any
+		root string
+		want []Cause
+	}{
+		{name: "top-level field", in: `{"name":"a","name":"b"}`, v: &strictSpec{}, root: "spec", want: []Cause{dup("spec.name")}},
+		{name: "in a slice element", in: `{"taints":[{"key":"a"},{"key":"b","key":"c"}]}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{dup("spec.taints[1].key")}},
+		{name: "label key with dots", in: `{"labels":{"app.kubernetes.io/name":"a","app.kubernetes.io/name":"b"}}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{dup("spec.labels[app.kubernetes.io/name]")}},
+		{name: "inside a map value", in: `{"pools":{"p.1":{"mtu":1,"mtu":2}}}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{dup("spec.pools[p.1].mtu")}},
+		{name: "inside free-form JSON", in: `{"config":{"a":{"b":1,"b":2}}}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{dup("spec.config[a].b")}},
+		{name: "several, sorted", in: `{"pair":[1,2],"name":"a","pair":[3,4],"name":"b"}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{dup("spec.name"), dup("spec.pair")}},
+		{name: "slice at the top", in: `[{"key":"a","key":"b"}]`, v: &[]strictTaint{}, root: "t", want: []Cause{dup("t[0].key")}},
+		{name: "empty root", in: `{"name":"a","name":"b"}`, v: &strictSpec{}, root: "", want: []Cause{dup("name")}},
+		// Type errors come first; duplicates are reported once they are fixed.
+		{name: "with a type error", in: `{"name":1,"enabled":true,"enabled":false}`, v: &strictSpec{}, root: "spec",
+			want: []Cause{typeInvalid("spec.name", "must be string, got number")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DecodeStrict([]byte(tt.in), tt.v, tt.root); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("DecodeStrict = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -4,16 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"regexp"
-	"strconv"
+	"slices"
 	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // MaxNameLength is the longest object name: a DNS-1123 label, because names are
 // NATS subject tokens and hostnames.
-const MaxNameLength = 63
-
-var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+const MaxNameLength = validation.DNS1123LabelMaxLength
 
 // ValidateName checks an object name: a DNS-1123 label (no dots, so it is one
 // subject token).
@@ -23,17 +23,13 @@ func ValidateName(name, field string) []Cause {
 		return []Cause{{Field: field, Type: CauseRequired, Message: "name is required"}}
 	case len(name) > MaxNameLength:
 		return []Cause{{Field: field, Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d characters", MaxNameLength)}}
-	case !dns1123Label.MatchString(name):
+	case len(validation.IsDNS1123Label(name)) > 0:
 		return []Cause{{Field: field, Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)}}
 	}
 	return nil
 }
 
-var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-
-func validSubdomain(s string) bool { return len(s) <= 253 && dns1123Subdomain.MatchString(s) }
-
-var semverRe = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
+func validSubdomain(s string) bool { return len(validation.IsDNS1123Subdomain(s)) == 0 }
 
 // Version is a parsed semantic version.
 type Version struct {
@@ -41,16 +37,14 @@ type Version struct {
 	Pre                 string
 }
 
-// ParseVersion parses "v1.2.3" or "1.2.3" (with optional pre-release and build).
+// ParseVersion parses "v1.2.3" or "1.2.3" (with optional pre-release and
+// build) as strict SemVer 2.0.
 func ParseVersion(s string) (Version, bool) {
-	m := semverRe.FindStringSubmatch(s)
-	if m == nil {
+	v, err := semver.StrictNewVersion(strings.TrimPrefix(s, "v"))
+	if err != nil {
 		return Version{}, false
 	}
-	maj, _ := strconv.Atoi(m[1])
-	min, _ := strconv.Atoi(m[2])
-	pat, _ := strconv.Atoi(m[3])
-	return Version{Major: maj, Minor: min, Patch: pat, Pre: strings.TrimPrefix(m[4], "-")}, true
+	return Version{Major: int(v.Major()), Minor: int(v.Minor()), Patch: int(v.Patch()), Pre: v.Prerelease()}, true
 }
 
 // canonicalVersion returns s with a leading "v", the form Talos and Kubernetes print.
@@ -69,10 +63,8 @@ func validateVersion(s, field string) []Cause {
 }
 
 func oneOf(v, field string, allowed ...string) []Cause {
-	for _, a := range allowed {
-		if v == a {
-			return nil
-		}
+	if slices.Contains(allowed, v) {
+		return nil
 	}
 	if v == "" {
 		return []Cause{{Field: field, Type: CauseRequired, Message: "must be one of " + strings.Join(allowed, ", ")}}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -118,18 +119,11 @@ func TestReplay(t *testing.T) {
 // delete theirs when they return.
 func eventuallyNoConsumers(t *testing.T, ctx context.Context, st jetstream.Stream) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		info, err := st.Info(ctx)
-		require.NoError(t, err)
-		if info.State.Consumers == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d consumers left on the stream", info.State.Consumers)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		require.NoError(c, err)
+		assert.Zero(c, info.State.Consumers, "consumers left on the stream")
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 func TestFollowFrom(t *testing.T) {

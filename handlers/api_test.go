@@ -208,9 +208,9 @@ func TestFinalizersHoldDeletion(t *testing.T) {
 	rm := s.do(http.MethodPatch, "/api/v1/tenants/fin/nodegroups/held", `{"metadata":{"finalizers":null}}`)
 	require.Equal(t, http.StatusOK, rm.Code, string(rm.Body))
 	require.Equal(t, http.StatusNotFound, s.do(http.MethodGet, "/api/v1/tenants/fin/nodegroups/held", nil).Code)
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		return s.do(http.MethodGet, "/api/v1/tenants/fin", nil).Code == http.StatusNotFound
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 func TestAuthHealthVersionMetrics(t *testing.T) {
@@ -222,7 +222,7 @@ func TestAuthHealthVersionMetrics(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, wrong.Code)
 
 	require.Equal(t, http.StatusOK, s.do(http.MethodGet, "/healthz", nil, "Authorization", "").Code)
-	eventually(t, 10*time.Second, func() bool { return s.do(http.MethodGet, "/readyz", nil, "Authorization", "").Code == http.StatusOK })
+	require.Eventually(t, func() bool { return s.do(http.MethodGet, "/readyz", nil, "Authorization", "").Code == http.StatusOK }, 10*time.Second, 5*time.Millisecond)
 	v := s.do(http.MethodGet, "/version", nil, "Authorization", "")
 	require.Contains(t, string(v.Body), `"apiVersion":"rezuscloud.io/v1"`)
 

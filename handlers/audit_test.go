@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -45,13 +46,13 @@ func newAuditedStack(t *testing.T, extra func(*handlers.API)) (*stack, *eventsto
 func auditRecords(t *testing.T, audit *eventstore.AuditLog, n int) []eventstore.AuditRecord {
 	t.Helper()
 	var recs []eventstore.AuditRecord
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var err error
 		recs, _, err = audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000})
-		require.NoError(t, err)
-		require.LessOrEqual(t, len(recs), n, "more audit records than requests: %+v", recs)
-		return len(recs) == n
-	})
+		require.NoError(c, err)
+		require.LessOrEqual(c, len(recs), n, "more audit records than requests: %+v", recs)
+		assert.Len(c, recs, n)
+	}, 10*time.Second, 5*time.Millisecond)
 	return recs
 }
 

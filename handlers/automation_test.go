@@ -71,7 +71,7 @@ func newAutomationStack(t *testing.T, listen string) (*stack, *eventstore.AuditL
 		s.close()
 		_ = audit.Close(context.Background())
 	})
-	eventually(t, 10*time.Second, func() bool { return s.cache.Ready() })
+	require.Eventually(t, func() bool { return s.cache.Ready() }, 10*time.Second, 5*time.Millisecond)
 	return s, audit
 }
 
@@ -215,10 +215,10 @@ func TestAutomationCredentialsOverREST(t *testing.T) {
 
 	// Issuing and revoking are in the audit trail.
 	var recs []eventstore.AuditRecord
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		recs, _, err = audit.Query(ctx, eventstore.AuditQuery{Kind: eventstore.AutomationCredentialKind, Limit: 10})
 		return err == nil && len(recs) == 3
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 	for i, want := range []struct {
 		method string
 		code   int

@@ -41,6 +41,8 @@ func TestBadInputs(t *testing.T) {
 		{"unknown metadata field", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","nmae":"y"}}`, nil, 400, domain.ReasonBadRequest, "metadata.nmae"},
 		{"unknown spec field", "POST", "/api/v1/tenants", tenant(`{"talosVersoin":"v1.13.0"}`), nil, 400, domain.ReasonBadRequest, "spec.talosVersoin"},
 		{"unknown nested spec field", "POST", "/api/v1/tenants", tenant(`{"network":{"podSubnet":["10.0.0.0/16"]}}`), nil, 400, domain.ReasonBadRequest, "spec.network.podSubnet"},
+		{"duplicate metadata field", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","name":"y"}}`, nil, 400, domain.ReasonBadRequest, "metadata.name"},
+		{"duplicate spec field", "POST", "/api/v1/tenants", tenant(`{"talosVersion":"v1.13.0","talosVersion":"v1.12.0"}`), nil, 400, domain.ReasonBadRequest, "spec.talosVersion"},
 		{"wrong type for count", "POST", "/api/v1/tenants/acme/nodegroups", ng(`{"role":"worker","count":"3","provider":"emu"}`), nil, 400, domain.ReasonBadRequest, "spec.count"},
 		{"wrong type for labels", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","labels":["a"]}}`, nil, 400, domain.ReasonBadRequest, "metadata.labels"},
 		{"missing name", "POST", "/api/v1/tenants", `{"metadata":{},"spec":{}}`, nil, 422, domain.ReasonInvalid, "metadata.name"},

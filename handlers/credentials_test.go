@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -99,11 +100,11 @@ func TestProviderCredentials(t *testing.T) {
 
 	// Audited, without values: PUT ×3 and DELETE ×2 (and the GET 404s are not writes).
 	var recs []eventstore.AuditRecord
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		recs, _, err = audit.Query(ctx, eventstore.AuditQuery{Limit: 1000})
-		require.NoError(t, err)
-		return len(recs) >= 5
-	})
+		require.NoError(c, err)
+		assert.GreaterOrEqual(c, len(recs), 5)
+	}, 10*time.Second, 5*time.Millisecond)
 	raw, err := json.Marshal(recs)
 	require.NoError(t, err)
 	require.NotContains(t, string(raw), osPassword)

@@ -103,7 +103,7 @@ func newStackWith(t testing.TB, idm func(*handlers.IdentityConfig), mutate ...fu
 	}
 	s.srv = httptest.NewServer(s.api.Handler())
 	t.Cleanup(s.close)
-	eventually(t, 10*time.Second, func() bool { return s.cache.Ready() })
+	require.Eventually(t, func() bool { return s.cache.Ready() }, 10*time.Second, 5*time.Millisecond)
 	return s
 }
 
@@ -284,18 +284,6 @@ func (ev sseEvent) object(t *testing.T) *domain.Object {
 	require.NoError(t, json.Unmarshal([]byte(ev.Data), &body), ev.Data)
 	require.Equal(t, ev.Event, body.Type)
 	return body.Object
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

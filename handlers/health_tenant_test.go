@@ -126,7 +126,7 @@ func TestTenantHealthRouteWithHealthService(t *testing.T) {
 	require.NoError(t, json.Unmarshal(r.Body, &h))
 	assert.True(t, h.Cached, "the second answer within 15 s is the first probe's")
 
-	eventually(t, 5*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		var tn domain.Tenant
 		if json.Unmarshal(s.do(http.MethodGet, "/api/v1/tenants/acme", nil).Body, &tn) != nil {
 			return false
@@ -137,5 +137,5 @@ func TestTenantHealthRouteWithHealthService(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, 5*time.Second, 5*time.Millisecond)
 }

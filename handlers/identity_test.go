@@ -196,9 +196,9 @@ func TestAPITokens(t *testing.T) {
 
 	who := s.do(http.MethodGet, "/api/v1/auth/whoami", nil, bearer(created.Token)...)
 	require.JSONEq(t, `{"user":"alice","role":"edit","authMethod":"apitoken"}`, string(who.Body))
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		return strings.Contains(string(s.do(http.MethodGet, "/api/v1/apitokens/"+name, nil).Body), `"lastUsed"`)
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 
 	// Others' tokens are invisible to non-admins, and not theirs to make or delete.
 	require.Equal(t, http.StatusNotFound, s.do(http.MethodGet, "/api/v1/apitokens/"+name, nil, bearer(bob)...).Code)

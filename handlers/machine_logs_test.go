@@ -76,14 +76,14 @@ func newLogEnv(t *testing.T) *logEnv {
 		"spec": map[string]any{"nodeGroup": "cp", "role": "controlplane", "address": addr.Address}})
 	s.mustCreate("/api/v1/tenants/acme/machines", map[string]any{"metadata": map[string]any{"name": "pending"},
 		"spec": map[string]any{"nodeGroup": "cp", "role": "controlplane"}})
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range em.List() {
 			if n.Phase != emulator.PhaseRunning {
 				return false
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, 5*time.Millisecond)
 	return &logEnv{stack: s, em: em}
 }
 

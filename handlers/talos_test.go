@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -109,10 +110,10 @@ func TestTalosConfigsAndCredentials(t *testing.T) {
 	s.acme()
 
 	// The PKI follows tenant creation.
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := s.secrets.Get(context.Background(), talos.PKIKey("acme"))
 		return err == nil
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 
 	r := s.do(http.MethodGet, "/api/v1/tenants/acme/machines/cp1/config", nil)
 	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
@@ -162,31 +163,31 @@ func TestTalosConfigsAndCredentials(t *testing.T) {
 
 	// Every download is in the audit log, the refused one (no such tenant) too.
 	var kinds []string
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		recs, _, err := s.audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000})
-		require.NoError(t, err)
+		require.NoError(c, err)
 		kinds = nil
 		for _, rec := range recs {
 			if rec.Kind == handlers.CredentialKubeconfig || rec.Kind == handlers.CredentialTalosconfig {
 				kinds = append(kinds, rec.Kind)
 			}
 		}
-		return len(kinds) == 3
-	})
+		assert.Len(c, kinds, 3)
+	}, 10*time.Second, 5*time.Millisecond)
 	require.ElementsMatch(t, []string{handlers.CredentialKubeconfig, handlers.CredentialTalosconfig, handlers.CredentialKubeconfig}, kinds)
 
 	// Rendered configs hold the tenant's keys: their downloads are audited too.
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		recs, _, err := s.audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000})
-		require.NoError(t, err)
+		require.NoError(c, err)
 		n := 0
 		for _, rec := range recs {
 			if rec.Kind == handlers.CredentialMachineConfig && rec.Tenant == "acme" {
 				n++
 			}
 		}
-		return n >= 4 // cp and w1 configs, the workers template, and the refused ones
-	})
+		assert.GreaterOrEqual(c, n, 4, "cp and w1 configs, the workers template, and the refused ones")
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 func TestConfigPatchesAtTheAPI(t *testing.T) {
@@ -302,10 +303,10 @@ func TestTenantPKILifecycle(t *testing.T) {
 	require.Equal(t, a, string(stored.Certs.OS.Crt))
 
 	s.acme()
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := s.secrets.Get(ctx, talos.PKIKey("acme"))
 		return err == nil
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 	// One PKI: two downloads are signed by the same CA.
 	var cas []string
 	for range 2 {
@@ -344,10 +345,10 @@ func TestTenantPKILifecycle(t *testing.T) {
 	// Deleting the tenant removes its PKI once the tenant is gone.
 	r := s.do(http.MethodDelete, "/api/v1/tenants/acme", nil)
 	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, r.Code, string(r.Body))
-	eventually(t, 15*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		_, err := s.secrets.Get(ctx, talos.PKIKey("acme"))
 		return err != nil
-	})
+	}, 15*time.Second, 5*time.Millisecond)
 	_, ok := s.cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: "acme"})
 	require.False(t, ok, "the PKI outlives the tenant object")
 }

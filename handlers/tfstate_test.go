@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -357,17 +359,15 @@ func TestStateAPI(t *testing.T) {
 	require.Equal(t, 200, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-b", "runner@b"), auth...).Code, "the lock is free again")
 
 	var unlock eventstore.AuditRecord
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		recs, _, err := s.audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000, Tenant: "acme"})
-		require.NoError(t, err)
-		for _, rec := range recs {
-			if rec.Method == http.MethodDelete && rec.Path == "/api/v1/tenants/acme/state/lock" && rec.Code == 200 {
-				unlock = rec
-				return true
-			}
-		}
-		return false
-	})
+		require.NoError(c, err)
+		i := slices.IndexFunc(recs, func(rec eventstore.AuditRecord) bool {
+			return rec.Method == http.MethodDelete && rec.Path == "/api/v1/tenants/acme/state/lock" && rec.Code == 200
+		})
+		require.GreaterOrEqual(c, i, 0, "no audit record of the unlock")
+		unlock = recs[i]
+	}, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, "u-admin", unlock.Actor)
 	require.Equal(t, "TerraformStateLock", unlock.Kind)
 	require.Contains(t, unlock.Detail, "lock-a")
@@ -375,16 +375,17 @@ func TestStateAPI(t *testing.T) {
 	require.Contains(t, unlock.Detail, "runner@a")
 
 	// The backend's writes and users' reads of state are audited too.
-	eventually(t, 10*time.Second, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		recs, _, err := s.audit.Query(context.Background(), eventstore.AuditQuery{Limit: 1000, Tenant: "acme"})
-		require.NoError(t, err)
+		require.NoError(c, err)
 		var post, read bool
 		for _, rec := range recs {
 			post = post || (rec.Method == http.MethodPost && rec.Path == "/tfstate/acme" && rec.Actor == "apply:apply-7")
 			read = read || (rec.Method == http.MethodGet && rec.Path == "/api/v1/tenants/acme/state" && rec.Actor == "u-edit" && rec.Code == 200)
 		}
-		return post && read
-	})
+		assert.True(c, post, "the backend's write is audited")
+		assert.True(c, read, "the user's read is audited")
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 // Without a state store the routes say so instead of failing.

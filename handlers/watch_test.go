@@ -147,11 +147,11 @@ func TestWatchBookmarksAndHeartbeats(t *testing.T) {
 	require.Equal(t, bookmark.ID, obj.Metadata.ResourceVersion)
 	n, _ := strconv.Atoi(obj.Metadata.ResourceVersion)
 	require.Greater(t, n, 1)
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.comments >= 3
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 }
 
 // TestSlowWatcherBlocksNobody opens a watch that never reads, then writes

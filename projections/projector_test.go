@@ -39,17 +39,6 @@ func run(t *testing.T, f func(context.Context) error) *runner {
 
 func (r *runner) stop() { r.cancel(); r.wg.Wait() }
 
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 15s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func exec(t *testing.T, store *eventstore.Store, cmd domain.Command) eventstore.Result {
 	t.Helper()
 	cmd.Now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -113,14 +102,14 @@ func TestProjectionRebuildIsByteIdentical(t *testing.T) {
 
 	p := projections.NewProjector(env.Store, nil, "a")
 	r := run(t, p.Run)
-	eventually(t, func() bool { return p.Checkpoint() == last })
+	require.Eventually(t, func() bool { return p.Checkpoint() == last }, 15*time.Second, 5*time.Millisecond)
 	before := snapshot(t, env.Store.JetStream())
 	require.Len(t, before, 20+16+1, "20 tenants, 16 live node groups, 1 provider")
 
 	// The projection holds the same bytes the read model serves.
 	cache := projections.NewCache(env.Store, nil)
 	run(t, cache.Run)
-	eventually(t, cache.Ready)
+	require.Eventually(t, cache.Ready, 15*time.Second, 5*time.Millisecond)
 	raw, ok := cache.Get(domain.Ref{Kind: "NodeGroup", Tenant: "t02", Name: "workers"})
 	require.True(t, ok)
 	require.Equal(t, string(raw), before["rezus-nodegroups/t02.workers"])
@@ -130,7 +119,7 @@ func TestProjectionRebuildIsByteIdentical(t *testing.T) {
 	require.Empty(t, snapshot(t, env.Store.JetStream()))
 	p2 := projections.NewProjector(env.Store, nil, "b")
 	run(t, p2.Run)
-	eventually(t, func() bool { return p2.Checkpoint() == last })
+	require.Eventually(t, func() bool { return p2.Checkpoint() == last }, 15*time.Second, 5*time.Millisecond)
 	require.Equal(t, before, snapshot(t, env.Store.JetStream()))
 }
 
@@ -139,7 +128,7 @@ func TestProjectorFollowsLiveWritesAndResumes(t *testing.T) {
 	p := projections.NewProjector(env.Store, nil, "a")
 	r := run(t, p.Run)
 	exec(t, env.Store, domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: "Tenant", Name: "a"}, Object: obj("Tenant", "", "a", `{}`, nil)})
-	eventually(t, func() bool { return p.Checkpoint() == 1 })
+	require.Eventually(t, func() bool { return p.Checkpoint() == 1 }, 15*time.Second, 5*time.Millisecond)
 	r.stop()
 
 	// Written while the projector is down; a new projector (same durable) resumes.
@@ -147,7 +136,7 @@ func TestProjectorFollowsLiveWritesAndResumes(t *testing.T) {
 	exec(t, env.Store, domain.Command{Op: domain.OpDelete, Ref: domain.Ref{Kind: "Tenant", Name: "a"}})
 	p2 := projections.NewProjector(env.Store, nil, "b")
 	run(t, p2.Run)
-	eventually(t, func() bool { return p2.Checkpoint() == 3 })
+	require.Eventually(t, func() bool { return p2.Checkpoint() == 3 }, 15*time.Second, 5*time.Millisecond)
 	snap := snapshot(t, env.Store.JetStream())
 	require.Contains(t, snap, "rezus-tenants/_.b")
 	require.NotContains(t, snap, "rezus-tenants/_.a")
@@ -158,7 +147,7 @@ func TestCacheListsWithSelectorsAndPages(t *testing.T) {
 	writeHistory(t, env.Store)
 	cache := projections.NewCache(env.Store, nil)
 	run(t, cache.Run)
-	eventually(t, cache.Ready)
+	require.Eventually(t, cache.Ready, 15*time.Second, 5*time.Millisecond)
 
 	sel, err := domain.ParseSelector("i in (0,2)")
 	require.NoError(t, err)

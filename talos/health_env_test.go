@@ -170,14 +170,14 @@ func newHealthEnv(t testing.TB, cps, workers int, mutate func(*talos.HealthConfi
 			Object: &domain.Object{Metadata: domain.ObjectMeta{Name: p.name, Tenant: h.tenant}, Spec: spec}})
 	}
 	h.bootstrap(bundle, plan[0].ip)
-	eventually(t, 30*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range em.List() {
 			if n.Phase != emulator.PhaseRunning {
 				return false
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, 10*time.Millisecond)
 
 	cfg := talos.HealthConfig{Cache: cache, PKI: pki, Store: env.Store, Now: h.clock.Now, Port: healthPort, Log: quiet,
 		Timeout:     time.Second,
@@ -200,7 +200,7 @@ func (h *healthEnv) bootstrap(bundle *secrets.Bundle, ip string) {
 	c, err := client.New(h.ctx, client.WithConfig(tc), client.WithEndpoints(endpoint))
 	require.NoError(h.t, err)
 	defer c.Close()
-	eventually(h.t, 15*time.Second, func() bool { return c.Bootstrap(h.ctx, &machine.BootstrapRequest{}) == nil })
+	require.Eventually(h.t, func() bool { return c.Bootstrap(h.ctx, &machine.BootstrapRequest{}) == nil }, 15*time.Second, 10*time.Millisecond)
 }
 
 func (h *healthEnv) execute(cmd domain.Command) {
@@ -260,17 +260,4 @@ func getAs[T any](t testing.TB, cache *projections.Cache, ref domain.Ref) *T {
 	v := new(T)
 	require.NoError(t, json.Unmarshal(raw, v))
 	return v
-}
-
-// eventually polls cond until it holds or d passes; for conditions the
-// emulator reaches on its own timers, with nothing to wait on.
-func eventually(t testing.TB, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -172,11 +172,11 @@ func ProvidersInState(state []byte) ([]string, error) {
 func providerAliasOf(addr string) (string, error) {
 	rest, ok := strings.CutPrefix(addr, `provider["`)
 	if !ok {
-		return "", fmt.Errorf("provider address %q is not provider[\"<source>\"]...", addr)
+		return "", fmt.Errorf("provider address %q is not of the form provider[\"<source>\"].<alias>", addr)
 	}
 	_, after, ok := strings.Cut(rest, `"]`)
 	if !ok {
-		return "", fmt.Errorf("provider address %q is not provider[\"<source>\"]...", addr)
+		return "", fmt.Errorf("provider address %q is not of the form provider[\"<source>\"].<alias>", addr)
 	}
 	alias, ok := strings.CutPrefix(after, ".")
 	if !ok || alias == "" {

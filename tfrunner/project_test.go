@@ -161,8 +161,8 @@ func TestProvidersInState(t *testing.T) {
 	for _, tc := range []struct{ provider, want string }{
 		{`provider[\"registry.opentofu.org/rezuscloud/emulated\"]`, "has no alias"},
 		{`provider[\"registry.opentofu.org/rezuscloud/emulated\"].emulated`, `provider alias "emulated" is not one RezusCloud writes`},
-		{`module.x.provider[\"registry.opentofu.org/rezuscloud/emulated\"].p_a`, "is not provider["},
-		{`provider[\"registry.opentofu.org/rezuscloud/emulated`, "is not provider["},
+		{`module.x.provider[\"registry.opentofu.org/rezuscloud/emulated\"].p_a`, "is not of the form provider["},
+		{`provider[\"registry.opentofu.org/rezuscloud/emulated`, "is not of the form provider["},
 	} {
 		_, err := ProvidersInState(stateOf(`{"mode":"managed","type":"emulated_machine","name":"ng_cp","provider":"` + tc.provider + `","instances":[{"index_key":"cp-0","attributes":{}}]}`))
 		require.ErrorContains(t, err, tc.want, tc.provider)

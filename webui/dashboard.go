@@ -14,15 +14,6 @@ func (u *UI) dashboardRoutes(p *pages) {
 	p.GET("/live/dashboard", u.dashboardLive)
 }
 
-// dashboardData is everything the dashboard shows.
-type dashboardData struct {
-	Tenants  []domain.Tenant
-	Applies  []domain.Apply
-	Upgrades []domain.Upgrade
-	// Audit is nil for roles that may not read it.
-	Audit []domain.AuditRecord
-}
-
 func (u *UI) dashboardFragments() []fragment {
 	return []fragment{
 		{Event: "tenants", Render: func(c echo.Context) (templ.Component, error) {

@@ -94,7 +94,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 		stop()
 		wg.Wait()
 	})
-	eventually(t, 10*time.Second, func() bool { return s.cache.Ready() && id.Ready() })
+	require.Eventually(t, func() bool { return s.cache.Ready() && id.Ready() }, 10*time.Second, 5*time.Millisecond)
 	return s
 }
 
@@ -294,17 +294,6 @@ func (b *browser) liveEventsHook(path string, within time.Duration, started func
 		if err != nil {
 			return false
 		}
-	}
-}
-
-func eventually(t testing.TB, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

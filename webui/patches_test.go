@@ -241,10 +241,10 @@ func TestPatchPreviewShowsDiffPerNodeGroup(t *testing.T) {
 // acmePKIReady waits until the tenant acme's PKI bundle exists (configs render).
 func acmePKIReady(t *testing.T, s *uiStack) {
 	t.Helper()
-	eventually(t, 15*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		code, _ := s.apiRaw(http.MethodGet, "/tenants/acme/nodegroups/cp/config", nil)
 		return code == http.StatusOK
-	})
+	}, 15*time.Second, 5*time.Millisecond)
 }
 
 func TestUdiffLines(t *testing.T) {

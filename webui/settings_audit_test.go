@@ -30,11 +30,11 @@ func TestAuditPageListsAndFilters(t *testing.T) {
 	s.create("/tenants", map[string]any{"apiVersion": "rezuscloud.io/v1", "kind": "Tenant", "metadata": map[string]any{"name": "demo"}, "spec": map[string]any{}})
 
 	var all page
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		all = admin.get("/ui/settings/audit")
 		return all.Code == http.StatusOK && strings.Contains(all.Body, "DELETE /api/v1/providers/emu") &&
 			strings.Contains(all.Body, "POST /api/v1/tenants")
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 	require.Contains(t, all.Body, "POST /api/v1/providers")
 	require.Contains(t, all.Body, "POST /api/v1/apitokens")
 	require.Contains(t, all.Body, `aria-current="page" data-tab="Audit log"`)
@@ -103,10 +103,10 @@ func TestAuditPagesBackToOlderRecords(t *testing.T) {
 	}
 	q := "?kind=Provider"
 	var first page
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		first = admin.get("/ui/settings/audit" + q)
 		return strings.Contains(first.Body, fmt.Sprintf("/providers/gone-%d<", total-1))
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, auditPageSize, auditRows(first.Body))
 	require.NotContains(t, first.Body, "/providers/gone-0<")
 	m := regexp.MustCompile(`hx-get="(/ui/settings/audit\?[^"]+)"[^>]*data-testid="audit-older"`).FindStringSubmatch(first.Body)

@@ -348,10 +348,10 @@ func TestTenantDownloads(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			var p page
 			// The PKI is generated after the tenant is created.
-			eventually(t, 10*time.Second, func() bool {
+			require.Eventually(t, func() bool {
 				p = edit.get("/ui/tenants/acme/" + what)
 				return p.Code == http.StatusOK
-			})
+			}, 10*time.Second, 5*time.Millisecond)
 			require.Equal(t, `attachment; filename="acme.`+what+`"`, p.Header.Get("Content-Disposition"))
 			require.Contains(t, p.Body, "acme")
 

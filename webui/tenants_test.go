@@ -151,10 +151,10 @@ func TestDeleteTenant(t *testing.T) {
 	res := b.hxTarget(http.MethodDelete, "/ui/tenants/alpha", "flash")
 	require.Equal(t, http.StatusOK, res.Code, res.Body)
 	assert.Contains(t, res.Body, "Deletion of tenant alpha requested")
-	eventually(t, 10*time.Second, func() bool {
+	require.Eventually(t, func() bool {
 		code, _ := s.apiRaw(http.MethodGet, "/tenants/alpha", nil)
 		return code == http.StatusNotFound
-	})
+	}, 10*time.Second, 5*time.Millisecond)
 	res = b.hxTarget(http.MethodDelete, "/ui/tenants/alpha", "flash")
 	assert.Equal(t, http.StatusNotFound, res.Code)
 }

@@ -218,13 +218,6 @@ func httpCode(err error) int {
 func isNotFound(err error) bool { return httpCode(err) == http.StatusNotFound }
 func isConflict(err error) bool { return httpCode(err) == http.StatusConflict }
 
-// isAlreadyExists tells a name clash on create from a stale-version conflict:
-// both are 409.
-func isAlreadyExists(err error) bool {
-	var se *statusError
-	return errors.As(err, &se) && se.Status.Reason == domain.ReasonAlreadyExists
-}
-
 // networkError is a failure to talk to the server at all.
 type networkError struct {
 	server string

@@ -108,6 +108,7 @@ func (r *rezusctl) edit(c *cli.Context) error {
 		if k.TenantScoped {
 			again += " -t " + tenant
 		}
+		//lint:ignore ST1005 the terminal shows this as it is: three sentences, the last an instruction
 		return fmt.Errorf("%s was changed on the server while you were editing it, so your edit was not saved "+
 			"(it was based on resourceVersion %s).\nYour edits are in %s.\nRun %q again to edit the current version.",
 			k.ref(tenant, name), it.Obj.Metadata.ResourceVersion, path, again)

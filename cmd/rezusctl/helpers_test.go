@@ -211,14 +211,6 @@ func (f *fakeAPI) put(path string, o *domain.Object) {
 	f.objects[path] = o
 }
 
-// modify changes the stored object at path in place (a controller's write
-// that does not bump the version).
-func (f *fakeAPI) modify(path string, change func(*domain.Object)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	change(f.objects[path])
-}
-
 func writeStatus(w http.ResponseWriter, err *domain.Error) {
 	st := domain.StatusOf(err)
 	w.Header().Set("Content-Type", "application/json")

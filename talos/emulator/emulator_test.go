@@ -1,5 +1,8 @@
 package emulator
 
+//lint:file-ignore SA1019 these tests call MachineService.Upgrade on purpose: the emulator serves it because
+// the upgrade saga still upgrades through it (talos/upgrade_node.go); LifecycleService has its own tests here
+
 import (
 	"context"
 	"errors"

@@ -15,6 +15,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -117,22 +118,11 @@ func connectInsecure(t *testing.T, addr string) *client.Client {
 	return c
 }
 
-// eventually polls f until it succeeds or the deadline passes.
+// eventually polls f until it succeeds, for at most 15s; a failure names what
+// was awaited and f's last error.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after 15s: %v", what, err)
-		}
-		<-tick.C
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, f()) }, 15*time.Second, 10*time.Millisecond, what)
 }
 
 // callCtx bounds one call so an unreachable node fails fast.

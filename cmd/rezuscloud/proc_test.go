@@ -1,0 +1,151 @@
+package main
+
+// The test binary doubles as the server (TestMain), and these helpers start it
+// as a child process and talk to it. Every test of this package uses them: the
+// process tests (no build tag, serve_test.go), the end-to-end tests (tag e2e)
+// and the browser tests (tag browser).
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const token = "process-test-token"
+
+// TestMain lets the test binary act as the server: tests start it again as a
+// child process with REZUS_TEST_MAIN set, so kill -9 and SIGTERM hit a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("REZUS_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type proc struct {
+	client *http.Client
+	out    *lockedWriter
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	logs   *bytes.Buffer
+	done   chan error
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startServer(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	addr := freePort(t)
+	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
+	for _, a := range extra {
+		if a == "--tls-self-signed" {
+			p.url = "https://" + addr
+		}
+	}
+	p.out = &lockedWriter{w: p.logs}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	require.NoError(t, cmd.Start())
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("server log:\n%s", p.log())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
+			if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(pem)
+				p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			}
+		}
+		resp, err := p.client.Get(p.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready in 30s:\n%s", p.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// log returns what the server wrote so far; safe while it is still writing.
+func (p *proc) log() string {
+	p.out.mu.Lock()
+	defer p.out.mu.Unlock()
+	return p.logs.String()
+}
+
+// waitFile waits for a file the server writes in the background.
+func waitFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not written within 30s: %v", path, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (p *proc) do(method, path, body string) (int, map[string]any) {
+	req, err := http.NewRequest(method, p.url+path, strings.NewReader(body))
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
