@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -27,25 +29,45 @@ type wireStatus struct {
 	EtcdLeft          bool   `json:"etcdLeft"`
 }
 
-// httpStatus reads one node through the HTTP API.
+// fetchStatus reads one node through the HTTP API.
+func fetchStatus(base, name string) (wireStatus, error) {
+	var st wireStatus
+	resp, err := http.Get(base + "/v1/nodes/" + name)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET %s: %s", name, resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
 func httpStatus(t *testing.T, base, name string) wireStatus {
 	t.Helper()
-	resp, err := http.Get(base + "/v1/nodes/" + name)
+	st, err := fetchStatus(base, name)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var st wireStatus
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	return st
+}
+
+// eventuallyStatus waits until check passes on the node's HTTP status.
+func eventuallyStatus(t *testing.T, base, name string, check func(c *assert.CollectT, st wireStatus), msg string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		st, err := fetchStatus(base, name)
+		if assert.NoError(c, err) {
+			check(c, st)
+		}
+	}, 15*time.Second, 10*time.Millisecond, msg)
 }
 
 // eventuallyHolds waits until the node runs the config with hash want.
 func eventuallyHolds(t *testing.T, base, name, want string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		st := httpStatus(t, base, name)
-		return st.Phase == PhaseRunning && st.ConfigHash == want
-	}, 15*time.Second, 10*time.Millisecond, "%s should run config %s", name, want)
+	eventuallyStatus(t, base, name, func(c *assert.CollectT, st wireStatus) {
+		assert.Equal(c, PhaseRunning, st.Phase)
+		assert.Equal(c, want, st.ConfigHash)
+	}, name+" runs config "+want)
 }
 
 func serveHTTP(t *testing.T, em *Emulator) string {
@@ -80,8 +102,9 @@ func TestConfigHashFromEveryWayIn(t *testing.T) {
 
 	c := connect(t, cl.admin, maint.Address)
 	require.NoError(t, c.Reset(callCtx(t), true, true))
-	require.Eventually(t, func() bool { return httpStatus(t, base, "cp-maintenance").Phase == PhaseMaintenance },
-		15*time.Second, 10*time.Millisecond)
+	eventuallyStatus(t, base, "cp-maintenance", func(c *assert.CollectT, st wireStatus) {
+		assert.Equal(c, PhaseMaintenance, st.Phase)
+	}, "back in maintenance mode")
 	st = httpStatus(t, base, "cp-maintenance")
 	require.Empty(t, st.ConfigHash, "a reset wipes the config")
 	require.Empty(t, st.KubernetesVersion)
@@ -198,10 +221,11 @@ func TestStagedAndTriedConfigs(t *testing.T) {
 	require.Equal(t, "v1.34.1", got.KubernetesVersion, "persisted across the restart")
 	require.Equal(t, configHash(staged), got.StagedConfigHash, "the staged config survives the restart")
 	require.NoError(t, c.Reboot(callCtx(t)))
-	require.Eventually(t, func() bool {
-		st := httpStatus(t, base2, "cp-1")
-		return st.Phase == PhaseRunning && st.ConfigHash == configHash(staged) && st.StagedConfigHash == ""
-	}, 15*time.Second, 10*time.Millisecond, "the reboot boots the staged config")
+	eventuallyStatus(t, base2, "cp-1", func(c *assert.CollectT, st wireStatus) {
+		assert.Equal(c, PhaseRunning, st.Phase)
+		assert.Equal(c, configHash(staged), st.ConfigHash)
+		assert.Empty(c, st.StagedConfigHash)
+	}, "the reboot boots the staged config")
 }
 
 // TestRefuseApplyFault: the fault makes ApplyConfiguration fail with a

@@ -4,6 +4,8 @@ package emulator
 // the upgrade saga still upgrades through it (talos/upgrade_node.go); LifecycleService has its own tests here
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,10 +143,14 @@ func TestEtcdMembership(t *testing.T) {
 	requireCode(t, codes.FailedPrecondition, err) // the last member stays
 	_, err = em.InjectFault("cp-3", Faults{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := clients["cp-3"].EtcdStatus(callCtx(t))
-		return status.Code(err) == codes.FailedPrecondition
-	}, 15*time.Second, 10*time.Millisecond, "cp-3 comes back out of etcd")
+	eventually(t, "cp-3 comes back out of etcd", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := clients["cp-3"].EtcdStatus(ctx); status.Code(err) != codes.FailedPrecondition {
+			return fmt.Errorf("EtcdStatus: %v", err)
+		}
+		return nil
+	})
 	stop()
 
 	em2, _ := startEmulator(t, restartableConfig(dir))
