@@ -48,6 +48,7 @@ func rebootRelevant(cfg config.Provider) (string, error) {
 	}
 	c := raw.DeepCopy()
 	if m := c.MachineConfig; m != nil {
+		//lint:ignore SA1019 configs still carry the deprecated machine.network, and Talos still applies it live
 		m.MachineNetwork, m.MachineKubelet = nil, nil
 		m.MachineNodeLabels, m.MachineNodeTaints, m.MachineNodeAnnotations = nil, nil, nil
 		m.MachineCertSANs = nil
