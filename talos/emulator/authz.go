@@ -39,6 +39,8 @@ var methodRoles = map[string]role.Set{
 	svc + "Reset":                       admins,
 	svc + "ApplyConfiguration":          admins,
 	svc + "Bootstrap":                   admins,
+	svc + "EtcdLeaveCluster":            admins,
+	svc + "EtcdRemoveMemberByID":        admins,
 	svc + "Kubeconfig":                  admins,
 	"/machine.LifecycleService/Upgrade": admins,
 }

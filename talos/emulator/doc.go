@@ -19,6 +19,36 @@
 // persists its nodes and reservations in a directory so a restarted emulator
 // brings them back at the same addresses. Handler exposes it over HTTP.
 //
+// A node tells the truth about what it holds: its status carries configHash
+// (the hex SHA-256 of the exact config bytes it runs) and kubernetesVersion
+// (the tag of machine.kubelet.image in that config), persisted like the rest.
+// ApplyConfiguration on a configured node follows the Talos modes: REBOOT
+// reboots into the config; NO_REBOOT applies it in place; STAGED keeps it for
+// the next reboot (stagedConfigHash until then); TRY applies it in place and
+// rolls back after TryModeTimeout (default 1 min), on a reboot or an emulator
+// restart, unless another apply confirms it. AUTO applies in place when only
+// hot-reloadable sections changed and reboots otherwise, and answers the mode
+// it used (NO_REBOOT or REBOOT); NO_REBOOT and TRY refuse, with
+// FailedPrecondition, a change that needs a reboot. The rule (needsReboot):
+// the v1alpha1 documents are compared with machine.network, machine.kubelet,
+// machine.nodeLabels, nodeTaints, nodeAnnotations, machine.certSANs and
+// cluster.apiServer, controllerManager, scheduler and proxy left out; any
+// other difference (install, disks, type, PKI, cluster identity, kernel,
+// sysctls, …) needs a reboot, and other documents apply in place. The
+// refuseApply fault makes a node answer ApplyConfiguration with Unavailable
+// until it is lifted, to test a caller's retry.
+//
+// Etcd membership is derived from the nodes: once a cluster is bootstrapped,
+// its members are its configured control planes (joining by being
+// configured), each with a member id stable across restarts, minus those that
+// left (EtcdLeaveCluster) or were removed through another member
+// (EtcdRemoveMemberByID). The last member cannot leave. A node out of etcd
+// reports its etcd service Finished and unhealthy and answers EtcdStatus and
+// EtcdMemberList with FailedPrecondition until a Reset wipes it. The leader is
+// the member that holds the bootstrap flag while it is up (the flag passes to
+// another member when its node leaves, is reset or is deleted), else the first
+// member up by name. A deleted node simply stops being a member.
+//
 // Who imports it: tests of the talos packages, the `emulated` provider and
 // `rezusctl boot`. It depends on domain (for the error vocabulary) and on
 // machinery; nothing in it reaches for handlers or the event store.

@@ -2,14 +2,12 @@ package emulator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/siderolabs/crypto/x509"
@@ -249,18 +247,25 @@ func (e *Emulator) node(name string) (*node, error) {
 func (e *Emulator) Delete(name string) error {
 	e.mu.Lock()
 	n, ok := e.nodes[name]
+	var heir *node
 	if ok {
 		delete(e.nodes, name)
+		// The machine is gone from etcd with it (a simplification: real etcd
+		// keeps a dead member until it is removed).
+		heir = e.handOverBootstrapLocked(n)
 	}
 	e.mu.Unlock()
 	if !ok {
 		return domain.NewNotFound(kindNode, name)
 	}
+	if heir != nil {
+		e.persist(heir)
+	}
 	n.shutdown(true)
 	e.releaseNodeAddress(name, n.status().Address)
 	if e.cfg.StateDir != "" {
 		dir := filepath.Join(e.cfg.StateDir, "nodes")
-		for _, f := range []string{name + ".json", name + ".config.yaml"} {
+		for _, f := range []string{name + ".json", name + configSuffix, name + stagedSuffix} {
 			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("deleting node %s: %w", name, err)
 			}
@@ -292,21 +297,6 @@ func (e *Emulator) controlPlanesLocked(clusterID string) []*node {
 	return out
 }
 
-// bootstrapped reports whether etcd was bootstrapped in the cluster.
-func (e *Emulator) bootstrapped(clusterID string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, n := range e.controlPlanesLocked(clusterID) {
-		n.mu.Lock()
-		b := n.st.Bootstrapped
-		n.mu.Unlock()
-		if b {
-			return true
-		}
-	}
-	return false
-}
-
 // bootstrap marks n as the node etcd was bootstrapped on, once per cluster.
 func (e *Emulator) bootstrap(n *node) error {
 	e.mu.Lock()
@@ -336,159 +326,5 @@ func (e *Emulator) bootstrap(n *node) error {
 	n.mu.Unlock()
 	e.mu.Unlock()
 	e.persist(n)
-	return nil
-}
-
-// member is one etcd member as the emulator knows it.
-type member struct{ Name, Address string }
-
-// etcdMembers lists the cluster's control planes if etcd was bootstrapped.
-func (e *Emulator) etcdMembers(clusterID string) ([]member, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var (
-		out []member
-		ok  bool
-	)
-	for _, n := range e.controlPlanesLocked(clusterID) {
-		n.mu.Lock()
-		ok = ok || n.st.Bootstrapped
-		out = append(out, member{Name: n.st.Name, Address: n.st.Address})
-		n.mu.Unlock()
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, ok
-}
-
-// persisted is a node's JSON file in the state dir (its applied config sits
-// beside it in <name>.config.yaml, mode 0600: it holds the cluster's keys).
-type persisted struct {
-	NodeStatus
-}
-
-// persist writes n's status and config; errors are logged, not returned,
-// because the node keeps running either way.
-func (e *Emulator) persist(n *node) {
-	if e.cfg.StateDir == "" {
-		return
-	}
-	// The snapshot is taken under persistMu, so writes land in the order
-	// their snapshots were taken: a stale snapshot cannot overwrite a newer
-	// one (an upgrade's pending reboot was lost that way).
-	persistMu.Lock()
-	defer persistMu.Unlock()
-	n.mu.Lock()
-	if n.deleted || n.stopped {
-		n.mu.Unlock()
-		return
-	}
-	st, cfg := n.st, n.cfgBytes
-	e.writes.Add(1)
-	n.mu.Unlock()
-	defer e.writes.Done()
-	dir := filepath.Join(e.cfg.StateDir, "nodes")
-	if err := writeFiles(dir, st, cfg); err != nil {
-		e.cfg.Logf("persisting node %s: %v", st.Name, err)
-	}
-}
-
-var persistMu sync.Mutex // orders snapshots and writes of the state files
-
-// writeFiles writes a node's files; the caller holds persistMu.
-func writeFiles(dir string, st NodeStatus, cfg []byte) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(persisted{st}, "", "  ")
-	if err != nil {
-		return err
-	}
-	cfgPath := filepath.Join(dir, st.Name+".config.yaml")
-	if len(cfg) == 0 {
-		if err := os.Remove(cfgPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	} else if err := writeAtomic(cfgPath, cfg); err != nil {
-		return err
-	}
-	return writeAtomic(filepath.Join(dir, st.Name+".json"), b)
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// restore brings back the address reservations and the nodes of the state
-// dir at their addresses. A node caught mid-reboot comes back booted; one
-// whose address is taken is kept in PhaseFailed with the reason.
-func (e *Emulator) restore() error {
-	if e.cfg.StateDir == "" {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.restoreAddressesLocked(); err != nil {
-		return err
-	}
-	dir := filepath.Join(e.cfg.StateDir, "nodes")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading emulator state: %w", err)
-	}
-	for _, ent := range entries {
-		if !strings.HasSuffix(ent.Name(), ".json") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
-		if err != nil {
-			return fmt.Errorf("reading emulator state: %w", err)
-		}
-		var p persisted
-		if err := json.Unmarshal(b, &p); err != nil {
-			return fmt.Errorf("reading %s: %w", ent.Name(), err)
-		}
-		n := &node{em: e, st: p.NodeStatus}
-		n.st.Error = ""
-		if v := n.st.RebootingInto; v != "" {
-			// The upgrade's reboot went on while the emulator was down.
-			n.st.Version, n.st.Staged, n.st.RebootingInto = v, "", ""
-		}
-		if cfgBytes, err := os.ReadFile(filepath.Join(dir, p.Name+".config.yaml")); err == nil {
-			cfg, err := loadConfig(cfgBytes)
-			if err != nil {
-				return fmt.Errorf("loading the config of node %s: %w", p.Name, err)
-			}
-			n.setConfigLocked(cfgBytes, cfg)
-		} else {
-			n.st.Role, n.st.ClusterID, n.st.Bootstrapped = "", "", false
-		}
-		e.nodes[p.Name] = n
-		n.mu.Lock()
-		n.gen++
-		if lis := e.adoptReservationLocked(p.Name, n.st.Address); lis != nil {
-			n.bindLocked(lis)
-		}
-		switch {
-		case n.st.Faults.Unreachable:
-			n.st.Phase = PhaseUnreachable
-			if n.lis != nil {
-				break
-			}
-			if lis, err := net.Listen("tcp", n.st.Address); err == nil {
-				n.bindLocked(lis)
-			}
-		case n.startLocked() == nil:
-		default:
-			e.cfg.Logf("restoring node %s: %s", p.Name, n.st.Error)
-		}
-		n.mu.Unlock()
-	}
 	return nil
 }

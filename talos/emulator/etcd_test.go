@@ -4,6 +4,8 @@ package emulator
 // the upgrade saga still upgrades through it (talos/upgrade_node.go); LifecycleService has its own tests here
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func leaderOf(t *testing.T, c *client.Client) uint64 {
@@ -57,4 +60,114 @@ func TestEtcdStatusLeader(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"emulated fault: unhealthy"}, resp.GetMessages()[0].GetMemberStatus().GetErrors())
 	require.Equal(t, memberID("cp-3"), resp.GetMessages()[0].GetMemberStatus().GetMemberId())
+}
+
+// memberNames lists the members a node's EtcdMemberList answers, checking
+// that each carries its node's stable id.
+func memberNames(t *testing.T, c *client.Client) []string {
+	t.Helper()
+	resp, err := c.EtcdMemberList(callCtx(t), &machine.EtcdMemberListRequest{})
+	require.NoError(t, err)
+	var names []string
+	for _, m := range resp.GetMessages()[0].GetMembers() {
+		require.Equal(t, memberID(m.GetHostname()), m.GetId())
+		names = append(names, m.GetHostname())
+	}
+	return names
+}
+
+// etcdService is the etcd entry of a node's ServiceList.
+func etcdService(t *testing.T, c *client.Client) *machine.ServiceInfo {
+	t.Helper()
+	resp, err := c.ServiceList(callCtx(t))
+	require.NoError(t, err)
+	for _, s := range resp.GetMessages()[0].GetServices() {
+		if s.GetId() == "etcd" {
+			return s
+		}
+	}
+	t.Fatal("no etcd service")
+	return nil
+}
+
+// TestEtcdMembership: members leave and are removed by id; every member
+// agrees on the list and the leader, a node out of etcd says its etcd is not
+// running, and the membership survives an emulator restart.
+func TestEtcdMembership(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	em, stop := startEmulator(t, restartableConfig(dir))
+	cl := newTestCluster(t, "membership")
+	names := []string{"cp-1", "cp-2", "cp-3"}
+	clients := map[string]*client.Client{}
+	for _, name := range names {
+		st := configuredNode(t, em, name, cl.controlPlane)
+		clients[name] = connect(t, cl.admin, st.Address)
+	}
+	require.NoError(t, clients["cp-1"].Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	for _, name := range names {
+		require.Equal(t, names, memberNames(t, clients[name]), name)
+	}
+
+	// The bootstrap node leaves: the others agree on two members and a new leader.
+	err := clients["cp-1"].EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{})
+	require.NoError(t, err)
+	for _, name := range []string{"cp-2", "cp-3"} {
+		require.Equal(t, []string{"cp-2", "cp-3"}, memberNames(t, clients[name]), name)
+		require.Equal(t, memberID("cp-2"), leaderOf(t, clients[name]), name)
+		require.True(t, etcdService(t, clients[name]).GetHealth().GetHealthy(), name)
+	}
+	_, err = clients["cp-1"].EtcdMemberList(callCtx(t), &machine.EtcdMemberListRequest{})
+	requireCode(t, codes.FailedPrecondition, err)
+	_, err = clients["cp-1"].EtcdStatus(callCtx(t))
+	requireCode(t, codes.FailedPrecondition, err)
+	err = clients["cp-1"].EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{})
+	requireCode(t, codes.FailedPrecondition, err) // not a member any more
+	left := etcdService(t, clients["cp-1"])
+	require.Equal(t, "Finished", left.GetState())
+	require.False(t, left.GetHealth().GetHealthy())
+	requireCode(t, codes.AlreadyExists, clients["cp-2"].Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+
+	// An unreachable member is removed through a healthy one.
+	_, err = em.InjectFault("cp-3", Faults{Unreachable: true})
+	require.NoError(t, err)
+	err = clients["cp-2"].EtcdRemoveMemberByID(callCtx(t), &machine.EtcdRemoveMemberByIDRequest{MemberId: 42})
+	requireCode(t, codes.NotFound, err)
+	err = clients["cp-1"].EtcdRemoveMemberByID(callCtx(t), &machine.EtcdRemoveMemberByIDRequest{MemberId: memberID("cp-3")})
+	requireCode(t, codes.FailedPrecondition, err) // not through a node out of etcd
+	err = clients["cp-2"].EtcdRemoveMemberByID(callCtx(t), &machine.EtcdRemoveMemberByIDRequest{MemberId: memberID("cp-3")})
+	require.NoError(t, err)
+	require.Equal(t, []string{"cp-2"}, memberNames(t, clients["cp-2"]))
+	require.Equal(t, memberID("cp-2"), leaderOf(t, clients["cp-2"]))
+	err = clients["cp-2"].EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{})
+	requireCode(t, codes.FailedPrecondition, err) // the last member stays
+	_, err = em.InjectFault("cp-3", Faults{})
+	require.NoError(t, err)
+	eventually(t, "cp-3 comes back out of etcd", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := clients["cp-3"].EtcdStatus(ctx); status.Code(err) != codes.FailedPrecondition {
+			return fmt.Errorf("EtcdStatus: %v", err)
+		}
+		return nil
+	})
+	stop()
+
+	em2, _ := startEmulator(t, restartableConfig(dir))
+	for _, name := range names {
+		eventually(t, name+" back", phaseIs(em2, name, PhaseRunning))
+	}
+	require.Equal(t, []string{"cp-2"}, memberNames(t, clients["cp-2"]), "membership survives a restart")
+	st, err := em2.Get("cp-1")
+	require.NoError(t, err)
+	require.True(t, st.EtcdLeft)
+
+	// A reset wipes the node; configured again, it joins again.
+	require.NoError(t, clients["cp-1"].Reset(callCtx(t), true, true))
+	eventually(t, "cp-1 in maintenance", phaseIs(em2, "cp-1", PhaseMaintenance))
+	_, err = connectInsecure(t, st.Address).ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.controlPlane})
+	require.NoError(t, err)
+	eventually(t, "cp-1 running", phaseIs(em2, "cp-1", PhaseRunning))
+	require.Equal(t, []string{"cp-1", "cp-2"}, memberNames(t, clients["cp-2"]))
+	require.Equal(t, memberNames(t, clients["cp-2"]), memberNames(t, clients["cp-1"]))
 }

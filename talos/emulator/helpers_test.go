@@ -32,6 +32,16 @@ func fastConfig(dir string) Config {
 	}
 }
 
+// restartableConfig is fastConfig for a test that restarts its emulator: a
+// node gets a port of its own, because a loopback IP freed while the emulator
+// is down can be taken by a parallel test's node (the first free IP), and
+// the restored node would then fail to bind it.
+func restartableConfig(dir string) Config {
+	cfg := fastConfig(dir)
+	cfg.Addressing = AddressingPorts
+	return cfg
+}
+
 // startEmulator runs an emulator until the test ends; stop ends it early.
 func startEmulator(t *testing.T, cfg Config) (em *Emulator, stop func()) {
 	t.Helper()

@@ -18,10 +18,14 @@ import (
 //	                                body NodeSpec: {"name":"cp-1","cluster":"demo","userData":"<base64 machine config>",
 //	                                "address":"127.0.1.7"} (no userData: the node boots into maintenance mode;
 //	                                address: a reserved one to boot on, 422 if not reserved, 409 if in use)
-//	GET    /v1/nodes/{name}         one node               200 NodeStatus
+//	GET    /v1/nodes/{name}         one node               200 NodeStatus: {"name","cluster","address","phase","version",
+//	                                "role","clusterID","configHash" (hex sha256 of the running config's bytes),
+//	                                "kubernetesVersion" (tag of machine.kubelet.image), "stagedConfigHash",
+//	                                "bootstrapped","etcdLeft","faults","error"}
 //	DELETE /v1/nodes/{name}         stop and forget a node 204
 //	PUT    /v1/nodes/{name}/faults  replace its faults     200 NodeStatus
-//	                                body Faults: {"failNextUpgrade":true,"hang":false,"unreachable":false,"unhealthy":false}
+//	                                body Faults: {"failNextUpgrade":true,"hang":false,"unreachable":false,"unhealthy":false,
+//	                                "refuseApply":false} (refuseApply: ApplyConfiguration answers Unavailable)
 //	                                ({} heals the node)
 //	GET    /v1/addresses            list reservations      200 {"items":[Address…]}
 //	POST   /v1/addresses            reserve an IP          201 Address: {"name":"cp","address":"127.0.1.7"}

@@ -50,10 +50,27 @@ type NodeStatus struct {
 	// comes back upgraded, as a real machine would: its reboot does not
 	// depend on the management plane that asked for it.
 	RebootingInto string `json:"rebootingInto,omitempty"`
-	// Bootstrapped is true on the control plane that etcd was bootstrapped on.
-	Bootstrapped bool   `json:"bootstrapped,omitempty"`
-	Faults       Faults `json:"faults"`
-	Error        string `json:"error,omitempty"`
+	// ConfigHash is the hex SHA-256 of the exact config bytes the node runs:
+	// the last it was given (user data, maintenance-mode or later
+	// ApplyConfiguration), except that a STAGED config counts only once a
+	// reboot boots it and a TRY config only until it is reverted.
+	ConfigHash string `json:"configHash,omitempty"`
+	// KubernetesVersion is the tag of the kubelet image in the running config
+	// (machine.kubelet.image), e.g. "v1.34.1".
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// StagedConfigHash is the hash of a config applied in mode STAGED that
+	// the next reboot boots with.
+	StagedConfigHash string `json:"stagedConfigHash,omitempty"`
+	// Bootstrapped is true on the control plane that etcd was bootstrapped
+	// on; when that node leaves etcd or goes, the flag passes to another
+	// member, so the cluster stays bootstrapped while it has members.
+	Bootstrapped bool `json:"bootstrapped,omitempty"`
+	// EtcdLeft is true on a control plane that left etcd (EtcdLeaveCluster)
+	// or was removed from it (EtcdRemoveMemberByID); its etcd stays stopped
+	// until a Reset wipes the node, as Talos's does.
+	EtcdLeft bool   `json:"etcdLeft,omitempty"`
+	Faults   Faults `json:"faults"`
+	Error    string `json:"error,omitempty"`
 }
 
 // node is one emulated machine. Its lock guards everything below it; the
@@ -65,6 +82,9 @@ type node struct {
 	st       NodeStatus
 	cfgBytes []byte
 	cfg      config.Provider
+	staged   []byte        // a STAGED config the next reboot boots with
+	tryPrev  *triedFrom    // the config a TRY config reverts to; nil when no try runs
+	tryGen   int           // bumped on every config change so a stale try timer does nothing
 	lis      net.Listener  // bound for the node's life
 	cl       *connListener // the running server's feed; nil while down
 	srv      *grpc.Server
@@ -109,9 +129,15 @@ func loadConfig(b []byte) (config.Provider, error) {
 	return cfg, nil
 }
 
-// setConfigLocked adopts a parsed config.
+// setConfigLocked adopts a parsed config as the running one.
 func (n *node) setConfigLocked(b []byte, cfg config.Provider) {
 	n.cfgBytes, n.cfg = b, cfg
+	n.tryGen++
+	n.st.ConfigHash = configHash(b)
+	n.st.KubernetesVersion = ""
+	if k := cfg.Machine().Kubelet(); k != nil {
+		n.st.KubernetesVersion, _ = versionFromImage(k.Image())
+	}
 	n.st.ClusterID = cfg.Cluster().ID()
 	if n.st.ClusterID == "" {
 		n.st.ClusterID = cfg.Cluster().Name()
@@ -247,6 +273,7 @@ func (n *node) transition(down Phase, delay time.Duration, change func()) {
 			n.mu.Unlock()
 			return
 		}
+		n.rebootConfigLocked()
 		if change != nil {
 			change()
 		}

@@ -42,6 +42,10 @@ type Faults struct {
 	Unreachable bool `json:"unreachable,omitempty"`
 	// Unhealthy makes every service report unhealthy.
 	Unhealthy bool `json:"unhealthy,omitempty"`
+	// RefuseApply makes every ApplyConfiguration fail with Unavailable (in
+	// maintenance mode too) until the fault is lifted, so a caller's retry can
+	// be tested.
+	RefuseApply bool `json:"refuseApply,omitempty"`
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

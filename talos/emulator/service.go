@@ -6,8 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"hash/fnv"
-	"net"
 	"runtime"
 	"strings"
 	"time"
@@ -49,45 +47,6 @@ func (m *machineServer) Version(context.Context, *emptypb.Empty) (*machine.Versi
 	}}}, nil
 }
 
-// ApplyConfiguration installs a config in maintenance mode (then the node
-// "installs" and reboots into mTLS), or replaces the config of a configured
-// node (rebooting when asked to).
-func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
-	cfg, err := loadConfig(req.GetData())
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "invalid machine config: %v", err)
-	}
-	resp := &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
-		Metadata: m.meta(), Mode: machine.ApplyConfigurationRequest_REBOOT,
-	}}}
-	if req.GetDryRun() {
-		resp.Messages[0].ModeDetails = "dry run: the config is valid"
-		return resp, nil
-	}
-	n := m.n
-	if m.maintenance {
-		resp.Messages[0].ModeDetails = "applied configuration; installing and rebooting"
-		go n.transition(PhaseInstalling, n.em.cfg.InstallDelay, func() {
-			n.setConfigLocked(req.GetData(), cfg)
-			n.logf("installed talos %s", n.st.Version)
-		})
-		return resp, nil
-	}
-	if req.GetMode() == machine.ApplyConfigurationRequest_REBOOT {
-		resp.Messages[0].ModeDetails = "applied configuration; rebooting"
-		go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() { n.setConfigLocked(req.GetData(), cfg) })
-		return resp, nil
-	}
-	n.mu.Lock()
-	n.setConfigLocked(req.GetData(), cfg)
-	n.logf("configuration applied without reboot")
-	n.mu.Unlock()
-	n.em.persist(n)
-	resp.Messages[0].Mode = req.GetMode()
-	resp.Messages[0].ModeDetails = "applied configuration without a reboot"
-	return resp, nil
-}
-
 // serviceIDs are the services of a node of each role, as `talosctl services` lists them.
 func serviceIDs(controlPlane bool) []string {
 	if controlPlane {
@@ -97,7 +56,8 @@ func serviceIDs(controlPlane bool) []string {
 }
 
 // ServiceList reports each service's state and health: starting while the
-// node boots, etcd waiting for bootstrap, unhealthy under the fault.
+// node boots, etcd waiting for bootstrap or stopped once the node left etcd,
+// unhealthy under the fault.
 func (m *machineServer) ServiceList(ctx context.Context, _ *emptypb.Empty) (*machine.ServiceListResponse, error) {
 	n := m.n
 	n.mu.Lock()
@@ -113,6 +73,8 @@ func (m *machineServer) ServiceList(ctx context.Context, _ *emptypb.Empty) (*mac
 			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true, LastMessage: "starting"}
 		case id == "etcd" && !bootstrapped:
 			info.State, info.Health = "Preparing", &machine.ServiceHealth{Unknown: true, LastMessage: "waiting for bootstrap"}
+		case id == "etcd" && st.EtcdLeft:
+			info.State, info.Health = "Finished", &machine.ServiceHealth{Healthy: false, LastMessage: "left the etcd cluster", LastChange: now}
 		case st.Faults.Unhealthy:
 			info.Health = &machine.ServiceHealth{Healthy: false, LastMessage: "emulated fault: unhealthy", LastChange: now}
 		}
@@ -127,36 +89,6 @@ func (m *machineServer) Bootstrap(context.Context, *machine.BootstrapRequest) (*
 		return nil, err
 	}
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: m.meta()}}}, nil
-}
-
-// memberID is a stable etcd member id for a node name.
-func memberID(name string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return h.Sum64()
-}
-
-// EtcdMemberList lists the control planes of the node's cluster once etcd
-// is bootstrapped.
-func (m *machineServer) EtcdMemberList(context.Context, *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
-	st := m.n.status()
-	if st.Role != "controlplane" {
-		return nil, status.Error(codes.FailedPrecondition, "etcd does not run on a worker")
-	}
-	members, ok := m.n.em.etcdMembers(st.ClusterID)
-	if !ok {
-		return nil, status.Error(codes.FailedPrecondition, "etcd is not bootstrapped")
-	}
-	var out []*machine.EtcdMember
-	for _, mb := range members {
-		host, _, _ := net.SplitHostPort(mb.Address)
-		out = append(out, &machine.EtcdMember{
-			Id: memberID(mb.Name), Hostname: mb.Name,
-			PeerUrls:   []string{"https://" + net.JoinHostPort(host, "2380")},
-			ClientUrls: []string{"https://" + net.JoinHostPort(host, "2379")},
-		})
-	}
-	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{Metadata: m.meta(), Members: out}}}, nil
 }
 
 // versionFromImage takes the tag of an installer image reference
@@ -220,9 +152,11 @@ func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machin
 // Reset wipes the config and reboots into maintenance mode.
 func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.ResetResponse, error) {
 	n := m.n
+	// The cluster keeps its bootstrap with its other members (Talos's graceful
+	// reset leaves etcd first); a reset of the last member unbootstraps it.
+	n.em.handOverBootstrap(n)
 	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
-		n.cfg, n.cfgBytes = nil, nil
-		n.st.Role, n.st.ClusterID, n.st.Bootstrapped = "", "", false
+		n.wipeConfigLocked()
 		n.logf("reset: config wiped")
 	})
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
