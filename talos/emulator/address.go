@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -206,7 +208,8 @@ func (e *Emulator) listenLoopbackLocked() (net.Listener, error) {
 		used[r.Address.Address] = true
 	}
 	var lastErr error
-	for i := 0; i < 255*254; i++ {
+	for n := range loopbackSlots {
+		i := (e.scanFrom + n) % loopbackSlots
 		ip := net.IPv4(127, 0, byte(1+i/254), byte(1+i%254)).String()
 		if used[ip] {
 			continue
@@ -218,6 +221,28 @@ func (e *Emulator) listenLoopbackLocked() (net.Listener, error) {
 		lastErr = err
 	}
 	return nil, fmt.Errorf("no free loopback address: %w", lastErr)
+}
+
+// loopbackSlots is how many loopback IPs nodes can get: 127.0.1-255.1-254.
+const loopbackSlots = 255 * 254
+
+// loopbackScanStart is where an emulator starts looking for free loopback
+// IPs. Emulators on one machine (a server's, `rezusctl boot`, tests running in
+// parallel) that all scanned from 127.0.1.1 would hand an IP one of them frees
+// while it restarts to another at once, and its restored node could not bind
+// it again. So each scans from its own place: derived from the state dir (the
+// same data dir keeps to the same neighbourhood across restarts), or random
+// for an emulator that keeps no state.
+func loopbackScanStart(stateDir string) int {
+	if stateDir == "" {
+		return rand.IntN(loopbackSlots)
+	}
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
+	}
+	h := fnv.New32a()
+	h.Write([]byte(stateDir))
+	return int(h.Sum32() % loopbackSlots)
 }
 
 // persistAddress writes a reservation to the state dir.

@@ -35,6 +35,8 @@ type Emulator struct {
 	addresses map[string]*reservation
 	loopback  bool
 	running   bool
+	// scanFrom is where this emulator starts looking for a free loopback IP.
+	scanFrom int
 
 	// writes counts state writes in flight, so Run returns only after the
 	// last one: nothing touches StateDir once Run has returned.
@@ -46,7 +48,9 @@ func New(cfg Config) (*Emulator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("emulator config: %w", err)
 	}
-	return &Emulator{cfg: cfg.withDefaults(), ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{}}, nil
+	cfg = cfg.withDefaults()
+	return &Emulator{cfg: cfg, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
+		scanFrom: loopbackScanStart(cfg.StateDir)}, nil
 }
 
 // osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
