@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	natsjwt "github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -347,6 +348,7 @@ func credsFile(t *testing.T, creds []byte) string {
 func TestAutomationCredentialsBookkeeping(t *testing.T) {
 	ctx := testCtx(t)
 	env := startAutomationEnv(t, t.TempDir())
+	issued := map[string][]byte{}
 	for _, tc := range []struct {
 		name   string
 		reason domain.Reason
@@ -358,9 +360,10 @@ func TestAutomationCredentialsBookkeeping(t *testing.T) {
 		{"a.b", domain.ReasonInvalid},
 		{"zz-last", ""},
 	} {
-		_, err := env.automation.Issue(ctx, tc.name, "alice")
+		got, err := env.automation.Issue(ctx, tc.name, "alice")
 		if tc.reason == "" {
 			require.NoError(t, err, tc.name)
+			issued[tc.name] = got.Creds
 		} else {
 			require.Equal(t, tc.reason, domain.ReasonOf(err), "%q: %v", tc.name, err)
 		}
@@ -379,7 +382,14 @@ func TestAutomationCredentialsBookkeeping(t *testing.T) {
 	require.NoError(t, err)
 	e, err := kv.Get(ctx, "ci-bot")
 	require.NoError(t, err)
-	require.NotContains(t, string(e.Value()), "SU")
+	// Not the seed issued, nor any user seed ("SU" and 56 base32 characters;
+	// a public key is shorter, but may well contain "SU" by chance).
+	seed, err := natsjwt.ParseDecoratedUserNKey(issued["ci-bot"])
+	require.NoError(t, err)
+	raw, err := seed.Seed()
+	require.NoError(t, err)
+	require.NotContains(t, string(e.Value()), string(raw))
+	require.NotRegexp(t, `SU[A-Z2-7]{56}`, string(e.Value()))
 	require.NotContains(t, string(e.Value()), "eyJ") // nor a JWT
 }
 
