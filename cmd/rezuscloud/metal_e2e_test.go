@@ -1,0 +1,149 @@
+//go:build e2e
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	talosmachine "github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/stretchr/testify/require"
+)
+
+// bootMaintenance runs `rezusctl boot --platform emulated` (built from this
+// tree) for machines in maintenance mode, and returns their Talos API hosts
+// and the URL of that emulator's HTTP API.
+func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (hosts []string, api string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rezusctl")
+	out, err := exec.Command("go", "build", "-o", bin, "../rezusctl").CombinedOutput()
+	require.NoError(t, err, string(out))
+	listen := freePort(t)
+	cmd := exec.Command(bin, "boot", "--platform", "emulated", "--cluster", cluster,
+		"--control-planes", strconv.Itoa(controlPlanes), "--workers", strconv.Itoa(workers), "--listen", listen)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	for len(hosts) < controlPlanes+workers && sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 3 && strings.HasPrefix(f[0], cluster) {
+			host, _, err := net.SplitHostPort(f[2])
+			require.NoError(t, err, sc.Text())
+			hosts = append(hosts, host)
+		}
+	}
+	require.Len(t, hosts, controlPlanes+workers, "rezusctl boot printed the machines")
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return hosts, "http://" + listen
+}
+
+func nodesAt(t *testing.T, api string) []map[string]any {
+	resp, err := http.Get(api + "/v1/nodes")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var l struct{ Items []map[string]any }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
+	return l.Items
+}
+
+func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir())
+	hosts, rack := bootMaintenance(t, "rack", 3, 2)
+	code, body := p.do("POST", "/api/v1/providers", `{"metadata":{"name":"dc1"},"spec":{"type":"metal"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"iron"},"spec":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	list := func(hs []string) string {
+		var parts []string
+		for _, h := range hs {
+			parts = append(parts, `{"address":"`+h+`"}`)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	code, body = p.do("POST", "/api/v1/tenants/iron/nodegroups",
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":3,"provider":"dc1","providerConfig":{"machines":`+list(hosts[:3])+`}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/iron/nodegroups",
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"dc1","providerConfig":{"machines":`+list(hosts[3:])+`,"installDisk":"/dev/nvme0n1"}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	p.settled("iron", 5)
+
+	// etcd was bootstrapped once, on the first control plane, and every
+	// control plane joined: the cluster answers with the tenant's PKI.
+	tc, err := clientconfig.FromBytes(p.raw("/api/v1/tenants/iron/talosconfig"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(net.JoinHostPort(hosts[0], "50000")))
+	require.NoError(t, err)
+	defer c.Close()
+	members, err := c.EtcdMemberList(ctx, &talosmachine.EtcdMemberListRequest{})
+	require.NoError(t, err)
+	require.Len(t, members.Messages[0].Members, 3)
+	for _, m := range p.machines("iron") {
+		require.NoError(t, talosVersion(t, p, "iron", m.Spec.Address), m.Metadata.Name)
+	}
+	_, tenant := p.do("GET", "/api/v1/tenants/iron", "")
+	require.Contains(t, fmt.Sprint(tenant["status"]), "Bootstrapped")
+	as := p.applies("iron")
+	require.Len(t, as, 1)
+	require.Contains(t, string(p.raw("/api/v1/tenants/iron/applies/"+as[0].Metadata.Name+"/log")), "config applied from maintenance mode")
+
+	// A config change is applied in place; a machine left out of its group is reset.
+	code, body = p.do("POST", "/api/v1/tenants/iron/configpatches",
+		`{"metadata":{"name":"sysctl"},"spec":{"patch":"machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/iron/nodegroups/workers",
+		`{"spec":{"count":1,"providerConfig":{"machines":`+list(hosts[3:4])+`}}}`))
+	p.settled("iron", 4)
+	as = p.applies("iron")
+	require.Len(t, as, 2)
+	last := as[0]
+	if as[1].Status.StartTime.After(*last.Status.StartTime) {
+		last = as[1]
+	}
+	logText := string(p.raw("/api/v1/tenants/iron/applies/" + last.Metadata.Name + "/log"))
+	require.Contains(t, logText, "config applied in place")
+	require.Contains(t, logText, "left its node group: resetting it")
+	removed := hosts[4]
+	p.eventually(30*time.Second, "the removed machine is reset into maintenance mode", func() bool {
+		for _, n := range nodesAt(t, rack) {
+			if strings.HasPrefix(n["address"].(string), removed+":") {
+				return n["phase"] == "maintenance"
+			}
+		}
+		return false
+	})
+
+	// Deleting the tenant resets every machine; then the tenant goes.
+	code, _ = p.do("DELETE", "/api/v1/tenants/iron", "")
+	require.Equal(t, http.StatusAccepted, code)
+	p.eventually(2*time.Minute, "tenant iron deleted", func() bool {
+		code, _ := p.do("GET", "/api/v1/tenants/iron", "")
+		return code == http.StatusNotFound
+	})
+	p.eventually(30*time.Second, "every machine back in maintenance mode", func() bool {
+		for _, n := range nodesAt(t, rack) {
+			if n["phase"] != "maintenance" {
+				return false
+			}
+		}
+		return true
+	})
+}

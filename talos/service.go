@@ -1,0 +1,224 @@
+package talos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// Service renders configs and credentials of the tenants in the read model.
+type Service struct {
+	cache *projections.Cache
+	pki   *PKI
+}
+
+// NewService returns a Service reading objects from cache and bundles from pki.
+func NewService(cache *projections.Cache, pki *PKI) *Service {
+	return &Service{cache: cache, pki: pki}
+}
+
+// PKI returns the service's PKI.
+func (s *Service) PKI() *PKI { return s.pki }
+
+// tenantView is what a tenant's renders need from the read model.
+type tenantView struct {
+	tenant   *domain.Tenant
+	machines []domain.Machine
+	patches  []domain.ConfigPatch
+	bundle   *secrets.Bundle
+}
+
+func (s *Service) load(ctx context.Context, tenant string) (*tenantView, error) {
+	t, err := getTyped[domain.Tenant](s.cache, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	if err != nil {
+		return nil, err
+	}
+	v := &tenantView{tenant: t}
+	if v.machines, err = listTyped[domain.Machine](s.cache, domain.MachineKind.Kind, tenant); err != nil {
+		return nil, err
+	}
+	if v.patches, err = listTyped[domain.ConfigPatch](s.cache, domain.ConfigPatchKind.Kind, tenant); err != nil {
+		return nil, err
+	}
+	if v.bundle, err = s.pki.Bundle(ctx, tenant); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// controlPlaneAddresses are the addresses of the tenant's control-plane machines, in name order.
+func (v *tenantView) controlPlaneAddresses() []string {
+	var out []string
+	for _, m := range v.machines {
+		if m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" {
+			out = append(out, m.Spec.Address)
+		}
+	}
+	return out
+}
+
+func (v *tenantView) firstControlPlane() string {
+	if a := v.tenant.Status.EndpointAddress; a != "" {
+		return a
+	}
+	if a := v.controlPlaneAddresses(); len(a) > 0 {
+		return a[0]
+	}
+	return ""
+}
+
+func listTyped[T any](cache *projections.Cache, kind, tenant string) ([]T, error) {
+	res, err := cache.List(kind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(res.Items))
+	for _, raw := range res.Items {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", strings.ToLower(kind), err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Pending says which patch to show the effect of: the named stored patch, or
+// the spec given (not stored). The diff is between the config without the
+// patch and with it, taken as enabled; its target still applies.
+type Pending struct {
+	Name string
+	Spec *domain.ConfigPatchSpec
+}
+
+// MachineConfig renders one machine's config; with pending, it answers the
+// unified diff the pending patch would make instead.
+func (s *Service) MachineConfig(ctx context.Context, tenant, machineName string, pending *Pending) ([]byte, error) {
+	v, err := s.load(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var m *domain.Machine
+	for i := range v.machines {
+		if v.machines[i].Metadata.Name == machineName {
+			m = &v.machines[i]
+		}
+	}
+	if m == nil {
+		return nil, domain.NewNotFound(domain.MachineKind.Kind, machineName)
+	}
+	ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: m.Spec.NodeGroup})
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", machineName, err)
+	}
+	return s.renderOrDiff(v, ng, m, pending)
+}
+
+// NodeGroupConfig renders a node group's template: the config of a machine of
+// the group before machine-targeted patches. With pending it answers a diff.
+func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string, pending *Pending) ([]byte, error) {
+	v, err := s.load(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: nodeGroup})
+	if err != nil {
+		return nil, err
+	}
+	return s.renderOrDiff(v, ng, nil, pending)
+}
+
+func (s *Service) renderOrDiff(v *tenantView, ng *domain.NodeGroup, m *domain.Machine, pending *Pending) ([]byte, error) {
+	in := RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: m, ControlPlaneAddress: v.firstControlPlane(), Bundle: v.bundle}
+	if pending == nil {
+		in.Patches = v.patches
+		return Render(in)
+	}
+	var p domain.ConfigPatch
+	name := pending.Name
+	if pending.Spec != nil {
+		p = domain.ConfigPatch{Metadata: domain.ObjectMeta{Name: name}, Spec: *pending.Spec}
+	} else {
+		found := false
+		for _, cp := range v.patches {
+			if cp.Metadata.Name == name {
+				p, found = cp, true
+			}
+		}
+		if !found {
+			return nil, domain.NewNotFound(domain.ConfigPatchKind.Kind, name)
+		}
+	}
+	enabled := true
+	p.Spec.Enabled = &enabled
+	var without []domain.ConfigPatch
+	for _, cp := range v.patches {
+		if cp.Metadata.Name != name {
+			without = append(without, cp)
+		}
+	}
+	in.Patches = without
+	before, err := Render(in)
+	if err != nil {
+		return nil, err
+	}
+	in.Patches = append(append([]domain.ConfigPatch{}, without...), p)
+	after, err := Render(in)
+	if err != nil {
+		return nil, err
+	}
+	label := "configpatch/" + name
+	return []byte(UnifiedDiff("current", "with "+label, string(before), string(after))), nil
+}
+
+// ValidatePatch checks a patch as the API receives it: machinery must load it
+// as the declared format and applying it alone to a config of each role it may
+// reach must give a valid config. reason is machinery's explanation when the
+// patch is bad; err is a failure to check (unknown tenant, PKI unavailable).
+func (s *Service) ValidatePatch(ctx context.Context, tenant string, spec domain.ConfigPatchSpec) (reason string, err error) {
+	if _, err := LoadPatch(spec); err != nil {
+		return err.Error(), nil
+	}
+	v, err := s.load(ctx, tenant)
+	if err != nil {
+		return "", err
+	}
+	roles := []string{domain.RoleControlPlane, domain.RoleWorker}
+	switch spec.Target.Kind {
+	case domain.TargetRole:
+		roles = []string{spec.Target.Name}
+	case domain.TargetNodeGroup:
+		if ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: spec.Target.Name}); err == nil {
+			roles = []string{ng.Spec.Role}
+		}
+	case domain.TargetMachine:
+		for _, m := range v.machines {
+			if m.Metadata.Name == spec.Target.Name {
+				roles = []string{m.Spec.Role}
+			}
+		}
+	}
+	// Before the first control-plane machine has an address, a documentation
+	// address (RFC 5737) stands in: the endpoint does not change what a patch does.
+	cp := v.firstControlPlane()
+	if cp == "" {
+		cp = "192.0.2.1"
+	}
+	spec.Target = domain.PatchTarget{Kind: domain.TargetAll}
+	enabled := true
+	spec.Enabled = &enabled
+	p := domain.ConfigPatch{Metadata: domain.ObjectMeta{Name: "pending"}, Spec: spec}
+	for _, role := range roles {
+		ng := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: "pending", Tenant: tenant}, Spec: domain.NodeGroupSpec{Role: role}}
+		if _, err := render(RenderInput{Tenant: v.tenant, NodeGroup: ng, ControlPlaneAddress: cp, Patches: []domain.ConfigPatch{p}, Bundle: v.bundle}); err != nil {
+			return fmt.Sprintf("applied to a %s config: %s", role, strings.TrimPrefix(err.Error(), "configpatch pending: ")), nil
+		}
+	}
+	return "", nil
+}
