@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The layering of DESIGN.md: dependencies point inward, toward domain. Each
+// The layering of docs/architecture.md: dependencies point inward, toward domain. Each
 // top-level folder of the module is a layer; subpackages (eventstore/
 // eventstoretest) count as their parent, except the sublayers. allowedLayers lists the module-local
 // layers a layer's non-test files may import besides itself; a layer missing
@@ -61,7 +61,7 @@ var forbiddenThirdParty = map[string][]string{
 }
 
 // domainThirdParty is every package outside the standard library domain may
-// import: the small pure libraries DESIGN.md's table names.
+// import: the small pure libraries docs/architecture.md's layer table names.
 var domainThirdParty = []string{
 	"github.com/google/uuid",
 	"github.com/Masterminds/semver/v3",
@@ -360,7 +360,7 @@ func TestLayering(t *testing.T) {
 	root, module := moduleRoot(t)
 	violations, sawDomain := layeringViolations(t, root, module)
 	require.True(t, sawDomain, "the walk found no non-test file in domain/; is the root %s right?", root)
-	require.Empty(t, violations, "imports that DESIGN.md's layering table forbids:\n%s", strings.Join(violations, "\n"))
+	require.Empty(t, violations, "imports that the layering table of docs/architecture.md forbids:\n%s", strings.Join(violations, "\n"))
 }
 
 // TestLayeringScan runs the scan over a made-up module, so that the real

@@ -99,7 +99,7 @@ type recvFunc func() (*common.Data, error)
 // open connects to the machine, starts the stream and waits for its first
 // answer, so an error the node answers with comes back as an error.
 func (r *LogReader) open(ctx context.Context, tenant, machineName, what string, follow bool, start func(context.Context, *client.Client) (recvFunc, error)) (io.ReadCloser, error) {
-	m, err := getTyped[domain.Machine](r.cfg.Cache, domain.Ref{Kind: domain.MachineKind.Kind, Tenant: tenant, Name: machineName})
+	m, err := getTyped[domain.Machine](r.cfg.Cache, domain.ObjectRef(domain.MachineKind, tenant, machineName))
 	if err != nil {
 		return nil, err
 	}

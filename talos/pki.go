@@ -194,7 +194,7 @@ func (p *PKI) Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error
 	if !errors.Is(err, eventstore.ErrSecretNotFound) {
 		return nil, fmt.Errorf("loading the pki of tenant %s: %w", tenant, err)
 	}
-	t, err := getTyped[domain.Tenant](p.cfg.Cache, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	t, err := getTyped[domain.Tenant](p.cfg.Cache, domain.TenantRef(tenant))
 	if err != nil {
 		return nil, err
 	}
@@ -268,16 +268,12 @@ type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }
 
-// getTyped reads one object from the cache into its typed view.
+// getTyped reads one object from the read model into its typed view; a
+// missing one is a NotFound, which the API answers as such.
 func getTyped[T any](cache *projections.Cache, ref domain.Ref) (*T, error) {
-	raw, ok := cache.Get(ref)
-	if !ok {
-		name := ref.Name
-		return nil, domain.NewNotFound(ref.Kind, name)
+	v, ok, err := projections.Get[T](cache, ref)
+	if err == nil && !ok {
+		err = domain.NewNotFound(ref.Kind, ref.Name)
 	}
-	v := new(T)
-	if err := json.Unmarshal(raw, v); err != nil {
-		return nil, fmt.Errorf("decoding %s %s: %w", strings.ToLower(ref.Kind), ref.Name, err)
-	}
-	return v, nil
+	return v, err
 }

@@ -2,7 +2,6 @@ package talos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -35,15 +34,15 @@ type tenantView struct {
 }
 
 func (s *Service) load(ctx context.Context, tenant string) (*tenantView, error) {
-	t, err := getTyped[domain.Tenant](s.cache, domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	t, err := getTyped[domain.Tenant](s.cache, domain.TenantRef(tenant))
 	if err != nil {
 		return nil, err
 	}
 	v := &tenantView{tenant: t}
-	if v.machines, err = listTyped[domain.Machine](s.cache, domain.MachineKind.Kind, tenant); err != nil {
+	if v.machines, err = projections.List[domain.Machine](s.cache, domain.MachineKind, projections.ListOptions{Tenant: tenant}); err != nil {
 		return nil, err
 	}
-	if v.patches, err = listTyped[domain.ConfigPatch](s.cache, domain.ConfigPatchKind.Kind, tenant); err != nil {
+	if v.patches, err = projections.List[domain.ConfigPatch](s.cache, domain.ConfigPatchKind, projections.ListOptions{Tenant: tenant}); err != nil {
 		return nil, err
 	}
 	if v.bundle, err = s.pki.Bundle(ctx, tenant); err != nil {
@@ -73,22 +72,6 @@ func (v *tenantView) firstControlPlane() string {
 	return ""
 }
 
-func listTyped[T any](cache *projections.Cache, kind, tenant string) ([]T, error) {
-	res, err := cache.List(kind, projections.ListOptions{Tenant: tenant})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]T, 0, len(res.Items))
-	for _, raw := range res.Items {
-		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", strings.ToLower(kind), err)
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
 // Pending says which patch to show the effect of: the named stored patch, or
 // the spec given (not stored). The diff is between the config without the
 // patch and with it, taken as enabled; its target still applies.
@@ -113,7 +96,7 @@ func (s *Service) MachineConfig(ctx context.Context, tenant, machineName string,
 	if m == nil {
 		return nil, domain.NewNotFound(domain.MachineKind.Kind, machineName)
 	}
-	ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: m.Spec.NodeGroup})
+	ng, err := getTyped[domain.NodeGroup](s.cache, domain.ObjectRef(domain.NodeGroupKind, tenant, m.Spec.NodeGroup))
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", machineName, err)
 	}
@@ -127,7 +110,7 @@ func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string,
 	if err != nil {
 		return nil, err
 	}
-	ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: nodeGroup})
+	ng, err := getTyped[domain.NodeGroup](s.cache, domain.ObjectRef(domain.NodeGroupKind, tenant, nodeGroup))
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +177,7 @@ func (s *Service) ValidatePatch(ctx context.Context, tenant string, spec domain.
 	case domain.TargetRole:
 		roles = []string{spec.Target.Name}
 	case domain.TargetNodeGroup:
-		if ng, err := getTyped[domain.NodeGroup](s.cache, domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: spec.Target.Name}); err == nil {
+		if ng, err := getTyped[domain.NodeGroup](s.cache, domain.ObjectRef(domain.NodeGroupKind, tenant, spec.Target.Name)); err == nil {
 			roles = []string{ng.Spec.Role}
 		}
 	case domain.TargetMachine:

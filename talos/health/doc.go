@@ -4,6 +4,7 @@
 // what changed written back to the Machine, NodeGroup and Tenant statuses
 // (status.go decides, writeback.go writes).
 //
-// It imports domain, eventstore and projections; the HTTP handlers and the
-// server wiring import it.
+// It imports domain, eventstore and projections. Only the server wiring
+// imports it: the HTTP handlers and the web UI reach it through the small
+// interfaces they declare (handlers.TenantHealthProber).
 package health
