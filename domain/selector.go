@@ -55,8 +55,10 @@ func (s Selector) Matches(m map[string]string) bool { return s.matches(labels.Se
 func (s Selector) MatchesPairs(p LabelPairs) bool { return s.matches(p) }
 
 func (s Selector) matches(ls labels.Labels) bool {
-	for _, r := range s.reqs {
-		if !r.Matches(ls) {
+	// By index: Matches has a pointer receiver, and taking the address of a
+	// range copy moved each requirement to the heap, once per object listed.
+	for i := range s.reqs {
+		if !s.reqs[i].Matches(ls) {
 			return false
 		}
 	}
