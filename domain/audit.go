@@ -32,4 +32,10 @@ type AuditRecord struct {
 	// Detail is what the handler adds about the request, e.g. the lock a
 	// force-unlock released. Never a secret.
 	Detail string `json:"detail,omitempty"`
+	// Count, when set, makes the record stand for Count refused
+	// unauthenticated requests from ClientAddress in the minute starting at
+	// Time (they are sampled, not stored one by one); the other fields are
+	// those of the first of them. ClientAddress "other" holds the sources
+	// beyond the sampler's table.
+	Count int `json:"count,omitempty"`
 }

@@ -162,8 +162,13 @@ func decideUpdate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 		return nil, nil
 	}
 	typ := kind.Kind + "Updated"
-	if specChanged && kind.SpecEvent != nil && metaEqual(&state.Metadata, &next.Metadata) {
+	switch {
+	case specChanged && kind.SpecEvent != nil && metaEqual(&state.Metadata, &next.Metadata):
 		if t := kind.SpecEvent(state.Spec, spec); t != "" {
+			typ = t
+		}
+	case !specChanged && kind.MetaEvent != nil:
+		if t := kind.MetaEvent(&state.Metadata, &next.Metadata); t != "" {
 			typ = t
 		}
 	}

@@ -83,6 +83,7 @@ const (
 	CauseUnknownField = "FieldValueUnknown"
 	CauseTypeInvalid  = "FieldValueTypeInvalid"
 	CauseForbidden    = "FieldValueForbidden"
+	CauseNotFound     = "FieldValueNotFound"
 )
 
 // Error is the one error vocabulary of the project. It carries what a Kubernetes

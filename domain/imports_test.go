@@ -35,14 +35,17 @@ var allowedLayers = map[string][]string{
 	// long-running consumer builds on it, so it builds on nothing of theirs.
 	"internal/controller": {"domain", "eventstore"},
 	"talos/health":        {"domain", "eventstore", "projections"},
-	"talos/upgrade":       {"domain", "eventstore", "projections", "internal/controller"},
+	"talos/upgrade":       {"domain", "eventstore", "projections", "talos", "internal/controller"},
+	// The day-2 config controller renders through talos (Desired) and
+	// records through it (ConfigRecorder), on the controller runtime.
+	"talos/configsync": {"domain", "eventstore", "projections", "internal/controller", "talos"},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
-// helpers too), and talos's health probes and upgrade saga, which talos
-// itself and each other must not import.
-var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade"}
+// helpers too), and talos's health probes, upgrade saga and config
+// controller, which talos itself and each other must not import.
+var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},
@@ -202,6 +205,12 @@ func TestCheckImport(t *testing.T) {
 		{"talos/upgrade", false, m + "/projections", true},
 		{"talos/upgrade", false, m + "/talos/health", false},
 		{"talos/upgrade", false, m + "/tfrunner", false},
+		{"talos/configsync", false, m + "/talos", true},
+		{"talos/configsync", false, m + "/internal/controller", true},
+		{"talos/configsync", false, m + "/talos/upgrade", false},
+		{"talos/configsync", false, m + "/tfrunner", false},
+		{"talos", false, m + "/talos/configsync", false},
+		{"talos/upgrade", false, m + "/talos/configsync", false},
 		{"talos/health", false, m + "/projections", true},
 		{"talos/health", false, m + "/talos/upgrade", false},
 		{"talos/health", false, m + "/internal/controller", false},

@@ -29,6 +29,10 @@ type KindInfo struct {
 	// SpecEvent names the event for a spec change from old to new, when the kind
 	// has a more telling name than <Kind>Updated (e.g. NodeGroupScaled). Optional.
 	SpecEvent func(old, new json.RawMessage) string
+	// MetaEvent names the event for a change of metadata alone (the spec is
+	// unchanged), when the kind has a more telling name than <Kind>Updated
+	// (e.g. MachineConfigApplied). Optional.
+	MetaEvent func(old, new *ObjectMeta) string
 }
 
 var kinds = map[string]*KindInfo{}

@@ -3,7 +3,9 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -17,7 +19,38 @@ var MachineKind = register(&KindInfo{
 	InitialStatus: func() json.RawMessage {
 		return json.RawMessage(`{"stage":"Unknown","ready":false,"configUpToDate":false}`)
 	},
+	MetaEvent: machineMetaEvent,
 })
+
+// The day-2 config path's marks on a Machine.
+const (
+	// AnnotationConfigHash is the hex SHA-256 of the config bytes the machine
+	// holds: set when its day-0 config is given (user data, maintenance-mode
+	// apply) and each time a config is applied to it through the Talos API.
+	AnnotationConfigHash = "rezuscloud.io/config-hash"
+	// ConditionConfigApplied says whether the machine holds its rendered
+	// config: True (reason AppliedInPlace, AppliedWithReboot or Day0), False
+	// with the cause (reason ApplyFailed, RenderFailed, Unreachable, ...).
+	ConditionConfigApplied = "ConfigApplied"
+	// EventMachineConfigApplied is the event of an update that changed only a
+	// machine's config hash: a config reached it. Its history is the machine's
+	// config history.
+	EventMachineConfigApplied = "MachineConfigApplied"
+)
+
+// machineMetaEvent names a change of the config hash alone MachineConfigApplied.
+func machineMetaEvent(old, new *ObjectMeta) string {
+	if h := new.Annotations[AnnotationConfigHash]; h == "" || h == old.Annotations[AnnotationConfigHash] {
+		return ""
+	}
+	a, b := maps.Clone(old.Annotations), maps.Clone(new.Annotations)
+	delete(a, AnnotationConfigHash)
+	delete(b, AnnotationConfigHash)
+	if !maps.Equal(a, b) || !maps.Equal(old.Labels, new.Labels) || !slices.Equal(old.Finalizers, new.Finalizers) {
+		return ""
+	}
+	return EventMachineConfigApplied
+}
 
 // Machine is the typed view of a Machine object.
 type Machine struct {

@@ -95,3 +95,30 @@ type ListMeta struct {
 	Continue           string `json:"continue,omitempty"`
 	RemainingItemCount *int64 `json:"remainingItemCount,omitempty"`
 }
+
+// SetCondition sets c in conds (by type) and returns the list: its transition
+// time is now (to the second) when its status changed or it is new, and kept
+// otherwise, as Kubernetes controllers do.
+func SetCondition(conds []Condition, c Condition, now time.Time) []Condition {
+	c.LastTransitionTime = now.UTC().Truncate(time.Second)
+	for i, old := range conds {
+		if old.Type == c.Type {
+			if old.Status == c.Status {
+				c.LastTransitionTime = old.LastTransitionTime
+			}
+			conds[i] = c
+			return conds
+		}
+	}
+	return append(conds, c)
+}
+
+// FindCondition returns the condition of type typ, or nil.
+func FindCondition(conds []Condition, typ string) *Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}

@@ -33,6 +33,8 @@ import (
 //     string";
 //   - malformed JSON, or anything but blanks after the value, as one
 //     CauseInvalid on root giving the byte offset;
+//   - bytes that are not UTF-8 (encoding/json would decode them as U+FFFD),
+//     as one CauseInvalid on root giving the byte offset of the first;
 //   - every key that appears twice in one object, as CauseDuplicate with the
 //     message "duplicate field" (found by sigs.k8s.io/json, which decodes v;
 //     it reports them only once the document has no type errors).
@@ -49,6 +51,9 @@ func DecodeStrict(data []byte, v any, root string) []Cause {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return []Cause{{Field: root, Type: CauseInvalid, Message: fmt.Sprintf("cannot decode into %T: need a non-nil pointer", v)}}
+	}
+	if c := checkUTF8(data, root); c != nil {
+		return []Cause{*c}
 	}
 	raw, c := parseStrictJSON(data, root)
 	if c != nil {

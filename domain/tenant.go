@@ -124,9 +124,15 @@ type TenantStatus struct {
 	ObservedGeneration int64  `json:"observedGeneration,omitempty"`
 	// EndpointAddress is the control-plane endpoint's host the infrastructure
 	// made (a reserved IP or a load balancer), when spec.controlPlane.endpoint is empty.
-	EndpointAddress string        `json:"endpointAddress,omitempty"`
-	Conditions      []Condition   `json:"conditions,omitempty"`
-	Machines        MachineCounts `json:"machines"`
+	EndpointAddress string `json:"endpointAddress,omitempty"`
+	// KubernetesVersion is the Kubernetes version the machines' configs
+	// carry: set by the first apply, then moved only by a Kubernetes upgrade
+	// run that succeeded. Configs are rendered with it (not with
+	// spec.kubernetesVersion), so a spec change reaches machines only through
+	// an Upgrade, control planes first.
+	KubernetesVersion string        `json:"kubernetesVersion,omitempty"`
+	Conditions        []Condition   `json:"conditions,omitempty"`
+	Machines          MachineCounts `json:"machines"`
 }
 
 // MachineCounts summarises a tenant's machines.
@@ -137,14 +143,21 @@ type MachineCounts struct {
 	Workers      int `json:"workers"`
 }
 
-// Default does nothing: statuses are written whole by controllers.
-func (s *TenantStatus) Default() {}
+// Default writes the Kubernetes version with its leading "v".
+func (s *TenantStatus) Default() {
+	if _, ok := ParseVersion(s.KubernetesVersion); ok {
+		s.KubernetesVersion = canonicalVersion(s.KubernetesVersion)
+	}
+}
 
 // Validate checks the status a controller wrote.
 func (s *TenantStatus) Validate(f string) []Cause {
 	causes := validateConditions(s.Conditions, f+".conditions")
 	if s.Phase != "" {
 		causes = append(causes, oneOf(s.Phase, f+".phase", "Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed")...)
+	}
+	if s.KubernetesVersion != "" {
+		causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
 	}
 	return causes
 }

@@ -58,10 +58,15 @@ const (
 	MaxUpgradeErrorBytes  = 2 << 10
 )
 
-// UpgradeSpec says what to upgrade to.
+// UpgradeSpec says what to upgrade to: exactly one of TalosVersion (a
+// rolling Talos upgrade through the installer) and KubernetesVersion (new
+// control-plane component and kubelet images through each machine's config,
+// as `talosctl upgrade-k8s` does).
 type UpgradeSpec struct {
-	// TalosVersion is the target, e.g. v1.13.1.
-	TalosVersion string `json:"talosVersion"`
+	// TalosVersion is the target Talos version, e.g. v1.13.1.
+	TalosVersion string `json:"talosVersion,omitempty"`
+	// KubernetesVersion is the target Kubernetes version, e.g. v1.36.1.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// NodeGroups narrows the run to these groups; empty means every machine of the tenant.
 	NodeGroups []string `json:"nodeGroups,omitempty"`
 	// MaxParallelism is how many workers are upgraded at once; default 1.
@@ -80,6 +85,9 @@ func (s *UpgradeSpec) Default() {
 	if _, ok := ParseVersion(s.TalosVersion); ok {
 		s.TalosVersion = canonicalVersion(s.TalosVersion)
 	}
+	if _, ok := ParseVersion(s.KubernetesVersion); ok {
+		s.KubernetesVersion = canonicalVersion(s.KubernetesVersion)
+	}
 	if len(s.NodeGroups) == 0 {
 		s.NodeGroups = nil
 	}
@@ -89,10 +97,19 @@ func (s *UpgradeSpec) Default() {
 // Validate reports every bad field.
 func (s *UpgradeSpec) Validate(f string) []Cause {
 	var causes []Cause
-	if s.TalosVersion == "" {
-		causes = append(causes, Cause{Field: f + ".talosVersion", Type: CauseRequired, Message: "the target Talos version is required, e.g. v1.13.1"})
-	} else {
+	switch {
+	case s.TalosVersion == "" && s.KubernetesVersion == "":
+		causes = append(causes, Cause{Field: f + ".talosVersion", Type: CauseRequired,
+			Message: "give the target: talosVersion (e.g. v1.13.1) or kubernetesVersion (e.g. v1.36.1)"})
+	case s.TalosVersion != "" && s.KubernetesVersion != "":
+		causes = append(causes, Cause{Field: f + ".kubernetesVersion", Type: CauseForbidden,
+			Message: "an upgrade moves either Talos or Kubernetes: give talosVersion or kubernetesVersion, not both (create two upgrades; they run one after the other)"})
+	}
+	if s.TalosVersion != "" {
 		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	if s.KubernetesVersion != "" {
+		causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
 	}
 	for i, ng := range s.NodeGroups {
 		p := fmt.Sprintf("%s.nodeGroups[%d]", f, i)
@@ -105,6 +122,17 @@ func (s *UpgradeSpec) Validate(f string) []Cause {
 		causes = append(causes, Cause{Field: f + ".maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
 	}
 	return causes
+}
+
+// Kubernetes reports whether the run moves Kubernetes (else Talos).
+func (s *UpgradeSpec) Kubernetes() bool { return s.KubernetesVersion != "" }
+
+// Target is the version the run moves machines to.
+func (s *UpgradeSpec) Target() string {
+	if s.Kubernetes() {
+		return s.KubernetesVersion
+	}
+	return s.TalosVersion
 }
 
 // Includes reports whether the run covers machines of node group ng.

@@ -31,6 +31,9 @@ func TestUpgradeSpec(t *testing.T) {
 		{name: "maxParallelism negative", spec: `{"talosVersion":"v1.13.1","maxParallelism":-1}`, fields: []string{"spec.maxParallelism"}},
 		{name: "maxParallelism too large", spec: `{"talosVersion":"v1.13.1","maxParallelism":1001}`, fields: []string{"spec.maxParallelism"}},
 		{name: "unknown field", spec: `{"talosVersion":"v1.13.1","force":true}`, fields: []string{"spec.force"}},
+		{name: "kubernetes target", spec: `{"kubernetesVersion":"1.36.1"}`, want: `{"kubernetesVersion":"v1.36.1","maxParallelism":1}`},
+		{name: "both targets", spec: `{"talosVersion":"v1.13.1","kubernetesVersion":"v1.36.1"}`, fields: []string{"spec.kubernetesVersion"}},
+		{name: "kubernetes target not a version", spec: `{"kubernetesVersion":"1.36"}`, fields: []string{"spec.kubernetesVersion"}},
 	})
 }
 

@@ -26,8 +26,11 @@ var UserKind = register(&KindInfo{
 
 // UserSpec declares a user.
 type UserSpec struct {
-	// Role is admin, edit or view.
+	// Role is the global role: admin, edit or view over everything, or none
+	// (access only through Bindings).
 	Role string `json:"role"`
+	// Bindings grant roles on some tenants, on top of the global role.
+	Bindings []RoleBinding `json:"bindings,omitempty"`
 	// DisplayName is shown in the UI.
 	DisplayName string `json:"displayName,omitempty"`
 	// Disabled users cannot log in and their sessions and tokens are refused.
@@ -39,7 +42,8 @@ func (s *UserSpec) Default() {}
 
 // Validate reports every bad field.
 func (s *UserSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Role, f+".role", RoleAdmin, RoleEdit, RoleView)
+	causes := oneOf(s.Role, f+".role", RoleAdmin, RoleEdit, RoleView, RoleNone)
+	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
 	if len(s.DisplayName) > 256 {
 		causes = append(causes, Cause{Field: f + ".displayName", Type: CauseTooLong, Message: "must be no more than 256 characters"})
 	}
@@ -77,6 +81,9 @@ type APITokenSpec struct {
 	Description string `json:"description,omitempty"`
 	// ExpiresAt, when set, is when the token stops working.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Bindings, when set, narrow the token: it acts only on these tenants,
+	// with no global role, and never with more than its owner has there.
+	Bindings []RoleBinding `json:"bindings,omitempty"`
 }
 
 // Default does nothing: the API fills the owner in.
@@ -85,6 +92,7 @@ func (s *APITokenSpec) Default() {}
 // Validate reports every bad field.
 func (s *APITokenSpec) Validate(f string) []Cause {
 	causes := ValidateName(s.User, f+".user")
+	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
 	if len(s.Description) > 1024 {
 		causes = append(causes, Cause{Field: f + ".description", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 	}

@@ -27,10 +27,21 @@ const AuditSubjectPrefix = "rezus.audit"
 // DefaultAuditRetention is how long audit records are kept unless configured.
 const DefaultAuditRetention = 90 * 24 * time.Hour
 
+// DefaultAuditMaxBytes bounds the audit stream's size unless configured.
+const DefaultAuditMaxBytes = 1 << 30
+
+// minAuditMaxBytes is the smallest size bound that makes sense: it holds
+// some thousands of records.
+const minAuditMaxBytes = 1 << 20
+
 // AuditConfig configures the audit log. The zero value is usable.
 type AuditConfig struct {
 	// Retention is how long records are kept (the stream's MaxAge); default 90 days.
 	Retention time.Duration
+	// MaxBytes bounds the stream's size: beyond it the oldest records are
+	// discarded, whatever their age. Default DefaultAuditMaxBytes (1 GiB);
+	// at least 1 MiB.
+	MaxBytes int64
 	// MaxPending bounds records sent but not yet acknowledged by JetStream;
 	// default 4096. Beyond it Append waits up to StallWait, then drops the
 	// record (logging it in full).
@@ -51,6 +62,10 @@ func (c AuditConfig) Validate() error {
 		return fmt.Errorf("audit retention must not be negative, got %s", c.Retention)
 	case c.Retention > 0 && c.Retention < time.Minute:
 		return fmt.Errorf("audit retention must be at least a minute, got %s", c.Retention)
+	case c.MaxBytes < 0:
+		return fmt.Errorf("audit max bytes must not be negative, got %d", c.MaxBytes)
+	case c.MaxBytes > 0 && c.MaxBytes < minAuditMaxBytes:
+		return fmt.Errorf("audit max bytes must be at least %d (1 MiB), got %d", minAuditMaxBytes, c.MaxBytes)
 	case c.MaxPending < 0:
 		return fmt.Errorf("audit max pending must not be negative, got %d", c.MaxPending)
 	case c.StallWait < 0, c.AckTimeout < 0:
@@ -62,6 +77,9 @@ func (c AuditConfig) Validate() error {
 func (c *AuditConfig) setDefaults(s *Store) {
 	if c.Retention == 0 {
 		c.Retention = DefaultAuditRetention
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultAuditMaxBytes
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = 4096
@@ -144,8 +162,8 @@ type AuditLog struct {
 	lost   atomic.Uint64
 }
 
-// OpenAudit provisions the audit stream (idempotently; a changed retention
-// is applied to the existing stream) and returns the log.
+// OpenAudit provisions the audit stream (idempotently; a changed retention or
+// size bound is applied to the existing stream) and returns the log.
 func OpenAudit(ctx context.Context, s *Store, cfg AuditConfig) (*AuditLog, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -174,8 +192,10 @@ func OpenAudit(ctx context.Context, s *Store, cfg AuditConfig) (*AuditLog, error
 			Retention:   jetstream.LimitsPolicy,
 			Discard:     jetstream.DiscardOld,
 			MaxAge:      cfg.Retention,
-			Replicas:    s.cfg.Replicas,
-			MaxMsgSize:  64 << 10,
+			// Bounded in size too: an age alone lets a flood fill the disk.
+			MaxBytes:   cfg.MaxBytes,
+			Replicas:   s.cfg.Replicas,
+			MaxMsgSize: 64 << 10,
 		})
 		return err
 	})

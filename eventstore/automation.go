@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -36,8 +37,12 @@ type AutomationCredential struct {
 	Name string `json:"name"`
 	// PublicKey is the NATS user's public nkey (U…), the subject of its JWT and
 	// the key that revoking puts on the account's revocation list.
-	PublicKey string    `json:"publicKey"`
-	Created   time.Time `json:"created"`
+	PublicKey string `json:"publicKey"`
+	// Account is the public key of the NATS account of these credentials
+	// alone (see credentialAccountClaims); empty for credentials issued in
+	// the shared AUTOMATION account before accounts were per credential.
+	Account string    `json:"account,omitempty"`
+	Created time.Time `json:"created"`
 	// Creator is the identity that issued them.
 	Creator string `json:"creator"`
 }
@@ -52,8 +57,17 @@ type IssuedAutomationCredential struct {
 	URL string
 }
 
+// DefaultAutomationMaxConsumers is how many consumers one automation
+// credential may keep on its mirror of the event stream at once.
+const DefaultAutomationMaxConsumers = 8
+
 // AutomationConfig configures automation credentials. The zero value is usable.
 type AutomationConfig struct {
+	// MaxConsumers is each credential's consumer quota, enforced by the NATS
+	// server as its account's JetStream consumer limit; default
+	// DefaultAutomationMaxConsumers. It applies to credentials issued after
+	// it is set (the limit is in each account's JWT).
+	MaxConsumers int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; nil means the store's logger.
@@ -68,9 +82,10 @@ type Automation struct {
 	kv  jetstream.KeyValue
 }
 
-// OpenAutomation provisions the credentials bucket in the store and the
-// mirror of the event stream in the AUTOMATION account. It needs the embedded
-// server: with an external NATS, that cluster's operator issues credentials.
+// OpenAutomation provisions the credentials bucket in the store, and retires
+// credentials of the shared account (see retireSharedAccount). It needs the
+// embedded server: with an external NATS, that cluster's operator issues
+// credentials.
 func OpenAutomation(ctx context.Context, s *Store, e *Embedded, cfg AutomationConfig) (*Automation, error) {
 	if e == nil {
 		return nil, errors.New("automation credentials need the embedded NATS server")
@@ -88,29 +103,75 @@ func OpenAutomation(ctx context.Context, s *Store, e *Embedded, cfg AutomationCo
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", AutomationBucket, err)
 	}
-	// The mirror costs a JetStream write per event, so it exists only once
-	// credentials have been issued; made later, it copies the stream from the start.
-	keys, err := kv.Keys(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, fmt.Errorf("reading %s: %w", AutomationBucket, err)
+	if cfg.MaxConsumers <= 0 {
+		cfg.MaxConsumers = DefaultAutomationMaxConsumers
 	}
-	if len(keys) > 0 {
-		if err := e.provisionEventMirror(ctx); err != nil {
-			return nil, err
-		}
+	a := &Automation{cfg: cfg, emb: e, kv: kv}
+	if err := a.retireSharedAccount(ctx); err != nil {
+		return nil, err
 	}
-	return &Automation{cfg: cfg, emb: e, kv: kv}, nil
+	return a, nil
 }
 
-// provisionEventMirror creates (or confirms) REZUS_EVENTS in the AUTOMATION
-// account: a mirror of the application account's stream, same name, same
-// sequences.
-func (e *Embedded) provisionEventMirror(ctx context.Context) error {
-	nc, err := e.connectAs(e.trust.automation, "rezuscloud-automation", nats.CustomInboxPrefix(automationInboxPrefix))
+// retireSharedAccount revokes credentials issued in the shared AUTOMATION
+// account, where each could delete the others' consumers, use up their
+// consumers and deliver old events to their subscribers, and removes that
+// account's mirror. Their holders must be issued new credentials.
+func (a *Automation) retireSharedAccount(ctx context.Context) error {
+	recs, err := a.List(ctx)
 	if err != nil {
-		return fmt.Errorf("connecting to the automation account: %w", err)
+		return err
+	}
+	for _, rec := range recs {
+		if rec.Account != "" {
+			continue
+		}
+		a.cfg.Logger.Warn("revoking automation credentials issued in the shared account; issue new ones", "name", rec.Name, "publicKey", rec.PublicKey)
+		if _, err := a.Revoke(ctx, rec.Name); err != nil {
+			return err
+		}
+	}
+	nc, err := a.emb.connectAs(a.emb.trust.automation, "rezuscloud-automation", nats.CustomInboxPrefix(automationInboxPrefix))
+	if err != nil {
+		return fmt.Errorf("connecting to the %s account: %w", automationAccountName, err)
 	}
 	defer nc.Close()
+	if err := deleteEventMirror(ctx, nc); err != nil {
+		return fmt.Errorf("removing the shared automation mirror: %w", err)
+	}
+	return nil
+}
+
+// connectCredentialAccount opens an in-process connection as a fresh user of
+// a credential account, signed with the signing key all of them trust.
+func (e *Embedded) connectCredentialAccount(accountPub string) (*nats.Conn, error) {
+	_, token, seed, err := userJWT(e.trust.signer, "rezuscloud-automation", func(uc *jwt.UserClaims) { uc.IssuerAccount = accountPub })
+	if err != nil {
+		return nil, err
+	}
+	defer clear(seed)
+	return nats.Connect("", nats.InProcessServer(e.srv), nats.Name("rezuscloud-automation"), nats.MaxReconnects(-1),
+		nats.UserJWTAndSeed(token, string(seed)), nats.CustomInboxPrefix(automationInboxPrefix))
+}
+
+// deleteEventMirror removes the REZUS_EVENTS mirror of the connection's
+// account, if there is one.
+func deleteEventMirror(ctx context.Context, nc *nats.Conn) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	err = retryUnavailable(ctx, func() error { return js.DeleteStream(ctx, StreamName) })
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	return nil
+}
+
+// provisionEventMirror creates (or confirms) REZUS_EVENTS in the
+// connection's account: a mirror of the application account's stream, same
+// name, same sequences.
+func provisionEventMirror(ctx context.Context, nc *nats.Conn) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -137,8 +198,8 @@ func (e *Embedded) provisionEventMirror(ctx context.Context) error {
 	return nil
 }
 
-// automationPermissions are all an automation user may do, in the
-// AUTOMATION account: read the live events, and use the JetStream API of the
+// automationPermissions are all an automation user may do, in its own
+// account (one per credential): read the live events, and use the JetStream API of the
 // REZUS_EVENTS mirror to read it and to keep consumers on it. Everything not
 // listed is refused by the server. There are no response permissions: the
 // users answer no requests (acks are publishes to $JS.ACK, allowed as such).
@@ -174,10 +235,16 @@ func (a *Automation) Issue(ctx context.Context, name, creator string) (IssuedAut
 	if causes := domain.ValidateName(name, "metadata.name"); causes != nil {
 		return IssuedAutomationCredential{}, domain.NewInvalid(AutomationCredentialKind, name, causes)
 	}
-	if err := a.emb.provisionEventMirror(ctx); err != nil {
+	account, err := nkeys.CreateAccount()
+	if err != nil {
 		return IssuedAutomationCredential{}, err
 	}
-	pub, token, seed, err := userJWT(a.emb.trust.automation, name, func(uc *jwt.UserClaims) {
+	defer account.Wipe()
+	accountPub, err := account.PublicKey()
+	if err != nil {
+		return IssuedAutomationCredential{}, err
+	}
+	pub, token, seed, err := userJWT(account, name, func(uc *jwt.UserClaims) {
 		uc.Permissions = automationPermissions()
 		uc.AllowedConnectionTypes.Add(jwt.ConnectionTypeStandard)
 		// Requests are small; bound what a client may publish.
@@ -187,7 +254,7 @@ func (a *Automation) Issue(ctx context.Context, name, creator string) (IssuedAut
 		return IssuedAutomationCredential{}, fmt.Errorf("issuing automation credentials %s: %w", name, err)
 	}
 	defer clear(seed)
-	rec := AutomationCredential{Name: name, PublicKey: pub, Created: a.cfg.Now().UTC(), Creator: creator}
+	rec := AutomationCredential{Name: name, PublicKey: pub, Account: accountPub, Created: a.cfg.Now().UTC(), Creator: creator}
 	raw, err := json.Marshal(rec)
 	if err != nil {
 		return IssuedAutomationCredential{}, err
@@ -198,11 +265,33 @@ func (a *Automation) Issue(ctx context.Context, name, creator string) (IssuedAut
 		}
 		return IssuedAutomationCredential{}, fmt.Errorf("recording automation credentials %s: %w", name, err)
 	}
+	if err := a.provisionAccount(ctx, accountPub, name); err != nil {
+		// Nothing was handed out: undo, so the name can be issued again.
+		if _, rerr := a.Revoke(context.WithoutCancel(ctx), name); rerr != nil {
+			a.cfg.Logger.Error("undoing half-issued automation credentials", "name", name, "err", rerr)
+		}
+		return IssuedAutomationCredential{}, fmt.Errorf("issuing automation credentials %s: %w", name, err)
+	}
 	creds, err := jwt.FormatUserConfig(token, seed)
 	if err != nil {
 		return IssuedAutomationCredential{}, err
 	}
 	return IssuedAutomationCredential{AutomationCredential: rec, Creds: creds, URL: a.emb.ClientURL()}, nil
+}
+
+// provisionAccount makes the credential's own account and its mirror of the
+// event stream. The mirror is a copy: each credential costs the event
+// stream's size on disk and a write per event.
+func (a *Automation) provisionAccount(ctx context.Context, accountPub, name string) error {
+	if _, err := a.emb.trust.putCredentialAccount(a.emb.trust.credentialAccountClaims(accountPub, name, a.cfg.MaxConsumers)); err != nil {
+		return err
+	}
+	nc, err := a.emb.connectCredentialAccount(accountPub)
+	if err != nil {
+		return fmt.Errorf("connecting to the account of %s: %w", name, err)
+	}
+	defer nc.Close()
+	return provisionEventMirror(ctx, nc)
 }
 
 // Get returns the metadata of the named credentials.
@@ -252,13 +341,42 @@ func (a *Automation) Revoke(ctx context.Context, name string) (AutomationCredent
 	if err != nil {
 		return AutomationCredential{}, err
 	}
-	if err := a.emb.revokeAutomationUser(ctx, rec.PublicKey, a.cfg.Now()); err != nil {
+	if rec.Account == "" {
+		err = a.emb.revokeAutomationUser(ctx, rec.PublicKey, a.cfg.Now())
+	} else {
+		err = a.emb.revokeCredentialAccount(ctx, rec.Account, a.cfg.Now())
+	}
+	if err != nil {
 		return AutomationCredential{}, fmt.Errorf("revoking automation credentials %s: %w", name, err)
 	}
 	if err := a.kv.Purge(ctx, name); err != nil {
 		return AutomationCredential{}, fmt.Errorf("forgetting automation credentials %s: %w", name, err)
 	}
 	return rec, nil
+}
+
+// revokeCredentialAccount removes a credential account's mirror, then
+// revokes every user of the account and pushes that to the running server.
+func (e *Embedded) revokeCredentialAccount(ctx context.Context, accountPub string, at time.Time) error {
+	if !e.trust.hasCredentialAccount(accountPub) {
+		return nil // issuing failed before the account was made: nothing to revoke
+	}
+	nc, err := e.connectCredentialAccount(accountPub)
+	if err != nil {
+		return err
+	}
+	err = deleteEventMirror(ctx, nc)
+	nc.Close()
+	if err != nil {
+		return fmt.Errorf("removing the mirror: %w", err)
+	}
+	e.updates.Lock()
+	defer e.updates.Unlock()
+	signed, err := e.trust.revokeCredentialAccount(accountPub, at.Add(time.Second))
+	if err != nil {
+		return err
+	}
+	return e.pushAccount(ctx, accountPub, signed)
 }
 
 // revokeAutomationUser revokes a user of the AUTOMATION account and pushes
@@ -272,16 +390,22 @@ func (e *Embedded) revokeAutomationUser(ctx context.Context, userPub string, at 
 	if err != nil {
 		return err
 	}
-	msg, err := e.sys.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+e.trust.automationPub+".CLAIMS.UPDATE", []byte(signed))
+	return e.pushAccount(ctx, e.trust.automationPub, signed)
+}
+
+// pushAccount hands signed account claims to the running server through the
+// system account, the way an operator's tooling does.
+func (e *Embedded) pushAccount(ctx context.Context, accountPub, signed string) error {
+	msg, err := e.sys.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+accountPub+".CLAIMS.UPDATE", []byte(signed))
 	if err != nil {
-		return fmt.Errorf("updating the %s account: %w", automationAccountName, err)
+		return fmt.Errorf("updating account %s: %w", accountPub, err)
 	}
 	var resp server.ServerAPIClaimUpdateResponse
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return fmt.Errorf("updating the %s account: bad answer: %w", automationAccountName, err)
+		return fmt.Errorf("updating account %s: bad answer: %w", accountPub, err)
 	}
 	if resp.Error != nil {
-		return fmt.Errorf("updating the %s account: %s", automationAccountName, resp.Error.Description)
+		return fmt.Errorf("updating account %s: %s", accountPub, resp.Error.Description)
 	}
 	return nil
 }

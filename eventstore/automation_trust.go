@@ -19,17 +19,25 @@ import (
 
 // The embedded server runs in operator (decentralized JWT) mode, so that
 // credentials for external automation can be minted and revoked at runtime
-// without reloading the server. Three accounts, all signed by our operator:
+// without reloading the server. The accounts, all signed by our operator:
 //
 //   - SYS: the NATS system account; only our in-process connection uses it,
 //     to push account updates (revocations) to the server.
 //   - REZUS: the application account. Everything RezusCloud keeps is here:
 //     REZUS_EVENTS, REZUS_AUDIT and every KV bucket. Its only user is the
 //     server's own, minted at every start (ServerCredentialsPath).
-//   - AUTOMATION: the account automation credentials belong to. It holds a
-//     mirror of REZUS_EVENTS, also named REZUS_EVENTS (a mirror keeps the
-//     origin's sequences, so a message's sequence is still the object's
-//     resourceVersion), and imports the live event subjects rezus.evt.>.
+//   - one account per automation credential (AUTOMATION-<name>), minted when
+//     the credential is issued. It holds a mirror of REZUS_EVENTS, also named
+//     REZUS_EVENTS (a mirror keeps the origin's sequences, so a message's
+//     sequence is still the object's resourceVersion), imports the live event
+//     subjects rezus.evt.>, and may keep a limited number of consumers. One
+//     account per credential, because in a shared one any credential could
+//     see, drain or delete the others' consumers and deliver replayed events
+//     to their live subscribers (issue 13 defect 9), and subject permissions
+//     can neither match a consumer-name prefix (wildcards are whole tokens),
+//     count consumers, nor see a push consumer's deliver subject.
+//   - AUTOMATION: the account all credentials shared before; kept only for
+//     its revocation list.
 //
 // Why a separate account instead of automation users in REZUS with narrow
 // permissions: subject permissions cannot see request bodies, and a consumer
@@ -41,7 +49,8 @@ import (
 // fetch from or ack the internal durable consumers by name, since consumer
 // names cannot be prefix-matched in permissions. In AUTOMATION the only data
 // is the mirror, so whatever a consumer there does stays among automation
-// users; REZUS exports to it only what the mirror and core subscribers need.
+// users of that account; REZUS exports to it only what the mirror and core
+// subscribers need.
 
 // KeysDir is the directory under the data dir holding the embedded server's
 // operator and account seeds.
@@ -91,8 +100,18 @@ type trust struct {
 
 	operatorKP nkeys.KeyPair
 
+	// signer is a signing key of every credential account (see
+	// credentialAccountClaims): with it we mint our own users there, to
+	// provision and remove the account's mirror. Its seed stays in dir.
+	signer    nkeys.KeyPair
+	signerPub string
+	dir       string
+
 	mu               sync.Mutex
 	automationClaims *jwt.AccountClaims
+	// credentialAccounts are the claims of each credential's account, by
+	// account public key, as last signed.
+	credentialAccounts map[string]*jwt.AccountClaims
 }
 
 // loadTrust reads the seeds under dir, creating what is missing, and signs
@@ -110,7 +129,8 @@ func loadTrust(dir string) (*trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &trust{operatorKP: op, resolver: &server.MemAccResolver{}, automationJWTPath: filepath.Join(dir, "automation.jwt")}
+	t := &trust{operatorKP: op, resolver: &server.MemAccResolver{}, automationJWTPath: filepath.Join(dir, "automation.jwt"),
+		dir: dir, credentialAccounts: map[string]*jwt.AccountClaims{}}
 	for _, k := range []struct {
 		file string
 		kp   *nkeys.KeyPair
@@ -119,6 +139,7 @@ func loadTrust(dir string) (*trust, error) {
 		{"sys.nk", &t.sys, &t.sysPub},
 		{"rezus.nk", &t.app, &t.appPub},
 		{"automation.nk", &t.automation, &t.automationPub},
+		{"automation-signer.nk", &t.signer, &t.signerPub},
 	} {
 		if *k.kp, err = loadOrCreateSeed(filepath.Join(dir, k.file), nkeys.PrefixByteAccount); err != nil {
 			return nil, err
@@ -158,6 +179,9 @@ func loadTrust(dir string) (*trust, error) {
 	if err := t.store(t.automationClaims); err != nil {
 		return nil, err
 	}
+	if err := t.loadCredentialAccounts(); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
@@ -191,6 +215,16 @@ func (t *trust) newAutomationClaims(revoked jwt.RevocationList) *jwt.AccountClai
 	ac.Name = automationAccountName
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: 1, Consumer: -1}
 	ac.Limits.DisallowBearer = true
+	t.addMirrorImports(ac)
+	if len(revoked) > 0 {
+		ac.Revocations = revoked
+	}
+	return ac
+}
+
+// addMirrorImports gives an account what a mirror of REZUS_EVENTS and live
+// subscribers need from REZUS.
+func (t *trust) addMirrorImports(ac *jwt.AccountClaims) {
 	api := "$JS.API.CONSUMER.CREATE." + StreamName
 	ac.Imports.Add(
 		&jwt.Import{Name: "resource events", Account: t.appPub, Subject: domain.SubjectPrefix + ".>", Type: jwt.Stream},
@@ -199,10 +233,102 @@ func (t *trust) newAutomationClaims(revoked jwt.RevocationList) *jwt.AccountClai
 			LocalSubject: jwt.RenamingSubject(strings.Replace(api, "$JS.API", mirrorAPIPrefix, 1)), Type: jwt.Service},
 		&jwt.Import{Name: "event mirror flow control", Account: t.appPub, Subject: jwt.Subject("$JS.FC." + StreamName + ".>"), Type: jwt.Service},
 	)
-	if len(revoked) > 0 {
-		ac.Revocations = revoked
-	}
+}
+
+// credentialAccountJWTPrefix starts the file names of credential accounts'
+// JWTs in the keys dir: automation-<account public key>.jwt.
+const credentialAccountJWTPrefix = "automation-A"
+
+// credentialAccountClaims is the account of one automation credential: its
+// own mirror of REZUS_EVENTS (the one stream it may hold), the live event
+// subjects, and at most maxConsumers consumers. Accounts are NATS's unit of
+// isolation: a consumer, a deliver subject or a subscription in one is
+// invisible to every other, so one credential cannot see, delete or feed
+// another's consumers, nor deliver replayed events to another's subscribers,
+// and the consumer limit is counted by the server per account.
+func (t *trust) credentialAccountClaims(pub, name string, maxConsumers int) *jwt.AccountClaims {
+	ac := jwt.NewAccountClaims(pub)
+	ac.Name = automationAccountName + "-" + name
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: 1, Consumer: int64(maxConsumers)}
+	ac.Limits.DisallowBearer = true
+	ac.SigningKeys.Add(t.signerPub)
+	t.addMirrorImports(ac)
 	return ac
+}
+
+// loadCredentialAccounts hands the resolver every credential account kept
+// in the keys dir (revoked ones too: their revocation must hold).
+func (t *trust) loadCredentialAccounts() error {
+	paths, err := filepath.Glob(filepath.Join(t.dir, credentialAccountJWTPrefix+"*.jwt"))
+	if err != nil {
+		return err
+	}
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+		signed := strings.TrimSpace(string(raw))
+		ac, err := jwt.DecodeAccountClaims(signed)
+		if err != nil {
+			return fmt.Errorf("decoding %s: %w", path, err)
+		}
+		if ac.Issuer != t.operator.Subject || filepath.Base(path) != credentialAccountFile(ac.Subject) {
+			return fmt.Errorf("%s is not an automation account of this server's operator", path)
+		}
+		if err := t.resolver.Store(ac.Subject, signed); err != nil {
+			return err
+		}
+		t.credentialAccounts[ac.Subject] = ac
+	}
+	return nil
+}
+
+func credentialAccountFile(pub string) string { return "automation-" + pub + ".jwt" }
+
+// putCredentialAccount signs a credential account's claims, keeps them (on
+// disk first, so they survive a crash) and hands them to the resolver. It
+// returns the signed JWT for pushing to the running server.
+func (t *trust) putCredentialAccount(ac *jwt.AccountClaims) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.putCredentialAccountLocked(ac)
+}
+
+func (t *trust) putCredentialAccountLocked(ac *jwt.AccountClaims) (string, error) {
+	signed, err := ac.Encode(t.operatorKP)
+	if err != nil {
+		return "", fmt.Errorf("signing the %s account jwt: %w", ac.Name, err)
+	}
+	if err := writeFileAtomic(filepath.Join(t.dir, credentialAccountFile(ac.Subject)), []byte(signed+"\n")); err != nil {
+		return "", err
+	}
+	if err := t.resolver.Store(ac.Subject, signed); err != nil {
+		return "", err
+	}
+	t.credentialAccounts[ac.Subject] = ac
+	return signed, nil
+}
+
+// hasCredentialAccount reports whether the credential account exists.
+func (t *trust) hasCredentialAccount(pub string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.credentialAccounts[pub]
+	return ok
+}
+
+// revokeCredentialAccount revokes every user of a credential account issued
+// up to at.
+func (t *trust) revokeCredentialAccount(pub string, at time.Time) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ac, ok := t.credentialAccounts[pub]
+	if !ok {
+		return "", fmt.Errorf("no automation account %s", pub)
+	}
+	ac.RevokeAt(jwt.All, at)
+	return t.putCredentialAccountLocked(ac)
 }
 
 // persistedRevocations reads the revocation list from the last AUTOMATION

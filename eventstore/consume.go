@@ -22,7 +22,7 @@ func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logge
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", name, err)
 	}
-	defer it.Stop()
+	defer handBack(it)
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -40,5 +40,22 @@ func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logge
 			continue
 		}
 		_ = msg.Ack()
+	}
+}
+
+// handBack stops pulling and gives back (naks) the messages pulled but not
+// handled, so that the next consumer of the durable (another replica taking
+// the lease, or this one restarting) gets them at once instead of after the
+// consumer's AckWait.
+func handBack(it jetstream.MessagesContext) {
+	it.Drain()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		cancel()
+		if err != nil {
+			return
+		}
+		_ = msg.Nak()
 	}
 }

@@ -10,9 +10,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,9 +44,15 @@ type SealerConfig struct {
 	// same passphrase derives the same key.
 	Passphrase string
 	// KeyFile holds a random 32-byte key when no passphrase is given; it is
-	// created with mode 0600 when missing. Replicas sharing one NATS cluster
-	// need the same file (or a passphrase). Required without a passphrase.
+	// created with mode 0600 when missing, and refused when its mode is wider
+	// than 0600 or it does not hold 32 bytes. Replicas sharing one NATS
+	// cluster need the same file (or a passphrase). Required without a
+	// passphrase.
 	KeyFile string
+	// MoveKeyFrom, when set and not KeyFile, is where the key was kept
+	// before (the data dir): a key there is moved to KeyFile when KeyFile
+	// does not exist yet, and refused when KeyFile holds another key.
+	MoveKeyFrom string
 	// Iterations of PBKDF2; default DefaultPBKDF2Iterations.
 	Iterations int
 }
@@ -78,7 +81,7 @@ func OpenSealedSecrets(ctx context.Context, secrets *Secrets, cfg SealerConfig) 
 		}
 		key, err = pbkdf2.Key(sha256.New, cfg.Passphrase, salt, cfg.Iterations, 32)
 	} else {
-		key, err = loadOrCreateKeyFile(cfg.KeyFile)
+		key, err = loadSealKey(cfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("preparing the sealing key: %w", err)
@@ -104,43 +107,6 @@ func OpenSealedSecrets(ctx context.Context, secrets *Secrets, cfg SealerConfig) 
 		return nil, ErrWrongSealKey
 	}
 	return s, nil
-}
-
-func loadOrCreateKeyFile(path string) ([]byte, error) {
-	if path == "" {
-		return nil, errors.New("a secrets passphrase or a key file is required")
-	}
-	key, err := os.ReadFile(path)
-	if err == nil {
-		if len(key) != 32 {
-			return nil, fmt.Errorf("key file %s holds %d bytes, want 32", path, len(key))
-		}
-		return key, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading key file: %w", err)
-	}
-	if key, err = random(32); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("creating key file dir: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return loadOrCreateKeyFile(path) // another process won the race
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating key file: %w", err)
-	}
-	if _, err := f.Write(key); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("writing key file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("writing key file: %w", err)
-	}
-	return key, nil
 }
 
 func random(n int) ([]byte, error) {

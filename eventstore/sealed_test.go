@@ -135,3 +135,75 @@ func TestSealedSecretsNeedsAKey(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "passphrase or a key file"), err.Error())
 }
+
+// TestSealKeyFile covers the key file outside the data dir
+// (--secrets-key-file): a file others may read, or one not holding a key, is
+// refused; a key left in the data dir is moved to the key file, and a key
+// file holding another key is refused rather than chosen between.
+func TestSealKeyFile(t *testing.T) {
+	ctx := testCtx(t)
+	env := eventstoretest.Start(t)
+	plain, err := eventstore.OpenSecrets(ctx, env.Store)
+	require.NoError(t, err)
+	dataDir, keyDir := t.TempDir(), t.TempDir()
+	inDataDir, outside := filepath.Join(dataDir, "secrets.key"), filepath.Join(keyDir, "rezus.key")
+
+	// A server that kept its key in the data dir seals a secret.
+	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: inDataDir})
+	require.NoError(t, err)
+	require.NoError(t, sealed.Put(ctx, "tenant-pki.acme", []byte(pemText)))
+	key, err := os.ReadFile(inDataDir)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name    string
+		content []byte
+		mode    os.FileMode
+		want    string
+	}{
+		{"readable by the group", key, 0o640, "mode 0640"},
+		{"readable by anyone", key, 0o644, "mode 0644"},
+		{"executable", key, 0o700, "mode 0700"},
+		{"not a key", []byte("short"), 0o600, "holds 5 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "bad.key")
+			require.NoError(t, os.WriteFile(bad, tc.content, 0o600))
+			require.NoError(t, os.Chmod(bad, tc.mode))
+			_, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: bad, MoveKeyFrom: inDataDir})
+			require.ErrorContains(t, err, tc.want)
+			_, err = os.Stat(inDataDir)
+			require.NoError(t, err, "nothing moved onto a refused key file")
+		})
+	}
+
+	t.Run("another key in the key file", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "other.key")
+		require.NoError(t, os.WriteFile(other, []byte(strings.Repeat("k", 32)), 0o600))
+		_, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: other, MoveKeyFrom: inDataDir})
+		require.ErrorContains(t, err, "hold a sealing key and they differ")
+		_, err = os.Stat(inDataDir)
+		require.NoError(t, err, "the data dir's key is kept when refused")
+	})
+
+	t.Run("moved out of the data dir", func(t *testing.T) {
+		moved, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: outside, MoveKeyFrom: inDataDir})
+		require.NoError(t, err)
+		got, err := moved.Get(ctx, "tenant-pki.acme")
+		require.NoError(t, err)
+		require.Equal(t, pemText, string(got))
+		_, err = os.Stat(inDataDir)
+		require.ErrorIs(t, err, os.ErrNotExist, "the data dir no longer holds the key")
+		fi, err := os.Stat(outside)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		moved2, err := os.ReadFile(outside)
+		require.NoError(t, err)
+		require.Equal(t, key, moved2)
+		// The next start reads it there and writes nothing in the data dir.
+		_, err = eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: outside, MoveKeyFrom: inDataDir})
+		require.NoError(t, err)
+		_, err = os.Stat(inDataDir)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	})
+}

@@ -27,8 +27,31 @@ const (
 	headerExpected  = "Nats-Expected-Last-Subject-Sequence"
 )
 
+// DefaultMaxWatches is how many consumers of the event stream API watches and
+// follows may hold unless configured (handlers.Config.MaxWatches says the same).
+const DefaultMaxWatches = 1024
+
+// InternalConsumerReserve is how many consumers of the event stream are kept
+// for the server's own work beyond MaxWatches: the projector, the read-model
+// cache, the tenant finalizer and the change feeds of the controllers (apply
+// worker, upgrade saga, config sync, PKI), their durable consumers, and the
+// short-lived ones of replays (/api/v1/events pages, read barriers). A
+// running server at rest holds five (the durables of the apply worker, the
+// upgrade saga and config sync; the ordered consumers of the cache and the
+// projector: listed in a test server by TestInternalConsumersFitTheReserve,
+// which fails when they outgrow a quarter of the reserve), change feeds and
+// replays a few more for moments, each further replica on the same stream as
+// many again; 128 leaves room for several replicas and bursts of replays. Watches are refused (429) at MaxWatches, so
+// however many a client opens, these stay free.
+const InternalConsumerReserve = 128
+
 // Config configures the store. The zero value is usable.
 type Config struct {
+	// MaxWatches is how many consumers the API's watches and follows may hold
+	// on the event stream (handlers.Config.MaxWatches); the stream's
+	// MaxConsumers is MaxWatches + InternalConsumerReserve, set on every start.
+	// Default DefaultMaxWatches.
+	MaxWatches int
 	// Replicas of the stream and buckets: 1 (default) on a single server, 3 on a cluster.
 	Replicas int
 	// DuplicateWindow is how long an Idempotency-Key is remembered; default 2 minutes.
@@ -40,6 +63,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if c.MaxWatches == 0 {
+		c.MaxWatches = DefaultMaxWatches
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 2 * time.Minute
@@ -60,7 +86,8 @@ type Store struct {
 	conflicts atomic.Uint64
 }
 
-// Open provisions the event stream (idempotently) on the connection and returns the store.
+// Open provisions the event stream (idempotently; an existing stream gets the
+// configured consumer limit) on the connection and returns the store.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	cfg.setDefaults()
 	js, err := jetstream.New(nc)
@@ -80,6 +107,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 			Duplicates:  cfg.DuplicateWindow,
 			AllowDirect: true,
 			MaxMsgSize:  1 << 20 * 2,
+			// Explicit, so a full set of watches never takes the consumers
+			// the server's own work needs (JetStream's default is 1000 for all).
+			MaxConsumers: cfg.MaxWatches + InternalConsumerReserve,
 		})
 		return err
 	})

@@ -116,12 +116,12 @@ func InspectState(data []byte) (serial uint64, lineage string, encrypted bool, e
 }
 
 // Put stores a new version of the tenant's state. It is accepted when the
-// state is unlocked or lockID is the holder's; otherwise it fails with a
-// *LockedError. The lock is checked before the write, and the two are separate
+// state is unlocked, or locked under lockID by owner (the same credential);
+// otherwise it fails with a *LockedError. The lock is checked before the write, and the two are separate
 // keys: a lock taken between the check and the write does not stop it. Tofu
 // takes the lock before it reads the state, so with locking on (the runner
 // always sets it) the writer is the holder.
-func (s *StateStore) Put(ctx context.Context, tenant, lockID string, data []byte) (StateVersion, error) {
+func (s *StateStore) Put(ctx context.Context, tenant, lockID string, owner LockOwner, data []byte) (StateVersion, error) {
 	if err := checkTenant(tenant); err != nil {
 		return StateVersion{}, err
 	}
@@ -145,7 +145,7 @@ func (s *StateStore) Put(ctx context.Context, tenant, lockID string, data []byte
 		return StateVersion{}, &domain.Error{Reason: domain.ReasonRequestEntityTooLarge,
 			Message: fmt.Sprintf("the state takes %d bytes stored; the NATS server's max_payload (%d bytes) is too small: raise it to 40 MiB", len(stored), limit)}
 	}
-	if err := s.checkLock(ctx, tenant, lockID); err != nil {
+	if err := s.checkLock(ctx, tenant, lockID, owner); err != nil {
 		return StateVersion{}, err
 	}
 	sum := md5.Sum(data)
@@ -189,11 +189,11 @@ func deflate(data []byte) ([]byte, error) {
 
 // Delete removes the tenant's current state (tofu's DELETE), under the same
 // lock rule as Put. Earlier versions stay in the history.
-func (s *StateStore) Delete(ctx context.Context, tenant, lockID string) error {
+func (s *StateStore) Delete(ctx context.Context, tenant, lockID string, owner LockOwner) error {
 	if err := checkTenant(tenant); err != nil {
 		return err
 	}
-	if err := s.checkLock(ctx, tenant, lockID); err != nil {
+	if err := s.checkLock(ctx, tenant, lockID, owner); err != nil {
 		return err
 	}
 	if err := s.states.Delete(ctx, tenant); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {

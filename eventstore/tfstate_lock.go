@@ -24,58 +24,83 @@ type LockInfo struct {
 	Path      string    `json:"Path"`
 }
 
-// StateLock is a held lock: tofu's lock info and the apply whose credentials
-// took it, so a stale lock can be traced to a run that is no longer going.
+// LockOwner is the apply credential that takes, holds or writes under a
+// lock: the apply it was issued to and its own id (identity.StateCredential).
+type LockOwner struct {
+	ApplyID    string
+	Credential string
+}
+
+// StateLock is a held lock: tofu's lock info, the apply whose credentials
+// took it (so a stale lock can be traced to a run that is no longer going)
+// and the id of those credentials: only they write under it or release it.
 type StateLock struct {
 	Info    LockInfo `json:"info"`
 	ApplyID string   `json:"applyID,omitempty"`
+	// Credential is the id of the apply credential that took the lock; a
+	// lock without one (taken before locks were bound) is released only by
+	// force.
+	Credential string `json:"credential,omitempty"`
 	// Revision is the lock key's revision; a release is conditional on it.
 	Revision uint64 `json:"-"`
 }
 
-// LockedError says a tenant's state is locked by someone else.
+// heldBy reports whether owner is the credential that took the lock.
+func (l StateLock) heldBy(owner LockOwner) bool {
+	return l.Credential != "" && l.Credential == owner.Credential
+}
+
+// LockedError says a tenant's state is locked by someone else. Its message
+// names the holder's apply and tofu's account of the lock, never the lock
+// ID: the ID alone must not let anyone act under the lock, and it is not
+// shown to those who do not hold it.
 type LockedError struct {
 	Tenant string
 	Holder StateLock
 }
 
 func (e *LockedError) Error() string {
-	return fmt.Sprintf("the terraform state of tenant %q is locked by lock %s (%s by %s)",
-		e.Tenant, e.Holder.Info.ID, e.Holder.Info.Operation, e.Holder.Info.Who)
+	return fmt.Sprintf("the terraform state of tenant %q is locked by apply %s (%s by %s)",
+		e.Tenant, e.Holder.ApplyID, e.Holder.Info.Operation, e.Holder.Info.Who)
 }
 
 // Unwrap makes a LockedError a domain Conflict for callers that do not care who holds the lock.
 func (e *LockedError) Unwrap() error {
-	return domain.NewConflict(stateKind, e.Tenant, "the state is locked by lock "+e.Holder.Info.ID)
+	return domain.NewConflict(stateKind, e.Tenant, "the state is locked by another apply")
 }
 
-// checkLock fails with a *LockedError unless the state is unlocked or held by lockID.
-func (s *StateStore) checkLock(ctx context.Context, tenant, lockID string) error {
+// checkLock fails with a *LockedError unless the state is unlocked, or held
+// under lockID by owner.
+func (s *StateStore) checkLock(ctx context.Context, tenant, lockID string, owner LockOwner) error {
 	held, ok, err := s.lock(ctx, tenant)
-	if err != nil || !ok || held.Info.ID == lockID {
+	if err != nil || !ok || (held.Info.ID == lockID && held.heldBy(owner)) {
 		return err
 	}
 	return &LockedError{Tenant: tenant, Holder: held}
 }
 
-// Lock takes the tenant's lock for info.ID on behalf of applyID. When someone
+// Lock takes the tenant's lock for info.ID on behalf of owner. When someone
 // else holds it, it fails with a *LockedError naming the holder. Taking a lock
-// one already holds (same ID) succeeds.
-func (s *StateStore) Lock(ctx context.Context, tenant string, info LockInfo, applyID string) (StateLock, error) {
+// one already holds (same ID, same credential) succeeds; the same ID from
+// other credentials does not.
+func (s *StateStore) Lock(ctx context.Context, tenant string, info LockInfo, owner LockOwner) (StateLock, error) {
 	if err := checkTenant(tenant); err != nil {
 		return StateLock{}, err
 	}
 	if info.ID == "" {
 		return StateLock{}, domain.NewBadRequest("the lock info has no ID", domain.Cause{Field: "ID", Type: domain.CauseRequired, Message: "required"})
 	}
-	val, err := json.Marshal(StateLock{Info: info, ApplyID: applyID})
+	if owner.Credential == "" {
+		return StateLock{}, errors.New("a state lock needs the credential that takes it")
+	}
+	val, err := json.Marshal(StateLock{Info: info, ApplyID: owner.ApplyID, Credential: owner.Credential})
 	if err != nil {
 		return StateLock{}, err
 	}
 	for attempt := 0; ; attempt++ {
 		rev, err := s.locks.Create(ctx, tenant, val)
 		if err == nil {
-			return StateLock{Info: info, ApplyID: applyID, Revision: rev}, nil
+			return StateLock{Info: info, ApplyID: owner.ApplyID, Credential: owner.Credential, Revision: rev}, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return StateLock{}, fmt.Errorf("locking the state of %s: %w", tenant, err)
@@ -91,16 +116,17 @@ func (s *StateStore) Lock(ctx context.Context, tenant string, info LockInfo, app
 			}
 			return StateLock{}, fmt.Errorf("locking the state of %s: the lock keeps changing", tenant)
 		}
-		if held.Info.ID == info.ID {
+		if held.Info.ID == info.ID && held.heldBy(owner) {
 			return held, nil
 		}
 		return StateLock{}, &LockedError{Tenant: tenant, Holder: held}
 	}
 }
 
-// Unlock releases the lock id holds. Releasing a state nobody holds succeeds
-// (a retried release); one held by another id fails with a *LockedError.
-func (s *StateStore) Unlock(ctx context.Context, tenant, id string) error {
+// Unlock releases the lock id that owner holds. Releasing a state nobody
+// holds succeeds (a retried release); one held under another id, or by other
+// credentials, fails with a *LockedError.
+func (s *StateStore) Unlock(ctx context.Context, tenant, id string, owner LockOwner) error {
 	if err := checkTenant(tenant); err != nil {
 		return err
 	}
@@ -109,7 +135,7 @@ func (s *StateStore) Unlock(ctx context.Context, tenant, id string) error {
 		if err != nil || !ok {
 			return err
 		}
-		if held.Info.ID != id {
+		if held.Info.ID != id || !held.heldBy(owner) {
 			return &LockedError{Tenant: tenant, Holder: held}
 		}
 		err = s.locks.Delete(ctx, tenant, jetstream.LastRevision(held.Revision))

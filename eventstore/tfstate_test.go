@@ -36,6 +36,11 @@ func lockInfo(id string) eventstore.LockInfo {
 		Created: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Path: ""}
 }
 
+// own is the lock owner of the credentials of apply.
+func own(apply string) eventstore.LockOwner {
+	return eventstore.LockOwner{ApplyID: apply, Credential: "cred-of-" + apply}
+}
+
 func requireLockedBy(t *testing.T, err error, id, applyID string) {
 	t.Helper()
 	var le *eventstore.LockedError
@@ -58,13 +63,13 @@ func TestStateStorePutGetVersions(t *testing.T) {
 
 	var written []eventstore.StateVersion
 	for i := 1; i <= eventstore.TFStateHistory+4; i++ {
-		v, err := st.Put(ctx, "acme", "", stateJSON(i, "lin-1", strings.Repeat("x", i)))
+		v, err := st.Put(ctx, "acme", "", own("apply-a"), stateJSON(i, "lin-1", strings.Repeat("x", i)))
 		require.NoError(t, err)
 		require.Equal(t, uint64(i), v.Serial)
 		written = append(written, v)
 	}
 	// Another tenant's writes are not its versions.
-	_, err = st.Put(ctx, "other", "", stateJSON(99, "lin-2", "y"))
+	_, err = st.Put(ctx, "other", "", own("apply-a"), stateJSON(99, "lin-2", "y"))
 	require.NoError(t, err)
 
 	cur, err := st.Get(ctx, "acme")
@@ -103,7 +108,7 @@ func TestStateStorePutGetVersions(t *testing.T) {
 	require.ErrorIs(t, err, eventstore.ErrStateNotFound, "another tenant's revision")
 
 	// Delete leaves the history; Purge removes it.
-	require.NoError(t, st.Delete(ctx, "acme", ""))
+	require.NoError(t, st.Delete(ctx, "acme", "", own("apply-a")))
 	_, err = st.Get(ctx, "acme")
 	require.ErrorIs(t, err, eventstore.ErrStateNotFound)
 	vs, err = st.Versions(ctx, "acme")
@@ -135,7 +140,7 @@ func TestStateStoreRefusesBadInput(t *testing.T) {
 		{"too large", "acme", make([]byte, eventstore.MaxStateSize+1), domain.ReasonRequestEntityTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := st.Put(ctx, tc.tenant, "", tc.data)
+			_, err := st.Put(ctx, tc.tenant, "", own("apply-a"), tc.data)
 			require.Error(t, err)
 			require.Equal(t, tc.reason, domain.ReasonOf(err), err.Error())
 		})
@@ -173,30 +178,43 @@ func TestStateStoreLocking(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 
-	held, err := st.Lock(ctx, "acme", lockInfo("lock-a"), "apply-a")
+	held, err := st.Lock(ctx, "acme", lockInfo("lock-a"), own("apply-a"))
 	require.NoError(t, err)
 	require.Equal(t, "lock-a", held.Info.ID)
-	again, err := st.Lock(ctx, "acme", lockInfo("lock-a"), "apply-a")
+	again, err := st.Lock(ctx, "acme", lockInfo("lock-a"), own("apply-a"))
 	require.NoError(t, err, "re-taking one's own lock")
 	require.Equal(t, held.Revision, again.Revision)
 
-	_, err = st.Lock(ctx, "acme", lockInfo("lock-b"), "apply-b")
+	_, err = st.Lock(ctx, "acme", lockInfo("lock-b"), own("apply-b"))
 	requireLockedBy(t, err, "lock-a", "apply-a")
 	var le *eventstore.LockedError
 	require.ErrorAs(t, err, &le)
 	require.Equal(t, lockInfo("lock-a"), le.Holder.Info, "the holder's info comes back whole")
 
 	// Writes: only the holder's, while locked.
-	_, err = st.Put(ctx, "acme", "", stateJSON(1, "l", ""))
+	_, err = st.Put(ctx, "acme", "", own("apply-a"), stateJSON(1, "l", ""))
 	requireLockedBy(t, err, "lock-a", "apply-a")
-	_, err = st.Put(ctx, "acme", "lock-b", stateJSON(1, "l", ""))
+	_, err = st.Put(ctx, "acme", "lock-b", own("apply-a"), stateJSON(1, "l", ""))
 	requireLockedBy(t, err, "lock-a", "apply-a")
-	requireLockedBy(t, st.Delete(ctx, "acme", "lock-b"), "lock-a", "apply-a")
-	_, err = st.Put(ctx, "acme", "lock-a", stateJSON(1, "l", ""))
+	requireLockedBy(t, st.Delete(ctx, "acme", "lock-b", own("apply-a")), "lock-a", "apply-a")
+	_, err = st.Put(ctx, "acme", "lock-a", own("apply-a"), stateJSON(1, "l", ""))
 	require.NoError(t, err)
 
+	// The lock is bound to the credentials that took it: others, even of
+	// the same apply and with the lock's ID, neither write, re-take nor
+	// release it, and are not told its ID.
+	for _, other := range []eventstore.LockOwner{own("apply-b"), {ApplyID: "apply-a", Credential: "another-credential"}} {
+		_, err = st.Put(ctx, "acme", "lock-a", other, stateJSON(9, "l", ""))
+		requireLockedBy(t, err, "lock-a", "apply-a")
+		require.NotContains(t, err.Error(), "lock-a", "the error does not reveal the lock ID")
+		requireLockedBy(t, st.Delete(ctx, "acme", "lock-a", other), "lock-a", "apply-a")
+		_, err = st.Lock(ctx, "acme", lockInfo("lock-a"), other)
+		requireLockedBy(t, err, "lock-a", "apply-a")
+		requireLockedBy(t, st.Unlock(ctx, "acme", "lock-a", other), "lock-a", "apply-a")
+	}
+
 	// Another tenant is not locked.
-	_, err = st.Lock(ctx, "other", lockInfo("lock-b"), "apply-b")
+	_, err = st.Lock(ctx, "other", lockInfo("lock-b"), own("apply-b"))
 	require.NoError(t, err)
 
 	applyID, info, ok, err := st.LockHolder(ctx, "acme")
@@ -205,17 +223,17 @@ func TestStateStoreLocking(t *testing.T) {
 	require.Equal(t, "apply-a", applyID)
 	require.Equal(t, "lock-a", info.ID)
 
-	requireLockedBy(t, st.Unlock(ctx, "acme", "lock-b"), "lock-a", "apply-a")
-	require.NoError(t, st.Unlock(ctx, "acme", "lock-a"))
-	require.NoError(t, st.Unlock(ctx, "acme", "lock-a"), "releasing a released lock")
+	requireLockedBy(t, st.Unlock(ctx, "acme", "lock-b", own("apply-a")), "lock-a", "apply-a")
+	require.NoError(t, st.Unlock(ctx, "acme", "lock-a", own("apply-a")))
+	require.NoError(t, st.Unlock(ctx, "acme", "lock-a", own("apply-a")), "releasing a released lock")
 	_, _, ok, err = st.LockHolder(ctx, "acme")
 	require.NoError(t, err)
 	require.False(t, ok)
 
 	// Unlocked: anyone may write, and anyone may lock.
-	_, err = st.Put(ctx, "acme", "stale-id", stateJSON(2, "l", ""))
+	_, err = st.Put(ctx, "acme", "stale-id", own("apply-a"), stateJSON(2, "l", ""))
 	require.NoError(t, err)
-	_, err = st.Lock(ctx, "acme", lockInfo("lock-c"), "apply-c")
+	_, err = st.Lock(ctx, "acme", lockInfo("lock-c"), own("apply-c"))
 	require.NoError(t, err)
 
 	prev, ok, err := st.ForceUnlock(ctx, "acme")
@@ -226,10 +244,10 @@ func TestStateStoreLocking(t *testing.T) {
 	_, ok, err = st.ForceUnlock(ctx, "acme")
 	require.NoError(t, err)
 	require.False(t, ok)
-	_, err = st.Lock(ctx, "acme", lockInfo("lock-d"), "apply-d")
+	_, err = st.Lock(ctx, "acme", lockInfo("lock-d"), own("apply-d"))
 	require.NoError(t, err, "a force-unlocked state can be locked again")
 
-	_, err = st.Lock(ctx, "acme", eventstore.LockInfo{}, "x")
+	_, err = st.Lock(ctx, "acme", eventstore.LockInfo{}, own("x"))
 	require.Equal(t, domain.ReasonBadRequest, domain.ReasonOf(err))
 }
 
@@ -263,7 +281,7 @@ func TestStateStoreLockRaceAcrossReplicas(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					_, err := st.Lock(ctx, tenant, lockInfo(id), "apply-"+id)
+					_, err := st.Lock(ctx, tenant, lockInfo(id), own("apply-"+id))
 					mu.Lock()
 					defer mu.Unlock()
 					var le *eventstore.LockedError
@@ -305,7 +323,7 @@ func TestStateStoreLargeBlob(t *testing.T) {
 	blob = append(blob, strings.Repeat(" ", eventstore.MaxStateSize-len(blob))...)
 	require.Len(t, blob, eventstore.MaxStateSize)
 
-	v, err := st.Put(ctx, "acme", "", blob)
+	v, err := st.Put(ctx, "acme", "", own("apply-a"), blob)
 	require.NoError(t, err)
 	require.Equal(t, eventstore.MaxStateSize, v.Size)
 	got, err := st.Get(ctx, "acme")

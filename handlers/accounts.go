@@ -3,12 +3,9 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -40,6 +37,11 @@ func (noHooks) admitPatch(echo.Context, domain.Ref, map[string]any) (afterWrite,
 }
 func (noHooks) visible(echo.Context, []byte) bool { return true }
 
+// visibilityFilter marks the hooks whose visible hides objects from some
+// callers: their lists are filtered item by item (and lose the remaining
+// count); every other kind's list is the cache's page as it is.
+type visibilityFilter interface{ filtersVisibility() }
+
 func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 	switch k {
 	case domain.UserKind:
@@ -52,6 +54,12 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return applyHooks{}
 	case domain.UpgradeKind:
 		return &upgradeHooks{a: a}
+	case domain.TenantKind:
+		return tenantLabelHooks{kindHooks: a.tenantHooks(), a: a}
+	case domain.NodeGroupKind:
+		return a.nodeGroupHooks()
+	case domain.ProviderKind:
+		return a.providerHooks()
 	}
 	return noHooks{}
 }
@@ -83,10 +91,25 @@ func takePassword(spec map[string]any) (string, bool, error) {
 
 type userHooks struct{ a *API }
 
-func (h *userHooks) setPasswordAfter(user, pw string) afterWrite {
+// setPasswordAfter sets the password once the write succeeded and, unless
+// the user was just created, ends the user's sessions (but the caller's own).
+func (h *userHooks) setPasswordAfter(c echo.Context, op domain.Op, user, pw string) afterWrite {
+	keep := ownSession(c, user)
 	return func(ctx context.Context, res eventstore.Result) (map[string]any, error) {
-		return nil, h.a.identity.SetPassword(ctx, user, pw)
+		if err := h.a.identity.SetPassword(ctx, user, pw); err != nil || op == domain.OpCreate {
+			return nil, err
+		}
+		return nil, h.a.identity.EndSessions(ctx, user, keep)
 	}
+}
+
+// ownSession is the caller's session if the caller is user: the one session a
+// password change keeps.
+func ownSession(c echo.Context, user string) string {
+	if me := identityOf(c); me.Name == user {
+		return me.SessionID
+	}
+	return ""
 }
 
 func (h *userHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.Object) (afterWrite, error) {
@@ -94,11 +117,11 @@ func (h *userHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *dom
 		return nil, err
 	}
 	if op == domain.OpDelete {
+		actor, corr := identityOf(c).Name, correlationID(c)
 		return func(ctx context.Context, res eventstore.Result) (map[string]any, error) {
-			if res.Object == nil {
-				return nil, h.a.identity.DeletePassword(ctx, ref.Name)
-			}
-			return nil, nil
+			// Its sessions, password and tokens go with the user: a user
+			// created again under the name starts with none of them.
+			return nil, h.a.identity.RevokeUser(ctx, ref.Name, actor, corr)
 		}, nil
 	}
 	if op != domain.OpCreate && op != domain.OpUpdate || len(obj.Spec) == 0 {
@@ -117,7 +140,7 @@ func (h *userHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *dom
 	if name == "" {
 		name = obj.Metadata.Name
 	}
-	return h.setPasswordAfter(name, pw), nil
+	return h.setPasswordAfter(c, op, name, pw), nil
 }
 
 func (h *userHooks) admitPatch(c echo.Context, ref domain.Ref, patch map[string]any) (afterWrite, error) {
@@ -132,124 +155,10 @@ func (h *userHooks) admitPatch(c echo.Context, ref domain.Ref, patch map[string]
 	if err != nil || !ok {
 		return nil, err
 	}
-	return h.setPasswordAfter(ref.Name, pw), nil
+	return h.setPasswordAfter(c, domain.OpUpdate, ref.Name, pw), nil
 }
 
 func (h *userHooks) visible(echo.Context, []byte) bool { return true }
-
-type tokenHooks struct{ a *API }
-
-func tokenOwner(raw []byte) string {
-	var t domain.APIToken
-	_ = json.Unmarshal(raw, &t)
-	return t.Spec.User
-}
-
-// owns refuses a non-admin acting on someone else's token.
-func (h *tokenHooks) owns(c echo.Context, ref domain.Ref) error {
-	if isAdmin(c) {
-		return nil
-	}
-	raw, ok := h.a.cache.Get(ref)
-	if !ok {
-		return domain.NewNotFound(domain.APITokenKind.Kind, ref.Name)
-	}
-	if tokenOwner(raw) != identityOf(c).Name {
-		// Not found rather than forbidden: other users' token names are not disclosed.
-		return domain.NewNotFound(domain.APITokenKind.Kind, ref.Name)
-	}
-	return nil
-}
-
-func (h *tokenHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.Object) (afterWrite, error) {
-	if err := h.a.requireIdentity(); err != nil {
-		return nil, err
-	}
-	me := identityOf(c)
-	switch op {
-	case domain.OpCreate:
-		var spec map[string]any
-		if len(obj.Spec) > 0 {
-			if err := json.Unmarshal(obj.Spec, &spec); err != nil {
-				return nil, nil // the normaliser reports it with the field
-			}
-		}
-		if spec == nil {
-			spec = map[string]any{}
-		}
-		owner, _ := spec["user"].(string)
-		if owner == "" {
-			owner = me.Name
-			spec["user"] = owner
-		}
-		if owner != me.Name && !isAdmin(c) {
-			return nil, domain.NewForbidden(domain.APITokenKind.Kind, obj.Metadata.Name, "only admins create tokens for other users")
-		}
-		if _, ok := h.a.cache.GetObject(domain.Ref{Kind: domain.UserKind.Kind, Name: owner}); !ok {
-			return nil, domain.NewInvalid(domain.APITokenKind.Kind, obj.Metadata.Name, []domain.Cause{{Field: "spec.user", Type: domain.CauseInvalid,
-				Message: fmt.Sprintf("user %q does not exist", owner)}})
-		}
-		obj.Spec, _ = json.Marshal(spec)
-		if obj.Metadata.Name == "" {
-			obj.Metadata.Name = generatedTokenName(owner)
-		}
-		name := obj.Metadata.Name
-		return func(ctx context.Context, res eventstore.Result) (map[string]any, error) {
-			tok, err := h.a.identity.IssueAPIToken(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			return map[string]any{"token": tok}, nil
-		}, nil
-	case domain.OpDelete:
-		if err := h.owns(c, ref); err != nil {
-			return nil, err
-		}
-		// Revoke before the object goes, so the token is refused from now on.
-		return nil, h.a.identity.RevokeAPIToken(c.Request().Context(), ref.Name)
-	default:
-		if err := h.owns(c, ref); err != nil {
-			return nil, err
-		}
-		if op == domain.OpUpdate {
-			var t domain.APIToken
-			_ = json.Unmarshal(obj.Spec, &t.Spec)
-			if raw, ok := h.a.cache.Get(ref); ok && t.Spec.User != tokenOwner(raw) {
-				return nil, domain.NewInvalid(domain.APITokenKind.Kind, ref.Name, []domain.Cause{{Field: "spec.user", Type: domain.CauseForbidden, Message: "a token's user cannot change"}})
-			}
-		}
-		return nil, nil
-	}
-}
-
-func (h *tokenHooks) admitPatch(c echo.Context, ref domain.Ref, patch map[string]any) (afterWrite, error) {
-	if err := h.a.requireIdentity(); err != nil {
-		return nil, err
-	}
-	if err := h.owns(c, ref); err != nil {
-		return nil, err
-	}
-	if spec, _ := patch["spec"].(map[string]any); spec != nil {
-		if u, ok := spec["user"]; ok {
-			if raw, found := h.a.cache.Get(ref); found && u != tokenOwner(raw) {
-				return nil, domain.NewInvalid(domain.APITokenKind.Kind, ref.Name, []domain.Cause{{Field: "spec.user", Type: domain.CauseForbidden, Message: "a token's user cannot change"}})
-			}
-		}
-	}
-	return nil, nil
-}
-
-func (h *tokenHooks) visible(c echo.Context, raw []byte) bool {
-	return isAdmin(c) || tokenOwner(raw) == identityOf(c).Name
-}
-
-func generatedTokenName(owner string) string {
-	suffix := strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
-	if len(owner) > 50 {
-		owner = owner[:50]
-	}
-	return strings.TrimRight(owner, "-") + "-" + suffix
-}
 
 // accountRoutes registers login, logout, whoami and password changes.
 func (a *API) accountRoutes(g *authed) {
@@ -355,6 +264,10 @@ func (a *API) setPassword(c echo.Context) error {
 		return domain.NewInvalid(domain.UserKind.Kind, name, causes)
 	}
 	if err := a.identity.SetPassword(ctx, name, req.Password); err != nil {
+		return err
+	}
+	// The user's other sessions end; one's own change keeps the session making it.
+	if err := a.identity.EndSessions(ctx, name, ownSession(c, name)); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

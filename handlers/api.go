@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,12 +33,29 @@ type Config struct {
 	BookmarkInterval time.Duration
 	// WatchWriteTimeout drops a watch whose client does not take an event in time; default 30s.
 	WatchWriteTimeout time.Duration
-	// MaxWatches bounds concurrently open watches; more get 429. Default 1000.
+	// AccessRecheckInterval is how often an open watch or follow checks its
+	// caller's access again (credential, user, bindings, tenant labels); it
+	// ends the stream when access is gone. Default 2s.
+	AccessRecheckInterval time.Duration
+	// MaxWatches bounds concurrently open watches and follows (events, audit,
+	// logs) on this server; more get 429 with Retry-After. Default
+	// DefaultMaxWatches (1024). Give the event store the same number
+	// (eventstore.Config.MaxWatches) so the stream's consumer limit keeps a
+	// reserve for the internal consumers.
 	MaxWatches int
+	// MaxWatchesPerUser bounds the watches and follows one user holds open at
+	// once, over all its tokens and sessions; more get 429 with Retry-After.
+	// Default DefaultMaxWatchesPerUser (32).
+	MaxWatchesPerUser int
+	// AuditSampleSources bounds the sources whose refused unauthenticated
+	// requests are counted apart in one minute (one audit record each with a
+	// count); the rest share one record. Default DefaultAuditSampleSources (10000).
+	AuditSampleSources int
 	// Version is reported by /version.
 	Version string
 	// RequireEncryptedState makes the state backend refuse state tofu did not
-	// encrypt (set when the runner passes TF_ENCRYPTION); default off.
+	// encrypt; the server always sets it (the runner always passes
+	// TF_ENCRYPTION). Default off, for tests that store plain state.
 	RequireEncryptedState bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -63,8 +79,17 @@ func (c *Config) setDefaults() {
 	if c.WatchWriteTimeout == 0 {
 		c.WatchWriteTimeout = 30 * time.Second
 	}
+	if c.AccessRecheckInterval == 0 {
+		c.AccessRecheckInterval = 2 * time.Second
+	}
 	if c.MaxWatches == 0 {
-		c.MaxWatches = 1000
+		c.MaxWatches = DefaultMaxWatches
+	}
+	if c.MaxWatchesPerUser == 0 {
+		c.MaxWatchesPerUser = DefaultMaxWatchesPerUser
+	}
+	if c.AuditSampleSources == 0 {
+		c.AuditSampleSources = DefaultAuditSampleSources
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -102,8 +127,13 @@ type API struct {
 	metrics   *metrics
 	echo      *echo.Echo
 
-	// watches counts open watches against MaxWatches.
-	watches atomic.Int64
+	// refused samples refused unauthenticated requests for the audit log;
+	// nil without one.
+	refused *refusedSampler
+
+	// streams counts open watches and follows against MaxWatches and
+	// MaxWatchesPerUser.
+	streams *streamLimiter
 
 	// automation issues NATS credentials; nil on an external NATS.
 	automation AutomationIssuer
@@ -142,6 +172,10 @@ func New(cfg Config, d Deps) *API {
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
+	a.streams = newStreamLimiter(cfg.MaxWatches, cfg.MaxWatchesPerUser)
+	if a.audit != nil {
+		a.refused = newRefusedSampler(cfg.AuditSampleSources, a.audit.Append)
+	}
 	a.stopping, a.stop = context.WithCancel(context.Background())
 	a.metrics = newMetrics(a)
 	e := echo.New()
@@ -150,7 +184,7 @@ func New(cfg Config, d Deps) *API {
 	// The client address (audit records, login rate limits) is the peer's: headers
 	// such as X-Forwarded-For are set by the client and not trusted.
 	e.IPExtractor = echo.ExtractIPDirect()
-	e.Use(a.recoverMiddleware, a.requestID, a.auditRequests, a.metrics.middleware)
+	e.Use(a.recoverMiddleware, a.requestID, a.auditRequests, a.metrics.middleware, a.requestHygiene)
 	a.echo = e
 	a.routes()
 	return a

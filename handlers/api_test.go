@@ -15,7 +15,7 @@ import (
 )
 
 func TestCRUDLifecycle(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	ten := s.mustCreate("/api/v1/tenants", tenantBody("acme", map[string]string{"env": "prod"}))
 	require.Equal(t, "acme", ten.Metadata.Name)
 	require.Equal(t, int64(1), ten.Metadata.Generation)
@@ -89,7 +89,7 @@ func TestCRUDLifecycle(t *testing.T) {
 }
 
 func TestNamesAreUniquePerTenantNotGlobally(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	s.mustCreate("/api/v1/tenants", tenantBody("a", nil))
 	s.mustCreate("/api/v1/tenants", tenantBody("b", nil))
 	s.mustCreate("/api/v1/tenants/a/nodegroups", nodeGroupBody("workers", 1))
@@ -165,7 +165,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestTenantDeletionCascades(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	s.mustCreate("/api/v1/tenants", tenantBody("gone", nil))
 	s.mustCreate("/api/v1/tenants/gone/nodegroups", nodeGroupBody("a", 1))
 	s.mustCreate("/api/v1/tenants/gone/configpatches", map[string]any{"metadata": map[string]any{"name": "p"},
@@ -184,7 +184,7 @@ func TestTenantDeletionCascades(t *testing.T) {
 }
 
 func TestFinalizersHoldDeletion(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	s.mustCreate("/api/v1/tenants", tenantBody("fin", nil))
 	ng := nodeGroupBody("held", 1)
 	ng["metadata"].(map[string]any)["finalizers"] = []string{"rezuscloud.io/cleanup"}
@@ -251,12 +251,14 @@ func TestEventsCarryActorAndCorrelation(t *testing.T) {
 	s := newStack(t)
 	r := s.do(http.MethodPost, "/api/v1/tenants", tenantBody("who", nil), "X-Request-Id", "req-42")
 	require.Equal(t, http.StatusCreated, r.Code)
-	require.Equal(t, "req-42", r.Header.Get("X-Request-Id"))
+	id := r.Header.Get("X-Request-Id")
+	require.NotEqual(t, "req-42", id, "the server makes its own request id")
+	require.Equal(t, "req-42", r.Header.Get("X-Client-Request-Id"))
 	rec, err := s.env.Store.Load(context.Background(), domain.Ref{Kind: "Tenant", Name: "who"})
 	require.NoError(t, err)
 	require.Equal(t, "TenantCreated", rec.Event.Type)
 	require.Equal(t, "admin", rec.Event.Actor) // the static token acts as admin
-	require.Equal(t, "req-42", rec.Event.CorrelationID)
+	require.Equal(t, id, rec.Event.CorrelationID)
 	require.Equal(t, "who", rec.Event.Object.Metadata.Name)
 	require.Equal(t, r.object(t).Metadata.UID, rec.Event.Object.Metadata.UID)
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -37,8 +38,11 @@ func credentialKind(s string) string {
 const (
 	// auditTargetKey holds the target a handler named for the request.
 	auditTargetKey = "rezus.audit.target"
-	// maxAuditPath bounds the recorded path; URL values are the client's.
-	maxAuditPath = 1024
+	// maxAuditPath bounds the recorded path (and detail); URL values are the
+	// client's, and anyone may send a long one.
+	maxAuditPath = 512
+	// truncatedMarker ends a value cut to its bound.
+	truncatedMarker = "…(truncated)"
 	// maxAuditName bounds recorded tenant and object names taken from the URL.
 	maxAuditName = 256
 	apiPrefix    = "/api/v1/"
@@ -54,7 +58,8 @@ type auditTarget struct {
 // auditRequests is the middleware that records, once the handler has
 // answered, every request that can change something (any method but GET,
 // HEAD and OPTIONS) and every credential download, refused ones included,
-// with the final status code. Recording never fails or delays the request
+// with the final status code. Refused requests without an identity are
+// counted and sampled (refusedSampler), not stored one by one. Recording never fails or delays the request
 // beyond handing the record to the audit log.
 func (a *API) auditRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
@@ -64,10 +69,16 @@ func (a *API) auditRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		finished := false
 		defer func() {
 			t, named := c.Get(auditTargetKey).(auditTarget)
-			if !named {
+			secret, isSecret := secretRead(c)
+			switch {
+			case named:
+			case isSecret:
+				// Refused before its handler named it (401, 403, a bad name).
+				t = secret
+			default:
 				t = routeTarget(c)
 			}
-			if !named && !changes(c.Request().Method) && credentialKind(t.kind) == "" {
+			if !named && !isSecret && !changes(c.Request().Method) && credentialKind(t.kind) == "" {
 				return
 			}
 			code := c.Response().Status
@@ -95,9 +106,12 @@ func changes(method string) bool {
 	return true
 }
 
+// recordAudit hands the request's record to the audit log; a refused
+// request without an identity goes to the sampler instead, which stores one
+// record per source and minute with a count.
 func (a *API) recordAudit(c echo.Context, code int, t auditTarget) {
 	id := identityOf(c)
-	a.audit.Append(eventstore.AuditRecord{
+	rec := eventstore.AuditRecord{
 		Time:          a.cfg.Now().UTC(),
 		Actor:         id.Name,
 		Role:          id.Role,
@@ -110,14 +124,25 @@ func (a *API) recordAudit(c echo.Context, code int, t auditTarget) {
 		RequestID:     c.Response().Header().Get(echo.HeaderXRequestID),
 		ClientAddress: c.RealIP(),
 		Detail:        truncate(t.detail, maxAuditPath),
-	})
+	}
+	if id.Name == "" && code >= 400 && code < 500 {
+		a.refused.add(rec)
+		return
+	}
+	a.audit.Append(rec)
 }
 
+// truncate cuts s to at most n bytes, ending a cut value with
+// truncatedMarker and never splitting a UTF-8 sequence.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n]
+	cut := n - len(truncatedMarker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMarker
 }
 
 // routeTarget reads the kind, tenant and name from the matched route and its
@@ -161,6 +186,28 @@ func routeTarget(c echo.Context) auditTarget {
 		t.name = c.Param("name")
 	}
 	return t
+}
+
+// secretRead reports whether the request reads something that carries a
+// tenant's secrets, and names it: kubeconfig, talosconfig, a machine's or a
+// node group's rendered config, terraform state. Such reads are audited
+// whatever their outcome, refused ones (before any handler ran) included.
+func secretRead(c echo.Context) (auditTarget, bool) {
+	if changes(c.Request().Method) {
+		return auditTarget{}, false
+	}
+	tenant := c.Param("tenant")
+	switch c.Path() {
+	case apiPrefix + "tenants/:tenant/kubeconfig":
+		return auditTarget{kind: CredentialKubeconfig, tenant: tenant}, true
+	case apiPrefix + "tenants/:tenant/talosconfig":
+		return auditTarget{kind: CredentialTalosconfig, tenant: tenant}, true
+	case apiPrefix + "tenants/:tenant/machines/:name/config", apiPrefix + "tenants/:tenant/nodegroups/:name/config":
+		return auditTarget{kind: CredentialMachineConfig, tenant: tenant, name: c.Param("name")}, true
+	case apiPrefix + "tenants/:tenant/state":
+		return auditTarget{kind: stateKind, tenant: tenant, name: tenant}, true
+	}
+	return auditTarget{}, false
 }
 
 // auditObject names the object a request is about when its route does not:
@@ -216,36 +263,64 @@ func (a *API) auditTrail(c echo.Context) error {
 		return domain.NewBadRequest("bad audit query: "+causeSummary(causes), causes...)
 	}
 
+	g := a.newStreamGuard(c)
+	visible := a.auditVisibility(g)
 	if rq.follow {
-		return a.follow(c, sseAudit, "audit records", func(ctx context.Context) (sseSource, error) {
+		return a.follow(c, g, sseAudit, "audit records", func(ctx context.Context) (sseSource, error) {
 			cur, err := a.audit.Follow(ctx, aq)
 			if err != nil {
 				return nil, err
 			}
-			return auditSource{cur}, nil
+			return auditSource{cur: cur, visible: visible}, nil
 		})
 	}
 	recs, more, err := a.audit.Query(c.Request().Context(), aq)
 	if err != nil {
 		return err
 	}
-	out := auditList{APIVersion: domain.APIVersion, Kind: "AuditRecordList", Items: recs}
+	out := auditList{APIVersion: domain.APIVersion, Kind: "AuditRecordList", Items: make([]eventstore.AuditRecord, 0, len(recs))}
+	for _, rec := range recs {
+		if visible(&rec) {
+			out.Items = append(out.Items, rec)
+		}
+	}
 	if more {
+		// After the last record read, shown or not.
 		out.Metadata.Continue = strconv.FormatUint(recs[len(recs)-1].Seq, 10)
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
+// auditVisibility: an admin reads every record; a tenant's admin (through a
+// binding) the records about its tenants.
+func (a *API) auditVisibility(g *streamGuard) func(*eventstore.AuditRecord) bool {
+	return func(rec *eventstore.AuditRecord) bool {
+		acc := g.access()
+		if acc.Global() == domain.RoleAdmin {
+			return true
+		}
+		return rec.Tenant != "" && a.tenantRole(acc, rec.Tenant) == domain.RoleAdmin
+	}
+}
+
 // auditSource follows audit records for an SSE stream.
-type auditSource struct{ cur *eventstore.AuditCursor }
+type auditSource struct {
+	cur     *eventstore.AuditCursor
+	visible func(*eventstore.AuditRecord) bool
+}
 
 func (s auditSource) Next(ctx context.Context) (uint64, []byte, error) {
-	rec, err := s.cur.Next(ctx)
-	if err != nil {
-		return 0, nil, err
+	for {
+		rec, err := s.cur.Next(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !s.visible(&rec) {
+			continue
+		}
+		b, err := json.Marshal(rec)
+		return rec.Seq, b, err
 	}
-	b, err := json.Marshal(rec)
-	return rec.Seq, b, err
 }
 
 func (s auditSource) Stop() { s.cur.Stop() }

@@ -13,7 +13,7 @@ import (
 // TestBadInputs sends malformed and invalid requests and checks each gets the
 // right code, reason and field at fault, and that none of them stored anything.
 func TestBadInputs(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	ten := s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))
 	s.mustCreate("/api/v1/tenants/acme/nodegroups", nodeGroupBody("workers", 1))
 	rv := ten.Metadata.ResourceVersion

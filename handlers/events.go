@@ -92,8 +92,10 @@ func (a *API) events(c echo.Context) error {
 		return domain.NewBadRequest("bad event query: "+causeSummary(causes), causes...)
 	}
 
+	g := a.newStreamGuard(c)
+	visible := a.eventVisibility(g)
 	if rq.follow {
-		return a.follow(c, sseEvent, "events", func(ctx context.Context) (sseSource, error) {
+		return a.follow(c, g, sseEvent, "events", func(ctx context.Context) (sseSource, error) {
 			if err := a.checkNotPurged(ctx, rq.window.From); err != nil {
 				return nil, err
 			}
@@ -101,7 +103,7 @@ func (a *API) events(c echo.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			return eventSource{cur}, nil
+			return eventSource{cur: cur, visible: visible}, nil
 		})
 	}
 	ctx := c.Request().Context()
@@ -114,7 +116,9 @@ func (a *API) events(c echo.Context) error {
 	}
 	out := eventList{APIVersion: domain.APIVersion, Kind: "EventList", Items: make([]eventItem, 0, len(recs))}
 	for _, rec := range recs {
-		out.Items = append(out.Items, eventItemOf(rec))
+		if visible(rec) {
+			out.Items = append(out.Items, eventItemOf(rec))
+		}
 	}
 	if more {
 		out.Metadata.Continue = strconv.FormatUint(recs[len(recs)-1].Seq, 10)
@@ -166,16 +170,25 @@ func eventSubjects(kind *domain.KindInfo, tenant, name string) ([]string, *domai
 	return []string{domain.SubjectFilter(kind, tenant, name)}, nil
 }
 
-// eventSource follows resource events for an SSE stream.
-type eventSource struct{ cur *eventstore.Cursor }
+// eventSource follows resource events for an SSE stream, skipping those
+// the caller may not see.
+type eventSource struct {
+	cur     *eventstore.Cursor
+	visible func(*eventstore.Record) bool
+}
 
 func (s eventSource) Next(ctx context.Context) (uint64, []byte, error) {
-	rec, err := s.cur.Next(ctx)
-	if err != nil {
-		return 0, nil, err
+	for {
+		rec, err := s.cur.Next(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !s.visible(rec) {
+			continue
+		}
+		b, err := json.Marshal(eventItemOf(rec))
+		return rec.Seq, b, err
 	}
-	b, err := json.Marshal(eventItemOf(rec))
-	return rec.Seq, b, err
 }
 
 func (s eventSource) Stop() { s.cur.Stop() }
@@ -300,15 +313,19 @@ type sseSource interface {
 
 // follow streams a source as Server-Sent Events in the framing of watches
 // ("id: <seq>", "event: <typ>", "data: {type, object}"), with heartbeats. It
-// counts against MaxWatches and ends when the client leaves, the server stops
+// counts against MaxWatches and MaxWatchesPerUser (429 beyond them, before
+// the stream starts) and ends when the client leaves, the server stops
 // (StopWatches) or the source fails (an ERROR event with a Status). An error
 // from open, such as a purged sequence, is sent as an ERROR event too.
-func (a *API) follow(c echo.Context, typ, what string, open func(context.Context) (sseSource, error)) error {
+//
+// g re-checks the caller's access every AccessRecheckInterval; when access
+// is gone the stream ends with an ERROR event carrying the Status.
+func (a *API) follow(c echo.Context, g *streamGuard, typ, what string, open func(context.Context) (sseSource, error)) error {
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	defer cancel()
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
-	release, err := a.acquireStream()
+	release, err := a.acquireStream(c)
 	if err != nil {
 		return err
 	}
@@ -356,8 +373,15 @@ func (a *API) follow(c echo.Context, typ, what string, open func(context.Context
 
 	heartbeat := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
+	recheck := g.ticker()
+	defer recheck.Stop()
 	for {
 		select {
+		case <-recheck.C:
+			if err := g.recheck(); err != nil {
+				_ = write(sseFrame(projections.WatchError, 0, statusObject(err)))
+				return nil
+			}
 		case f := <-frames:
 			if err := write(sseFrame(typ, f.seq, f.data)); err != nil {
 				return nil

@@ -80,23 +80,23 @@ func eventHistory(t *testing.T, s *stack) {
 		t.Helper()
 		require.Less(t, r.Code, 300, string(r.Body))
 	}
-	s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))                                                   // 1 TenantCreated
-	s.mustCreate("/api/v1/tenants", tenantBody("globex", nil))                                                 // 2 TenantCreated
-	s.mustCreate("/api/v1/tenants/acme/nodegroups", nodeGroupBody("workers", 1))                               // 3 NodeGroupCreated
-	s.mustCreate("/api/v1/tenants/globex/nodegroups", nodeGroupBody("workers", 1))                             // 4 NodeGroupCreated
-	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"spec":{"count":3}}`))              // 5 NodeGroupScaled
-	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"metadata":{"finalizers":["x"]}}`)) // 6 NodeGroupUpdated
+	s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))                                                   // 2 TenantCreated
+	s.mustCreate("/api/v1/tenants", tenantBody("globex", nil))                                                 // 3 TenantCreated
+	s.mustCreate("/api/v1/tenants/acme/nodegroups", nodeGroupBody("workers", 1))                               // 4 NodeGroupCreated
+	s.mustCreate("/api/v1/tenants/globex/nodegroups", nodeGroupBody("workers", 1))                             // 5 NodeGroupCreated
+	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"spec":{"count":3}}`))              // 6 NodeGroupScaled
+	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"metadata":{"finalizers":["x"]}}`)) // 7 NodeGroupUpdated
 	cur := s.do(http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", nil).object(t)
-	ok(s.do(http.MethodPut, "/api/v1/tenants/acme/nodegroups/workers/status", // 7 NodeGroupStatusUpdated
+	ok(s.do(http.MethodPut, "/api/v1/tenants/acme/nodegroups/workers/status", // 8 NodeGroupStatusUpdated
 		fmt.Sprintf(`{"metadata":{"name":"workers","resourceVersion":%q},"status":{"replicas":3}}`, cur.Metadata.ResourceVersion)))
-	ok(s.do(http.MethodDelete, "/api/v1/tenants/acme/nodegroups/workers", nil))                             // 8 NodeGroupDeletionRequested
-	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"metadata":{"finalizers":[]}}`)) // 9 NodeGroupDeleted
-	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme", `{"metadata":{"labels":{"env":"prod"}}}`))            // 10 TenantUpdated
-	require.Equal(t, uint64(10), s.lastSeq())
+	ok(s.do(http.MethodDelete, "/api/v1/tenants/acme/nodegroups/workers", nil))                             // 9 NodeGroupDeletionRequested
+	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"metadata":{"finalizers":[]}}`)) // 10 NodeGroupDeleted
+	ok(s.do(http.MethodPatch, "/api/v1/tenants/acme", `{"metadata":{"labels":{"env":"prod"}}}`))            // 11 TenantUpdated
+	require.Equal(t, uint64(11), s.lastSeq())                                                               // 1 is the ProviderCreated of withProvider
 }
 
 func TestEventsReplay(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	eventHistory(t, s)
 	st, err := s.env.Store.JetStream().Stream(context.Background(), eventstore.StreamName)
 	require.NoError(t, err)
@@ -108,8 +108,8 @@ func TestEventsReplay(t *testing.T) {
 
 	t.Run("everything, in order, with the event's fields", func(t *testing.T) {
 		p := s.eventPage(t, "")
-		require.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, eventSeqs(p.Items))
-		require.Equal(t, []string{"TenantCreated", "TenantCreated", "NodeGroupCreated", "NodeGroupCreated", "NodeGroupScaled",
+		require.Equal(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, eventSeqs(p.Items))
+		require.Equal(t, []string{"ProviderCreated", "TenantCreated", "TenantCreated", "NodeGroupCreated", "NodeGroupCreated", "NodeGroupScaled",
 			"NodeGroupUpdated", "NodeGroupStatusUpdated", "NodeGroupDeletionRequested", "NodeGroupDeleted", "TenantUpdated"}, eventTypes(p.Items))
 		for _, it := range p.Items {
 			rec, err := s.env.Store.Get(context.Background(), it.Seq)
@@ -122,8 +122,8 @@ func TestEventsReplay(t *testing.T) {
 			require.Equal(t, rec.Event.CorrelationID, it.CorrelationID)
 			require.NotEmpty(t, it.CorrelationID)
 		}
-		require.Equal(t, "rezus.evt.nodegroup.acme.workers", p.Items[2].Subject)
-		require.Equal(t, "rezus.evt.tenant._.acme", p.Items[0].Subject)
+		require.Equal(t, "rezus.evt.nodegroup.acme.workers", p.Items[3].Subject)
+		require.Equal(t, "rezus.evt.tenant._.acme", p.Items[1].Subject)
 		require.Empty(t, p.Metadata.Continue)
 	})
 
@@ -133,43 +133,43 @@ func TestEventsReplay(t *testing.T) {
 		want         []uint64
 		wantContinue string
 	}{
-		{name: "since 0", query: "?since=0", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{name: "since a sequence", query: "?since=7", want: []uint64{8, 9, 10}},
-		{name: "since the last", query: "?since=10", want: []uint64{}},
-		{name: "since a time", query: "?since=" + storedAt(4), want: []uint64{4, 5, 6, 7, 8, 9, 10}},
-		{name: "until a sequence", query: "?until=2", want: []uint64{1, 2}},
-		{name: "between times", query: "?since=" + storedAt(3) + "&until=" + storedAt(5), want: []uint64{3, 4, 5}},
-		{name: "an object's whole history", query: "?kind=nodegroups&tenant=acme&name=workers", want: []uint64{3, 5, 6, 7, 8, 9}},
-		{name: "kind by Kind", query: "?kind=NodeGroup", want: []uint64{3, 4, 5, 6, 7, 8, 9}},
-		{name: "kind by singular", query: "?kind=tenant", want: []uint64{1, 2, 10}},
-		{name: "a tenant's events and its own", query: "?tenant=acme", want: []uint64{1, 3, 5, 6, 7, 8, 9, 10}},
-		{name: "a tenant by kind", query: "?kind=tenants&tenant=globex", want: []uint64{2}},
-		{name: "a tenant by name", query: "?kind=tenants&name=globex", want: []uint64{2}},
-		{name: "a name in every tenant", query: "?name=workers", want: []uint64{3, 4, 5, 6, 7, 8, 9}},
-		{name: "a name in a tenant", query: "?tenant=globex&name=workers", want: []uint64{4}},
-		{name: "a kind in a tenant", query: "?kind=nodegroups&tenant=globex", want: []uint64{4}},
+		{name: "since 0", query: "?since=0", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+		{name: "since a sequence", query: "?since=8", want: []uint64{9, 10, 11}},
+		{name: "since the last", query: "?since=11", want: []uint64{}},
+		{name: "since a time", query: "?since=" + storedAt(5), want: []uint64{5, 6, 7, 8, 9, 10, 11}},
+		{name: "until a sequence", query: "?until=3", want: []uint64{1, 2, 3}},
+		{name: "between times", query: "?since=" + storedAt(4) + "&until=" + storedAt(6), want: []uint64{4, 5, 6}},
+		{name: "an object's whole history", query: "?kind=nodegroups&tenant=acme&name=workers", want: []uint64{4, 6, 7, 8, 9, 10}},
+		{name: "kind by Kind", query: "?kind=NodeGroup", want: []uint64{4, 5, 6, 7, 8, 9, 10}},
+		{name: "kind by singular", query: "?kind=tenant", want: []uint64{2, 3, 11}},
+		{name: "a tenant's events and its own", query: "?tenant=acme", want: []uint64{2, 4, 6, 7, 8, 9, 10, 11}},
+		{name: "a tenant by kind", query: "?kind=tenants&tenant=globex", want: []uint64{3}},
+		{name: "a tenant by name", query: "?kind=tenants&name=globex", want: []uint64{3}},
+		{name: "a name in every tenant", query: "?name=workers", want: []uint64{4, 5, 6, 7, 8, 9, 10}},
+		{name: "a name in a tenant", query: "?tenant=globex&name=workers", want: []uint64{5}},
+		{name: "a kind in a tenant", query: "?kind=nodegroups&tenant=globex", want: []uint64{5}},
 		{name: "no match", query: "?kind=machines", want: []uint64{}},
 		{name: "limit", query: "?limit=4", want: []uint64{1, 2, 3, 4}, wantContinue: "4"},
 		{name: "next page", query: "?limit=4&continue=4", want: []uint64{5, 6, 7, 8}, wantContinue: "8"},
-		{name: "last page", query: "?limit=4&continue=8", want: []uint64{9, 10}},
-		{name: "filtered pages", query: "?limit=2&tenant=acme&continue=3", want: []uint64{5, 6}, wantContinue: "6"},
+		{name: "last page", query: "?limit=4&continue=8", want: []uint64{9, 10, 11}},
+		{name: "filtered pages", query: "?limit=2&tenant=acme&continue=4", want: []uint64{6, 7}, wantContinue: "7"},
 		// newest=N: the newest N matching events, oldest first, never with continue.
-		{name: "newest", query: "?newest=3", want: []uint64{8, 9, 10}},
-		{name: "newest, exactly all", query: "?newest=10", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{name: "newest, more than there are", query: "?newest=100", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{name: "newest, the most", query: "?newest=10000", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
-		{name: "newest of a tenant", query: "?newest=3&tenant=acme", want: []uint64{8, 9, 10}},
-		{name: "newest of a rarely named tenant", query: "?newest=5&tenant=globex", want: []uint64{2, 4}},
-		{name: "newest of a kind", query: "?newest=2&kind=tenants", want: []uint64{2, 10}},
-		{name: "newest of a kind in a tenant", query: "?newest=2&kind=nodegroups&tenant=acme", want: []uint64{8, 9}},
-		{name: "newest of an object", query: "?newest=1&kind=nodegroups&tenant=globex&name=workers", want: []uint64{4}},
-		{name: "newest, the older page", query: "?newest=2&kind=nodegroups&tenant=acme&until=7", want: []uint64{6, 7}},
-		{name: "newest, the oldest page", query: "?newest=2&kind=nodegroups&tenant=acme&until=4", want: []uint64{3}},
-		{name: "newest since", query: "?newest=5&since=8", want: []uint64{9, 10}},
-		{name: "newest since and until", query: "?newest=10&since=2&until=5", want: []uint64{3, 4, 5}},
-		{name: "newest until a time", query: "?newest=2&until=" + storedAt(5), want: []uint64{4, 5}},
+		{name: "newest", query: "?newest=3", want: []uint64{9, 10, 11}},
+		{name: "newest, exactly all", query: "?newest=11", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+		{name: "newest, more than there are", query: "?newest=100", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+		{name: "newest, the most", query: "?newest=10000", want: []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+		{name: "newest of a tenant", query: "?newest=3&tenant=acme", want: []uint64{9, 10, 11}},
+		{name: "newest of a rarely named tenant", query: "?newest=5&tenant=globex", want: []uint64{3, 5}},
+		{name: "newest of a kind", query: "?newest=2&kind=tenants", want: []uint64{3, 11}},
+		{name: "newest of a kind in a tenant", query: "?newest=2&kind=nodegroups&tenant=acme", want: []uint64{9, 10}},
+		{name: "newest of an object", query: "?newest=1&kind=nodegroups&tenant=globex&name=workers", want: []uint64{5}},
+		{name: "newest, the older page", query: "?newest=2&kind=nodegroups&tenant=acme&until=8", want: []uint64{7, 8}},
+		{name: "newest, the oldest page", query: "?newest=2&kind=nodegroups&tenant=acme&until=5", want: []uint64{4}},
+		{name: "newest since", query: "?newest=5&since=9", want: []uint64{10, 11}},
+		{name: "newest since and until", query: "?newest=10&since=3&until=6", want: []uint64{4, 5, 6}},
+		{name: "newest until a time", query: "?newest=2&until=" + storedAt(6), want: []uint64{5, 6}},
 		{name: "newest, none match", query: "?newest=3&kind=machines", want: []uint64{}},
-		{name: "newest, not following", query: "?newest=1&follow=false", want: []uint64{10}},
+		{name: "newest, not following", query: "?newest=1&follow=false", want: []uint64{11}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,14 +256,14 @@ func TestEventsReplay(t *testing.T) {
 }
 
 func TestEventsFollow(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))
 	s.mustCreate("/api/v1/tenants", tenantBody("globex", nil))
 
 	all := s.watch("/api/v1/events?follow=true")
-	fromTwo := s.watch("/api/v1/events?follow=true&since=1&kind=tenants")
+	fromTwo := s.watch("/api/v1/events?follow=true&since=2&kind=tenants")
 	acmeGroups := s.watch("/api/v1/events?follow=true&kind=nodegroups&tenant=acme")
-	resumed := s.watch("/api/v1/events?follow=true", "Last-Event-ID", "2")
+	resumed := s.watch("/api/v1/events?follow=true", "Last-Event-ID", "3")
 
 	s.mustCreate("/api/v1/tenants/globex/nodegroups", nodeGroupBody("g", 1))
 	s.mustCreate("/api/v1/tenants/acme/nodegroups", nodeGroupBody("w", 1))
@@ -279,11 +279,11 @@ func TestEventsFollow(t *testing.T) {
 		w    *watchStream
 		want []want
 	}{
-		{"everything from the start, then new events", all, []want{{"1", "TenantCreated", "acme"}, {"2", "TenantCreated", "globex"},
-			{"3", "NodeGroupCreated", "g"}, {"4", "NodeGroupCreated", "w"}, {"5", "NodeGroupDeleted", "w"}}},
-		{"since a sequence, filtered", fromTwo, []want{{"2", "TenantCreated", "globex"}}},
-		{"an object's new events", acmeGroups, []want{{"4", "NodeGroupCreated", "w"}, {"5", "NodeGroupDeleted", "w"}}},
-		{"resumed after Last-Event-ID", resumed, []want{{"3", "NodeGroupCreated", "g"}, {"4", "NodeGroupCreated", "w"}, {"5", "NodeGroupDeleted", "w"}}},
+		{"everything from the start, then new events", all, []want{{"1", "ProviderCreated", "emu"}, {"2", "TenantCreated", "acme"}, {"3", "TenantCreated", "globex"},
+			{"4", "NodeGroupCreated", "g"}, {"5", "NodeGroupCreated", "w"}, {"6", "NodeGroupDeleted", "w"}}},
+		{"since a sequence, filtered", fromTwo, []want{{"3", "TenantCreated", "globex"}}},
+		{"an object's new events", acmeGroups, []want{{"5", "NodeGroupCreated", "w"}, {"6", "NodeGroupDeleted", "w"}}},
+		{"resumed after Last-Event-ID", resumed, []want{{"4", "NodeGroupCreated", "g"}, {"5", "NodeGroupCreated", "w"}, {"6", "NodeGroupDeleted", "w"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, want := range tt.want {

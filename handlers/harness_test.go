@@ -110,6 +110,15 @@ func newStackWith(t testing.TB, idm func(*identity.Config), mutate ...func(*hand
 	return s
 }
 
+// withProvider creates the Provider "emu" (emulated) that the tests' node
+// groups name: the API refuses a node group naming a Provider that does not exist.
+func (s *stack) withProvider() *stack {
+	s.t.Helper()
+	r := s.do("POST", "/api/v1/providers", `{"metadata":{"name":"emu"},"spec":{"type":"emulated","config":{"endpoint":"http://127.0.0.1:8089"}}}`)
+	require.Equal(s.t, http.StatusCreated, r.Code, string(r.Body))
+	return s
+}
+
 func (s *stack) close() {
 	s.api.StopWatches()
 	s.srv.Close()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
@@ -52,19 +51,6 @@ func (a *API) recoverMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 				err = fmt.Errorf("panic: %v", r)
 			}
 		}()
-		return next(c)
-	}
-}
-
-// requestID gives every request an id (the client's X-Request-Id when it is
-// sensible), echoed in the response and recorded as the events' correlation id.
-func (a *API) requestID(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
-			id = a.cfg.NewUID()
-		}
-		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		return next(c)
 	}
 }

@@ -44,6 +44,12 @@ func (a *API) readBody(c echo.Context, mediaType string) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, domain.NewBadRequest("the request body is empty")
 	}
+	// encoding/json would store U+FFFD for bytes that are not UTF-8 and keep
+	// the last of two equal keys; both are refused. The bodies are objects
+	// (or patches of them), whose shape names the paths of duplicates.
+	if causes := domain.CheckJSONText(body, "", &domain.Object{}); causes != nil {
+		return nil, domain.NewBadRequest("the request body is not valid: "+causeSummary(causes), causes...)
+	}
 	return body, nil
 }
 
@@ -105,11 +111,4 @@ func checkIdempotencyKey(c echo.Context) error {
 		}
 	}
 	return nil
-}
-
-func correlationID(c echo.Context) string {
-	if id := c.Request().Header.Get("X-Correlation-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	return c.Response().Header().Get(echo.HeaderXRequestID)
 }

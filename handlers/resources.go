@@ -92,7 +92,7 @@ func (r *resource) list(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, filtered := r.hooks.(noHooks); !filtered {
+	if _, filtered := r.hooks.(visibilityFilter); filtered {
 		kept := res.Items[:0]
 		for _, raw := range res.Items {
 			if r.hooks.visible(c, raw) {
@@ -100,6 +100,9 @@ func (r *resource) list(c echo.Context) error {
 			}
 		}
 		res.Items, res.Remaining = kept, 0
+	}
+	if opts.Tenant == "" && r.api.filterListByTenant(c, r.kind, &res) {
+		res.Remaining = 0 // lists leave out the tenants the caller may not see
 	}
 	var b bytes.Buffer
 	b.Grow(64 + len(res.Items)*512)

@@ -2,40 +2,35 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// acquireStream counts an open watch or follow against MaxWatches; the caller
-// defers release. Beyond the limit it fails with TooManyRequests (429).
-func (a *API) acquireStream() (release func(), err error) {
-	if n := a.watches.Add(1); n > int64(a.cfg.MaxWatches) {
-		a.watches.Add(-1)
-		return nil, &domain.Error{Reason: domain.ReasonTooManyRequests, RetryAfterSeconds: 5,
-			Message: fmt.Sprintf("too many open watches (limit %d); retry later", a.cfg.MaxWatches)}
-	}
-	return func() { a.watches.Add(-1) }, nil
-}
-
 // followContext counts a followed plain-text stream (an apply's or a
-// machine's log) against MaxWatches and gives it a context that ends with the
+// machine's log) against MaxWatches and MaxWatchesPerUser and gives it a context that ends with the
 // client or the server's shutdown; the caller defers done. Beyond the limit
 // it fails as acquireStream does.
 func (a *API) followContext(c echo.Context) (ctx context.Context, done func(), err error) {
-	release, err := a.acquireStream()
+	release, err := a.acquireStream(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	stop := context.AfterFunc(a.stopping, cancel)
+	// The caller's access is checked again while the stream runs; when it is
+	// gone the stream ends.
+	g := a.newStreamGuard(c)
+	guarded := make(chan struct{})
+	go func() {
+		defer close(guarded)
+		g.watchOver(ctx, func(error) { cancel() })
+	}()
 	return ctx, func() {
 		stop()
 		cancel()
+		<-guarded
 		release()
 	}, nil
 }

@@ -22,7 +22,8 @@ func (a *API) errorHandler(err error, c echo.Context) {
 	}
 	de := asDomainError(err)
 	if de.Reason == domain.ReasonInternalError {
-		a.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		a.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err,
+			"requestId", c.Response().Header().Get(echo.HeaderXRequestID), "clientRequestId", clientRequestID(c))
 		de = &domain.Error{Reason: domain.ReasonInternalError, Message: "internal error; see the server log"}
 	}
 	st := domain.StatusOf(de)

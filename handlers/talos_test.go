@@ -35,7 +35,7 @@ type talosStack struct {
 
 func newTalosStack(t *testing.T) *talosStack {
 	t.Helper()
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	audit, err := eventstore.OpenAudit(ctx, s.env.Store, eventstore.AuditConfig{})

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,18 +24,23 @@ import (
 //
 //	GET    /tfstate/{tenant}            200 with the state, 204 when there is none
 //	POST   /tfstate/{tenant}?ID=<lock>  store a new version; Content-MD5 (base64) checked when sent;
-//	                                    accepted when unlocked or ID is the holder's, else 423
+//	                                    accepted when unlocked, or locked under ID by these
+//	                                    same credentials, else 423
 //	DELETE /tfstate/{tenant}?ID=<lock>  delete the current version (history kept), same lock rule
 //	LOCK   /tfstate/{tenant}/lock       body: tofu's LockInfo; 200, or 423 with the holder's LockInfo
 //	UNLOCK /tfstate/{tenant}/lock       body: LockInfo with the ID; 200, or 409 with the holder's LockInfo
+//	                                    (only the credentials that took the lock release it)
 //
 // POST and DELETE on /lock do the same as LOCK and UNLOCK, for clients set up
 // with lock_method = "POST" and unlock_method = "DELETE". The backend takes only
 // apply credentials (HTTP basic auth, see identity.Service.IssueStateCredentials):
-// users reach state through /api/v1/tenants/{tenant}/state per RBAC. Every
-// error is a Status; the 423 and 409 lock answers carry the holder's LockInfo
-// fields (ID, Operation, Who, …) beside the Status fields, which is what tofu
-// reads to say who holds the lock.
+// users reach state through /api/v1/tenants/{tenant}/state per RBAC. A lock
+// belongs to the apply credential that took it: other credentials of the same
+// tenant neither write under it nor release it, even with its ID (an admin's
+// force-unlock does, audited). Every error is a Status; the 423 and 409 lock
+// answers carry the holder's LockInfo fields but its ID (Operation, Who,
+// Created, …) beside the Status fields, which is what tofu reads to say who
+// holds the lock.
 //
 // For users (RBAC: edit; force-unlock: admin):
 //
@@ -59,8 +65,9 @@ const (
 	headerContentMD5     = "Content-MD5"
 )
 
-// applyIDKey holds the apply whose credentials authenticated a backend request.
-const applyIDKey = "rezus.tfstate.apply"
+// lockOwnerKey holds the apply credential that authenticated a backend
+// request, as an eventstore.LockOwner.
+const lockOwnerKey = "rezus.tfstate.owner"
 
 func (a *API) stateRoutes(g *authed) {
 	e := a.echo
@@ -97,15 +104,15 @@ func (a *API) stateAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return domain.NewUnauthorized("the state backend takes apply credentials (HTTP basic auth) only; " +
 				"users read state through /api/v1/tenants/" + tenant + "/state")
 		}
-		applyID, err := a.identity.VerifyStateCredentials(tenant, user, pass)
+		cred, err := a.identity.VerifyStateCredentials(c.Request().Context(), tenant, user, pass)
 		if err != nil {
 			if domain.ReasonOf(err) == domain.ReasonUnauthorized {
 				c.Response().Header().Set("WWW-Authenticate", `Basic realm="rezuscloud-tfstate"`)
 			}
 			return err
 		}
-		c.Set(identityKey, identity.Identity{Name: "apply:" + applyID, AuthMethod: identity.AuthStateCredentials})
-		c.Set(applyIDKey, applyID)
+		c.Set(identityKey, identity.Identity{Name: "apply:" + cred.ApplyID, AuthMethod: identity.AuthStateCredentials})
+		c.Set(lockOwnerKey, eventstore.LockOwner{ApplyID: cred.ApplyID, Credential: cred.ID})
 		return next(c)
 	}
 }
@@ -151,7 +158,7 @@ func (a *API) backendPut(c echo.Context) error {
 			return domain.NewBadRequest("this server stores only encrypted terraform state: run tofu with TF_ENCRYPTION")
 		}
 	}
-	v, err := a.state.Put(c.Request().Context(), tenant, c.QueryParam("ID"), body)
+	v, err := a.state.Put(c.Request().Context(), tenant, c.QueryParam("ID"), lockOwner(c), body)
 	if err != nil {
 		return a.lockAnswer(c, err, http.StatusLocked)
 	}
@@ -159,7 +166,7 @@ func (a *API) backendPut(c echo.Context) error {
 }
 
 func (a *API) backendDelete(c echo.Context) error {
-	if err := a.state.Delete(c.Request().Context(), c.Param("tenant"), c.QueryParam("ID")); err != nil {
+	if err := a.state.Delete(c.Request().Context(), c.Param("tenant"), c.QueryParam("ID"), lockOwner(c)); err != nil {
 		return a.lockAnswer(c, err, http.StatusLocked)
 	}
 	return c.NoContent(http.StatusOK)
@@ -170,8 +177,7 @@ func (a *API) backendLock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	applyID, _ := c.Get(applyIDKey).(string)
-	held, err := a.state.Lock(c.Request().Context(), c.Param("tenant"), info, applyID)
+	held, err := a.state.Lock(c.Request().Context(), c.Param("tenant"), info, lockOwner(c))
 	if err != nil {
 		return a.lockAnswer(c, err, http.StatusLocked)
 	}
@@ -183,33 +189,58 @@ func (a *API) backendUnlock(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.state.Unlock(c.Request().Context(), c.Param("tenant"), info.ID); err != nil {
+	if err := a.state.Unlock(c.Request().Context(), c.Param("tenant"), info.ID, lockOwner(c)); err != nil {
 		return a.lockAnswer(c, err, http.StatusConflict)
 	}
 	return c.NoContent(http.StatusOK)
 }
 
-// lockedStatus is a Status that also is the holder's LockInfo, so tofu can
-// name the holder and API clients still get a Status.
+// lockOwner is the apply credential that authenticated a backend request.
+func lockOwner(c echo.Context) eventstore.LockOwner {
+	owner, _ := c.Get(lockOwnerKey).(eventstore.LockOwner)
+	return owner
+}
+
+// lockedStatus is a Status that also is the holder's LockInfo without its
+// ID, so tofu can say who holds the lock and API clients still get a Status.
+// The ID is left out: it is not needed to wait for the lock, and an admin
+// force-unlocks without it.
 type lockedStatus struct {
 	domain.Status
-	eventstore.LockInfo
-	ApplyID string `json:"applyID,omitempty"`
+	Operation string    `json:"Operation"`
+	Info      string    `json:"Info"`
+	Who       string    `json:"Who"`
+	Version   string    `json:"Version"`
+	Created   time.Time `json:"Created"`
+	Path      string    `json:"Path"`
+	ApplyID   string    `json:"applyID,omitempty"`
 }
 
 // lockAnswer sends err; a lock held by someone else goes out with code and
-// the holder's LockInfo.
+// the holder's LockInfo, but its ID.
 func (a *API) lockAnswer(c echo.Context, err error, code int) error {
 	var le *eventstore.LockedError
 	if !errors.As(err, &le) {
 		return err
 	}
-	st := domain.StatusOf(domain.NewConflict(stateKind, le.Tenant, lockMessage(le.Holder)))
+	h := le.Holder
+	st := domain.StatusOf(domain.NewConflict(stateKind, le.Tenant, lockMessage(h)))
 	st.Code = code
-	return c.JSON(code, lockedStatus{Status: st, LockInfo: le.Holder.Info, ApplyID: le.Holder.ApplyID})
+	return c.JSON(code, lockedStatus{Status: st, Operation: h.Info.Operation, Info: h.Info.Info, Who: h.Info.Who,
+		Version: h.Info.Version, Created: h.Info.Created, Path: h.Info.Path, ApplyID: h.ApplyID})
 }
 
-func lockMessage(h eventstore.StateLock) string { return "the state is locked by " + describeLock(h) }
+// lockMessage says who holds a lock, without its ID, and how to free it.
+func lockMessage(h eventstore.StateLock) string {
+	msg := "the state is locked"
+	if h.ApplyID != "" {
+		msg += " by apply " + h.ApplyID
+	}
+	if h.Info.Operation != "" || h.Info.Who != "" {
+		msg += fmt.Sprintf(" (%s by %s since %s)", h.Info.Operation, h.Info.Who, h.Info.Created.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	return msg + "; only the credentials that took the lock write under it or release it (an admin can force-unlock it)"
+}
 
 // describeLock names a lock, its apply and tofu's account of it.
 func describeLock(h eventstore.StateLock) string {

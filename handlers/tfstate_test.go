@@ -31,7 +31,7 @@ type stateStack struct {
 
 func newStateStack(t *testing.T, mutate ...func(*handlers.Config)) *stateStack {
 	t.Helper()
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := eventstore.OpenStateStore(ctx, s.env.Store)
@@ -53,7 +53,7 @@ func newStateStack(t *testing.T, mutate ...func(*handlers.Config)) *stateStack {
 // creds issues apply credentials for tenant valid for an hour.
 func (s *stateStack) creds(tenant, applyID string) (string, string) {
 	s.t.Helper()
-	u, p, err := s.identity.IssueStateCredentials(tenant, applyID, time.Hour)
+	u, p, err := s.identity.IssueStateCredentials(context.Background(), tenant, applyID, time.Hour)
 	require.NoError(s.t, err)
 	return u, p
 }
@@ -94,7 +94,7 @@ func TestStateBackendAuth(t *testing.T) {
 	session := s.sessionToken("alice", alicePassword)
 	user, pass := s.creds("acme", "apply-1")
 	_, otherPass := s.creds("globex", "apply-2")
-	_, soonPass, err := s.identity.IssueStateCredentials("acme", "apply-3", time.Minute)
+	_, soonPass, err := s.identity.IssueStateCredentials(context.Background(), "acme", "apply-3", time.Minute)
 	require.NoError(t, err)
 	// Tamper with the claims (another tenant) but keep the signature.
 	parts := strings.Split(pass, ".")
@@ -153,7 +153,7 @@ func TestIssueStateCredentialsRefusesBadInput(t *testing.T) {
 		{"no lifetime", "acme", "a", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := s.identity.IssueStateCredentials(tc.tenant, tc.apply, tc.ttl)
+			_, _, err := s.identity.IssueStateCredentials(context.Background(), tc.tenant, tc.apply, tc.ttl)
 			require.Equal(t, domain.ReasonBadRequest, domain.ReasonOf(err))
 		})
 	}
@@ -235,15 +235,15 @@ func TestStateBackendProtocol(t *testing.T) {
 			}
 			if st.holder != "" {
 				var info struct {
-					ID, Who, Operation string
-					ApplyID            string `json:"applyID"`
-					Message            string `json:"message"`
+					Who, Operation string
+					ApplyID        string `json:"applyID"`
+					Message        string `json:"message"`
 				}
 				require.NoError(t, json.Unmarshal(r.Body, &info))
-				require.Equal(t, st.holder, info.ID, "tofu reads the holder's ID from the body")
-				require.Equal(t, "OperationTypeApply", info.Operation)
+				require.Equal(t, "OperationTypeApply", info.Operation, "tofu reads the holder's LockInfo from the body")
 				require.Equal(t, "apply-1", info.ApplyID)
-				require.Contains(t, info.Message, st.holder)
+				require.Contains(t, info.Message, "apply-1")
+				require.NotContains(t, string(r.Body), st.holder, "but not the lock ID")
 			}
 			if st.want != "" {
 				require.Equal(t, st.want, string(r.Body))
@@ -272,6 +272,7 @@ func TestStateBackendBodyLimit(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, s.srv.URL+"/tfstate/acme", struct{ *strings.Reader }{strings.NewReader(big + " ")})
 	require.NoError(t, err)
 	req.Header.Set("Authorization", auth[1])
+	req.Header.Set("Content-Type", "application/json") // as tofu sends it
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -391,8 +392,104 @@ func TestStateAPI(t *testing.T) {
 // Without a state store the routes say so instead of failing.
 func TestStateRoutesWithoutStore(t *testing.T) {
 	s := newStack(t)
-	user, pass, err := s.identity.IssueStateCredentials("acme", "a", time.Hour)
+	user, pass, err := s.identity.IssueStateCredentials(context.Background(), "acme", "a", time.Hour)
 	require.NoError(t, err)
 	requireStatus(t, s.do(http.MethodGet, "/tfstate/acme", nil, basic(user, pass)...), 503, domain.ReasonServiceUnavailable)
 	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil), 503, domain.ReasonServiceUnavailable)
+}
+
+// TestStateLockBoundToCredentials: a state lock belongs to the apply
+// credentials that took it. Other still-valid credentials of the same tenant
+// (another apply's, or other credentials of the same apply) neither write,
+// delete, re-take nor release it, even with its ID; the 423 and 409 answers
+// do not tell them the ID; and credentials end when their apply does.
+func TestStateLockBoundToCredentials(t *testing.T) {
+	s := newStateStack(t)
+	ctx := context.Background()
+	holder := basic(s.creds("acme", "apply-1"))
+	state1 := tfState(1, "")
+	require.Equal(t, 200, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-a", "runner@a"), holder...).Code)
+	require.Equal(t, 200, s.do(http.MethodPost, "/tfstate/acme?ID=lock-a", state1, holder...).Code)
+
+	attackers := []struct {
+		name string
+		auth []string
+	}{
+		{"another apply's credentials", basic(s.creds("acme", "apply-2"))},
+		{"other credentials of the same apply", basic(s.creds("acme", "apply-1"))},
+	}
+	attacks := []struct {
+		name, method, path, body string
+		code                     int
+	}{
+		{"write under the lock with its ID", http.MethodPost, "/tfstate/acme?ID=lock-a", tfState(2, ""), 423},
+		{"delete under the lock with its ID", http.MethodDelete, "/tfstate/acme?ID=lock-a", "", 423},
+		{"unlock it with its ID", "UNLOCK", "/tfstate/acme/lock", lockBody("lock-a", ""), 409},
+		{"unlock it with DELETE", http.MethodDelete, "/tfstate/acme/lock", `{"ID":"lock-a"}`, 409},
+		{"take it again by its ID", "LOCK", "/tfstate/acme/lock", lockBody("lock-a", "thief"), 423},
+		{"take it again with POST", http.MethodPost, "/tfstate/acme/lock", lockBody("lock-a", "thief"), 423},
+	}
+	for _, who := range attackers {
+		for _, tc := range attacks {
+			t.Run(who.name+": "+tc.name, func(t *testing.T) {
+				var body any
+				if tc.body != "" {
+					body = tc.body
+				}
+				r := s.do(tc.method, tc.path, body, who.auth...)
+				requireStatus(t, r, tc.code, domain.ReasonConflict)
+				require.NotContains(t, string(r.Body), "lock-a", "the answer does not reveal the lock ID")
+				var fields map[string]any
+				require.NoError(t, json.Unmarshal(r.Body, &fields))
+				require.NotContains(t, fields, "ID")
+				require.Equal(t, "runner@a", fields["Who"], "it says who holds the lock")
+				require.Equal(t, "OperationTypeApply", fields["Operation"])
+				require.Equal(t, "2025-06-01T10:00:00Z", fields["Created"])
+			})
+		}
+	}
+	st, err := s.state.Get(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, state1, string(st.Data), "no attack changed the state")
+	applyID, info, locked, err := s.state.LockHolder(ctx, "acme")
+	require.NoError(t, err)
+	require.True(t, locked, "no attack released the lock")
+	require.Equal(t, "apply-1", applyID)
+	require.Equal(t, "lock-a", info.ID)
+	require.Equal(t, "runner@a", info.Who, "nor took it over")
+
+	// The holder's own credentials write under it and release it.
+	require.Equal(t, 200, s.do(http.MethodPost, "/tfstate/acme?ID=lock-a", tfState(3, ""), holder...).Code)
+	require.Equal(t, 200, s.do("UNLOCK", "/tfstate/acme/lock", lockBody("lock-a", ""), holder...).Code)
+
+	// Credentials end with their apply: revoked ones are 401 on every
+	// route, even while their lock is held; others stay good.
+	user, pass := s.creds("acme", "apply-4")
+	ended := basic(user, pass)
+	require.Equal(t, 200, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-d", "runner@d"), ended...).Code)
+	require.NoError(t, s.identity.RevokeStateCredentials(ctx, user, pass))
+	require.NoError(t, s.identity.RevokeStateCredentials(ctx, user, pass), "revoking twice is not an error")
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodGet, "/tfstate/acme", ""},
+		{http.MethodPost, "/tfstate/acme?ID=lock-d", tfState(4, "")},
+		{http.MethodDelete, "/tfstate/acme?ID=lock-d", ""},
+		{"LOCK", "/tfstate/acme/lock", lockBody("lock-e", "")},
+		{"UNLOCK", "/tfstate/acme/lock", lockBody("lock-d", "")},
+	} {
+		t.Run("after its apply ended: "+tc.method+" "+tc.path, func(t *testing.T) {
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			r := s.do(tc.method, tc.path, body, ended...)
+			requireStatus(t, r, 401, domain.ReasonUnauthorized)
+			require.Contains(t, r.status(t).Message, "revoked")
+		})
+	}
+	_, _, locked, err = s.state.LockHolder(ctx, "acme")
+	require.NoError(t, err)
+	require.True(t, locked, "the ended apply's lock waits for a force-unlock")
+	require.Equal(t, 200, s.do(http.MethodGet, "/tfstate/acme", nil, holder...).Code, "other credentials are not revoked")
+	require.Equal(t, 200, s.do(http.MethodDelete, "/api/v1/tenants/acme/state/lock", nil).Code, "an admin force-unlocks it")
+	require.Equal(t, 200, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-f", ""), holder...).Code)
 }

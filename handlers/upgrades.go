@@ -5,20 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // upgradeHooks let users create upgrades and cancel them. A new upgrade is
-// checked against the versions the tenant's machines were observed on (no
-// minor version skipped, none gone back across); the saga checks again
-// against what the nodes say when the run starts. Once created, the spec
+// checked with the run's own version rules (talos/versions.go) against the
+// versions the tenant's machines were observed on and the Kubernetes version
+// their configs carry (checkVersions); the saga checks again against what
+// the nodes say when the run starts. Once created, the spec
 // cannot change except for setting spec.cancelRequested, and a running
 // upgrade cannot be deleted until it has stopped.
 type upgradeHooks struct{ a *API }
@@ -44,21 +44,9 @@ func (h *upgradeHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *
 }
 
 func (h *upgradeHooks) admitPatch(_ echo.Context, ref domain.Ref, patch map[string]any) (afterWrite, error) {
-	specPatch, ok := patch["spec"]
+	merged, ok := h.a.patchedSpec(ref, patch)
 	if !ok {
 		return nil, nil
-	}
-	cur, found := h.a.cache.GetObject(ref)
-	if !found {
-		return nil, nil // the patch answers NotFound itself
-	}
-	raw, err := json.Marshal(specPatch)
-	if err != nil {
-		return nil, nil
-	}
-	merged, err := mergePatch(cur.Spec, raw)
-	if err != nil {
-		return nil, nil // the merge reports it
 	}
 	return nil, h.checkChange(ref, merged)
 }
@@ -112,7 +100,12 @@ func (h *upgradeHooks) checkChange(ref domain.Ref, raw json.RawMessage) error {
 }
 
 // checkVersions refuses an upgrade naming node groups the tenant lacks, or
-// one that machines observed on some version could not take in one step.
+// one the run would refuse at its start: a Talos target that machines
+// observed on some version could not take in one step (or that does not run
+// the Kubernetes version their configs carry), a Kubernetes target that goes
+// back or skips a minor version from the one the configs carry, or that a
+// machine's Talos version does not support (talos/versions.go). A Kubernetes
+// upgrade covers every machine: the version is the tenant's.
 func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpec) error {
 	var causes []domain.Cause
 	for i, ng := range spec.NodeGroups {
@@ -121,35 +114,36 @@ func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpe
 				Message: fmt.Sprintf("node group %q does not exist in tenant %q", ng, tenant)})
 		}
 	}
-	res, err := h.a.cache.List(domain.MachineKind.Kind, projections.ListOptions{Tenant: tenant})
+	if spec.Kubernetes() && len(spec.NodeGroups) > 0 {
+		causes = append(causes, domain.Cause{Field: "spec.nodeGroups", Type: domain.CauseForbidden,
+			Message: "a Kubernetes upgrade covers every machine of the tenant (the Kubernetes version is the tenant's); leave nodeGroups out"})
+	}
+	t, ok, err := projections.Get[domain.Tenant](h.a.cache, domain.TenantRef(tenant))
 	if err != nil {
 		return err
 	}
-	byVersion := map[string][]string{}
-	for _, raw := range res.Items {
-		var m domain.Machine
-		if json.Unmarshal(raw, &m) != nil || !spec.Includes(m.Spec.NodeGroup) || m.Status.TalosVersion == "" {
-			continue
+	machines, _ := h.a.versionInputs(tenant)
+	if ok && len(machines) > 0 {
+		k8s := talos.KubernetesVersionOf(t)
+		byVersion := map[string][]string{}
+		for _, m := range machines {
+			if spec.Includes(m.Spec.NodeGroup) && m.Status.TalosVersion != "" {
+				byVersion[m.Status.TalosVersion] = append(byVersion[m.Status.TalosVersion], m.Metadata.Name)
+			}
 		}
-		byVersion[m.Status.TalosVersion] = append(byVersion[m.Status.TalosVersion], m.Metadata.Name)
-	}
-	versions := make([]string, 0, len(byVersion))
-	for v := range byVersion {
-		versions = append(versions, v)
-	}
-	sort.Strings(versions)
-	for _, v := range versions {
-		p := domain.UpgradePathProblem(v, spec.TalosVersion)
-		if p == "" {
-			continue
+		switch {
+		case !spec.Kubernetes():
+			causes = append(causes, machineVersionCauses("spec.talosVersion", "run", byVersion, func(v string) string {
+				return talos.TalosUpgradeProblem(v, spec.TalosVersion, k8s)
+			})...)
+		case talos.KubernetesPathProblem(k8s, spec.KubernetesVersion) != "":
+			causes = append(causes, domain.Cause{Field: "spec.kubernetesVersion", Type: domain.CauseInvalid,
+				Message: "the machines' configs carry Kubernetes " + k8s + ": " + talos.KubernetesPathProblem(k8s, spec.KubernetesVersion)})
+		default:
+			causes = append(causes, machineVersionCauses("spec.kubernetesVersion", "run Talos", byVersion, func(v string) string {
+				return talos.KubernetesSupportProblem(spec.KubernetesVersion, v)
+			})...)
 		}
-		ms := byVersion[v]
-		sort.Strings(ms)
-		if len(ms) > 5 {
-			ms = append(append([]string(nil), ms[:5]...), fmt.Sprintf("and %d more", len(ms)-5))
-		}
-		causes = append(causes, domain.Cause{Field: "spec.talosVersion", Type: domain.CauseInvalid,
-			Message: fmt.Sprintf("machines %s run %s: %s", strings.Join(ms, ", "), v, p)})
 	}
 	if len(causes) > 0 {
 		return domain.NewInvalid(domain.UpgradeKind.Kind, name, causes)

@@ -13,7 +13,7 @@ import (
 // upgradeStack is a tenant "acme" with a control-plane and a worker group and
 // one machine in each, both observed on v1.12.0.
 func upgradeStack(t *testing.T) *stack {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	s.mustCreate("/api/v1/tenants", map[string]any{"metadata": map[string]any{"name": "acme"}, "spec": map[string]any{"talosVersion": "v1.12.0"}})
 	s.mustCreate("/api/v1/tenants/acme/nodegroups", map[string]any{"metadata": map[string]any{"name": "cp"},
 		"spec": map[string]any{"role": "controlplane", "count": 1, "provider": "emu"}})
@@ -73,6 +73,52 @@ func TestUpgradeCreateChecksVersions(t *testing.T) {
 	u := s.mustCreate("/api/v1/tenants/acme/upgrades", upgradeBody("to-113", map[string]any{"talosVersion": "1.13.0", "nodeGroups": []string{"workers"}}))
 	require.JSONEq(t, `{"talosVersion":"v1.13.0","nodeGroups":["workers"],"maxParallelism":1}`, string(u.Spec))
 	require.JSONEq(t, `{"phase":"Pending"}`, string(u.Status))
+}
+
+// TestUpgradeCreateChecksKubernetesVersions: an Upgrade of Kubernetes is
+// refused with a cause on spec.kubernetesVersion when its run would refuse it
+// (from the version the configs carry, against the machines' Talos
+// versions), and on spec.nodeGroups when it names groups.
+func TestUpgradeCreateChecksKubernetesVersions(t *testing.T) {
+	s := versionStack(t, "v1.34.2")
+	tests := []struct {
+		name   string
+		spec   map[string]any
+		fields []string
+		msg    string
+	}{
+		{"skips a minor version", map[string]any{"kubernetesVersion": "v1.36.0"}, []string{"spec.kubernetesVersion"},
+			"the machines' configs carry Kubernetes v1.34.2: Kubernetes v1.34.2 to v1.36.0 skips a minor version; upgrade to v1.35.x first"},
+		{"downgrade", map[string]any{"kubernetesVersion": "v1.34.1"}, []string{"spec.kubernetesVersion"}, "v1.34.2 to v1.34.1 is a downgrade"},
+		{"both versions", map[string]any{"kubernetesVersion": "v1.35.0", "talosVersion": "v1.13.0"}, []string{"spec.kubernetesVersion"}, "not both"},
+		{"node groups", map[string]any{"kubernetesVersion": "v1.35.0", "nodeGroups": []string{"workers"}}, []string{"spec.nodeGroups"}, "covers every machine of the tenant"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.do(http.MethodPost, "/api/v1/tenants/acme/upgrades", upgradeBody("bad", tc.spec))
+			require.Equal(t, http.StatusUnprocessableEntity, r.Code, string(r.Body))
+			st := r.status(t)
+			require.Equal(t, domain.ReasonInvalid, st.Reason)
+			require.Equal(t, tc.fields, causeFieldsOf(st))
+			require.Contains(t, st.Message, tc.msg)
+		})
+	}
+	// Talos 1.12 runs Kubernetes up to 1.35.
+	u := s.mustCreate("/api/v1/tenants/acme/upgrades", upgradeBody("k8s-135", map[string]any{"kubernetesVersion": "1.35.0"}))
+	require.JSONEq(t, `{"kubernetesVersion":"v1.35.0","maxParallelism":1}`, string(u.Spec))
+
+	// A Talos version the machines' configs' Kubernetes does not run: Talos
+	// 1.13 runs Kubernetes 1.31 at the oldest.
+	old := versionStack(t, "v1.30.5")
+	r := old.do(http.MethodPost, "/api/v1/tenants/acme/upgrades", upgradeBody("to-113", map[string]any{"talosVersion": "v1.13.0"}))
+	require.Equal(t, http.StatusUnprocessableEntity, r.Code, string(r.Body))
+	require.Equal(t, []string{"spec.talosVersion"}, causeFieldsOf(r.status(t)))
+	require.Contains(t, r.status(t).Message, "machines cp-1, w-1 run v1.12.0: version of Kubernetes 1.30.5 is too old to be used with Talos 1.13.0")
+	// On Talos 1.12, Kubernetes 1.36 is too new.
+	tooNew := versionStack(t, "v1.35.1")
+	r = tooNew.do(http.MethodPost, "/api/v1/tenants/acme/upgrades", upgradeBody("k8s-136", map[string]any{"kubernetesVersion": "v1.36.0"}))
+	require.Equal(t, http.StatusUnprocessableEntity, r.Code, string(r.Body))
+	require.Contains(t, r.status(t).Message, "machines cp-1, w-1 run Talos v1.12.0: version of Kubernetes 1.36.0 is too new to be used with Talos 1.12.0")
 }
 
 func TestUpgradeSpecIsFixedButCancelRequested(t *testing.T) {

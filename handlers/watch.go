@@ -55,7 +55,7 @@ func (r *resource) watch(c echo.Context) error {
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 
-	release, err := a.acquireStream()
+	release, err := a.acquireStream(c)
 	if err != nil {
 		return err
 	}
@@ -77,6 +77,23 @@ func (r *resource) watch(c echo.Context) error {
 	}
 
 	last := wopts.ResourceVersion
+	g := a.newStreamGuard(c)
+	recheck := g.ticker()
+	defer recheck.Stop()
+	// Across tenants, a scoped caller sees the objects of the tenants it may
+	// see now; a tenant that leaves its view is DELETED for a tenants watch.
+	byTenant := opts.Tenant == "" && (r.kind == domain.TenantKind || r.kind.TenantScoped)
+	shown := map[string]bool{}
+	if byTenant && r.kind == domain.TenantKind && wopts.ResourceVersion > 0 {
+		// Resuming: the client may hold the tenants visible now.
+		if res, err := a.cache.List(domain.TenantKind.Kind, projections.ListOptions{}); err == nil {
+			for _, k := range res.Keys {
+				if t := tenantOfKey(domain.TenantKind, k); g.tenantVisible(t) {
+					shown[t] = true
+				}
+			}
+		}
+	}
 	heartbeat := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer heartbeat.Stop()
 	bookmark := time.NewTicker(a.cfg.BookmarkInterval)
@@ -97,7 +114,19 @@ func (r *resource) watch(c echo.Context) error {
 			if !r.hooks.visible(c, ev.Object) {
 				continue
 			}
-			if err := write(sseFrame(ev.Type, ev.Seq, ev.Object)); err != nil {
+			typ := ev.Type
+			if acc := g.access(); byTenant && (acc.Scoped() || domain.RoleRank(acc.Global()) == 0) {
+				var ok bool
+				if typ, ok = tenantWatchType(r.kind, ev, g, shown); !ok {
+					continue
+				}
+			}
+			if err := write(sseFrame(typ, ev.Seq, ev.Object)); err != nil {
+				return nil
+			}
+		case <-recheck.C:
+			if err := g.recheck(); err != nil {
+				_ = write(sseFrame(projections.WatchError, last, statusObject(err)))
 				return nil
 			}
 		case <-heartbeat.C:
@@ -137,4 +166,43 @@ func sseFrame(typ string, seq uint64, object []byte) []byte {
 	b = append(b, object...)
 	b = append(b, "}\n\n"...)
 	return b
+}
+
+// tenantWatchType is what a scoped caller's watch across tenants sends for
+// an event: nothing for a tenant it may not see, DELETED for a tenant that
+// has just left its view (its labels moved out of a binding's selector), ADDED
+// for one that has just entered it.
+func tenantWatchType(kind *domain.KindInfo, ev projections.WatchEvent, g *streamGuard, shown map[string]bool) (string, bool) {
+	if kind != domain.TenantKind {
+		return ev.Type, g.tenantVisible(tenantOfObject(kind, ev.Object))
+	}
+	// A tenant is judged by the labels it has in this event, so a watch that
+	// lags behind the writes still sends every move in and out of view.
+	var t struct {
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(ev.Object, &t) != nil {
+		return "", false
+	}
+	tenant := t.Metadata.Name
+	see := domain.RoleRank(g.access().TenantRole(tenant, t.Metadata.Labels)) > 0
+	was := shown[tenant]
+	switch {
+	case see && ev.Type == projections.WatchDeleted:
+		delete(shown, tenant)
+		return ev.Type, true
+	case see:
+		shown[tenant] = true
+		if !was && ev.Type == projections.WatchModified {
+			return projections.WatchAdded, true
+		}
+		return ev.Type, true
+	case was:
+		delete(shown, tenant)
+		return projections.WatchDeleted, true
+	}
+	return "", false
 }

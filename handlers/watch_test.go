@@ -22,7 +22,7 @@ import (
 // away, and resumes from its last id: the ids seen across both sessions are
 // exactly the versions the writes returned, in order.
 func TestWatchResumeSeesEveryEventOnce(t *testing.T) {
-	s := newStack(t)
+	s := newStack(t).withProvider()
 	ten := s.mustCreate("/api/v1/tenants", tenantBody("w", nil))
 	var want []string
 	write := func(method, path string, body any) {
@@ -158,7 +158,7 @@ func TestWatchBookmarksAndHeartbeats(t *testing.T) {
 // enough to fill its socket buffers: writes still complete and a second watcher
 // sees every event.
 func TestSlowWatcherBlocksNobody(t *testing.T) {
-	s := newStack(t, func(c *handlers.Config) { c.WatchWriteTimeout = time.Second })
+	s := newStack(t, func(c *handlers.Config) { c.WatchWriteTimeout = time.Second }).withProvider()
 	ten := s.mustCreate("/api/v1/tenants", tenantBody("slow", nil))
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.srv.URL, "http://"))

@@ -19,6 +19,9 @@ import (
 
 type sessionClaims struct {
 	jwt.RegisteredClaims
+	// UID is the user's metadata.uid at login: a session is refused once the
+	// user of that name is another one (deleted and created again).
+	UID string `json:"uid"`
 }
 
 // Authenticate identifies the caller from a bearer token (API token, session
@@ -62,17 +65,28 @@ func (s *Service) authenticateSession(ctx context.Context, raw string) (Identity
 	if !live {
 		return Identity{}, domain.NewUnauthorized("the session has ended; log in again")
 	}
-	return s.userIdentity(claims.Subject, AuthSession)
+	if claims.UID == "" {
+		// Sessions from before uids were recorded: log in again once.
+		return Identity{}, domain.NewUnauthorized("the session has ended; log in again")
+	}
+	id, _, err := s.userIdentity(claims.Subject, claims.UID, AuthSession)
+	if err != nil {
+		return Identity{}, err
+	}
+	id.SessionID = claims.ID
+	return id, nil
 }
 
 // userIdentity looks the user up now, so a changed role, a disabled or a
-// deleted user takes effect on the next request.
-func (s *Service) userIdentity(name, method string) (Identity, error) {
+// deleted user takes effect on the next request. A non-empty uid must be the
+// user's current one: credentials of a deleted user do not pass for a new
+// user of the same name.
+func (s *Service) userIdentity(name, uid, method string) (Identity, *domain.User, error) {
 	u, ok := s.user(name)
-	if !ok || u.Spec.Disabled {
-		return Identity{}, domain.NewUnauthorized("the user does not exist or is disabled")
+	if !ok || u.Spec.Disabled || uid != "" && u.Metadata.UID != uid {
+		return Identity{}, nil, domain.NewUnauthorized("the user does not exist or is disabled")
 	}
-	return Identity{Name: name, Role: u.Spec.Role, AuthMethod: method}, nil
+	return Identity{Name: name, Role: u.Spec.Role, Bindings: u.Spec.Bindings, AuthMethod: method, UID: u.Metadata.UID}, u, nil
 }
 
 func (s *Service) user(name string) (*domain.User, bool) {
@@ -96,9 +110,10 @@ func (s *Service) authenticateToken(ctx context.Context, raw string) (Identity, 
 	if err != nil {
 		return Identity{}, err
 	}
+	hash, ownerUID, _ := strings.Cut(string(stored), ":")
 	sum := sha256.Sum256([]byte(secret))
-	want := make([]byte, hex.DecodedLen(len(stored)))
-	if n, err := hex.Decode(want, stored); err != nil || n != len(sum) || subtle.ConstantTimeCompare(sum[:], want) != 1 {
+	want := make([]byte, hex.DecodedLen(len(hash)))
+	if n, err := hex.Decode(want, []byte(hash)); err != nil || n != len(sum) || subtle.ConstantTimeCompare(sum[:], want) != 1 {
 		return Identity{}, bad
 	}
 	tok, ok, err := projections.Get[domain.APIToken](s.cache, domain.ObjectRef(domain.APITokenKind, "", name))
@@ -109,12 +124,23 @@ func (s *Service) authenticateToken(ctx context.Context, raw string) (Identity, 
 	if tok.Spec.ExpiresAt != nil && !now.Before(*tok.Spec.ExpiresAt) {
 		return Identity{}, bad
 	}
-	id, err := s.userIdentity(tok.Spec.User, AuthAPIToken)
-	if err != nil {
+	id, owner, err := s.userIdentity(tok.Spec.User, ownerUID, AuthAPIToken)
+	if err != nil || ownerUID == "" && !madeAfter(tok.Metadata.CreationTimestamp, owner.Metadata.CreationTimestamp) {
+		// A token stored before owners' uids were recorded passes only if it
+		// is not older than its user: not a token of an earlier user of that name.
 		return Identity{}, bad
+	}
+	if len(tok.Spec.Bindings) > 0 {
+		// A narrowed token: only its bindings, each capped by what the
+		// owner has now (Identity.Access).
+		id.TokenBindings, id.OwnerRole, id.Role = tok.Spec.Bindings, id.Role, domain.RoleNone
 	}
 	s.recordUse(ctx, name, now)
 	return id, nil
+}
+
+func madeAfter(tok, user *time.Time) bool {
+	return tok != nil && user != nil && !tok.Before(*user)
 }
 
 // recordUse writes the token's lastUsed, at most every TokenUseInterval.

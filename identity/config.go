@@ -19,10 +19,23 @@ type Config struct {
 	StaticToken string
 	// SecureCookies marks the session cookie Secure (serve over TLS).
 	SecureCookies bool
-	// LoginFailures and LoginWindow bound failed logins per user and per client
-	// address: after LoginFailures failures within LoginWindow, 429. Defaults 5 and 1 minute.
+	// LoginFailures and LoginWindow bound failed logins per client address:
+	// after LoginFailures failures within LoginWindow, 429 until the window
+	// passes. Per user, LoginFailures failures start a delay of LoginWindow that
+	// doubles with each further failure up to LoginMaxDelay; an address with no
+	// failures is not held back by it (see loginLimiter). Defaults 5, 1 minute
+	// and 15 minutes.
 	LoginFailures int
 	LoginWindow   time.Duration
+	LoginMaxDelay time.Duration
+	// MaxTokensPerUser caps the API tokens one user may own; default 50.
+	MaxTokensPerUser int
+	// TokenWriteBurst and TokenWriteInterval rate-limit a non-admin's writes
+	// of its own API tokens (create, update, patch; never delete): a bucket of
+	// TokenWriteBurst writes per user, refilled by one every TokenWriteInterval.
+	// Defaults 10 and 6 seconds.
+	TokenWriteBurst    int
+	TokenWriteInterval time.Duration
 	// TokenUseInterval is how often a token's lastUsed is written at most; default 5 minutes.
 	TokenUseInterval time.Duration
 	// Secrets keeps password hashes, token hashes and the signing key; the
@@ -53,6 +66,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.LoginWindow == 0 {
 		c.LoginWindow = time.Minute
+	}
+	if c.LoginMaxDelay == 0 {
+		c.LoginMaxDelay = 15 * time.Minute
+	}
+	if c.MaxTokensPerUser == 0 {
+		c.MaxTokensPerUser = 50
+	}
+	if c.TokenWriteBurst == 0 {
+		c.TokenWriteBurst = 10
+	}
+	if c.TokenWriteInterval == 0 {
+		c.TokenWriteInterval = 6 * time.Second
 	}
 	if c.TokenUseInterval == 0 {
 		c.TokenUseInterval = 5 * time.Minute

@@ -1,13 +1,35 @@
 package identity
 
+import "github.com/rezuscloud/rezuscloud/domain"
+
 // Identity is the authenticated caller.
 type Identity struct {
 	Name string
-	// Role is admin, edit or view (domain.RoleAdmin, ...).
+	// Role is the global role: admin, edit, view or none (domain.RoleAdmin, ...).
 	Role string
+	// Bindings are the user's tenant bindings (domain.RoleBinding).
+	Bindings []domain.RoleBinding
+	// TokenBindings, for an API token made narrower than its owner, are the
+	// token's own bindings: it then has no global role (Role is none) and
+	// OwnerRole is its owner's global role, which caps it.
+	TokenBindings []domain.RoleBinding
+	OwnerRole     string
 	// AuthMethod is how the caller proved who they are: session, apitoken or static-token.
 	AuthMethod string
 	Groups     []string
+	// UID is the user object's metadata.uid: a user deleted and created again
+	// under the same name is another identity. Empty for the static token.
+	UID string
+	// SessionID is the login session the caller authenticated with, if any.
+	SessionID string
+}
+
+// Access is what the identity may do, global and per tenant.
+func (id Identity) Access() domain.Access {
+	if id.TokenBindings != nil {
+		return domain.NewAccess(id.OwnerRole, id.Bindings).Narrowed(id.TokenBindings)
+	}
+	return domain.NewAccess(id.Role, id.Bindings)
 }
 
 // Authentication methods, as whoami reports them.

@@ -5,76 +5,119 @@ import (
 	"time"
 )
 
-// loginLimiter counts failed logins per key in a fixed window. It is per
-// replica: a determined attacker spreading over replicas gets replicas × the
-// limit, which is still a hard bound.
+// loginLimiter bounds password guessing. It is per replica: an attacker
+// spreading over replicas gets replicas × the limits, still a hard bound.
+//
+//   - Per client address, a hard limit: max failures within window block the
+//     address until the window (counted from its first failure) passes.
+//   - Per user, a growing delay rather than a lock: from the max-th failure on,
+//     the user's logins wait window, then twice that after the next failure,
+//     and so on up to maxDelay, counted from the last failure. The delay does
+//     not hold back an address with no failures of its own (the slow path: its
+//     password is checked), so failures from elsewhere cannot lock the user out;
+//     a failure on the slow path marks that address, which then waits too.
 type loginLimiter struct {
-	mu      sync.Mutex
-	max     int
-	window  time.Duration
-	cap     int
-	entries map[string]*failures
+	mu       sync.Mutex
+	max      int
+	window   time.Duration
+	maxDelay time.Duration
+	cap      int
+	addrs    map[string]*failures
+	users    map[string]*failures
 }
 
+// failures counts failures since the first one, remembering the last.
 type failures struct {
-	n     int
-	since time.Time
+	n           int
+	since, last time.Time
 }
 
-func newLoginLimiter(max int, window time.Duration, capacity int) *loginLimiter {
-	return &loginLimiter{max: max, window: window, cap: capacity, entries: map[string]*failures{}}
+func newLoginLimiter(maxFailures int, window, maxDelay time.Duration, capacity int) *loginLimiter {
+	return &loginLimiter{max: maxFailures, window: window, maxDelay: max(maxDelay, window), cap: capacity,
+		addrs: map[string]*failures{}, users: map[string]*failures{}}
 }
 
-// blocked returns how long any of keys must still wait, or 0.
-func (l *loginLimiter) blocked(now time.Time, keys ...string) time.Duration {
+// addrWait is how long the address must still wait, or 0.
+func (l *loginLimiter) addrWait(now time.Time, addr string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var wait time.Duration
-	for _, k := range keys {
-		f := l.entries[k]
-		if f == nil || now.Sub(f.since) >= l.window {
-			continue
-		}
-		if f.n >= l.max {
-			wait = max(wait, l.window-now.Sub(f.since))
-		}
+	f := l.addrs[addr]
+	if f == nil || now.Sub(f.since) >= l.window || f.n < l.max {
+		return 0
 	}
-	return wait
+	return l.window - now.Sub(f.since)
 }
 
-func (l *loginLimiter) fail(now time.Time, keys ...string) {
+// addrClean reports whether the address has no failures in the window.
+func (l *loginLimiter) addrClean(now time.Time, addr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, k := range keys {
-		f := l.entries[k]
-		if f == nil || now.Sub(f.since) >= l.window {
-			if f == nil && len(l.entries) >= l.cap {
-				l.evict(now)
-			}
-			f = &failures{since: now}
-			l.entries[k] = f
-		}
-		f.n++
+	f := l.addrs[addr]
+	return f == nil || now.Sub(f.since) >= l.window
+}
+
+// userDelay is how long the user's logins must still wait, or 0.
+func (l *loginLimiter) userDelay(now time.Time, user string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.users[user]
+	if f == nil || f.n < l.max {
+		return 0
 	}
+	return max(0, l.delay(f.n)-now.Sub(f.last))
 }
 
-func (l *loginLimiter) succeed(key string) {
+// delay is the user's delay after n failures (n ≥ max).
+func (l *loginLimiter) delay(n int) time.Duration {
+	d := l.window
+	for i := l.max; i < n && d < l.maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, l.maxDelay)
+}
+
+// fail records a failed login of user from addr.
+func (l *loginLimiter) fail(now time.Time, user, addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.entries, key)
+	// An address counts within its window from the first failure; a user's
+	// count lives until it has been quiet for twice its longest delay.
+	record(l.addrs, addr, now, l.cap, func(f *failures) bool { return now.Sub(f.since) >= l.window })
+	record(l.users, user, now, l.cap, func(f *failures) bool { return now.Sub(f.last) >= 2*l.maxDelay })
 }
 
-// evict drops expired entries, or the oldest when none expired, so the map stays bounded.
-func (l *loginLimiter) evict(now time.Time) {
+func record(m map[string]*failures, key string, now time.Time, capacity int, expired func(*failures) bool) {
+	f := m[key]
+	if f == nil || expired(f) {
+		if f == nil && len(m) >= capacity {
+			evict(m, capacity, expired)
+		}
+		f = &failures{since: now}
+		m[key] = f
+	}
+	f.n++
+	f.last = now
+}
+
+// succeed forgets the user's failures (not the address's).
+func (l *loginLimiter) succeed(user string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.users, user)
+}
+
+// evict drops expired entries, or the oldest when none expired, so the map
+// stays bounded.
+func evict(m map[string]*failures, capacity int, expired func(*failures) bool) {
 	var oldest string
-	for k, f := range l.entries {
-		if now.Sub(f.since) >= l.window {
-			delete(l.entries, k)
-		} else if oldest == "" || f.since.Before(l.entries[oldest].since) {
+	for k, f := range m {
+		if expired(f) {
+			delete(m, k)
+		} else if oldest == "" || f.since.Before(m[oldest].since) {
 			oldest = k
 		}
 	}
-	if len(l.entries) >= l.cap && oldest != "" {
-		delete(l.entries, oldest)
+	if len(m) >= capacity && oldest != "" {
+		delete(m, oldest)
 	}
 }

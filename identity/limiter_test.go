@@ -10,10 +10,13 @@ import (
 func TestLoginLimiter(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	type step struct {
-		at      time.Duration // since t0
-		op      string        // "fail", "succeed" or "blocked"
-		keys    []string
-		wantGap time.Duration // for "blocked": the wait it reports
+		at   time.Duration // since t0
+		op   string        // "fail" (user and addr), "succeed" (user), "addr", "user" or "clean"
+		user string
+		addr string
+		want time.Duration // for "addr" and "user": the wait it reports
+		// for "clean": whether the address has no failures
+		clean bool
 	}
 	tests := []struct {
 		name  string
@@ -22,52 +25,73 @@ func TestLoginLimiter(t *testing.T) {
 		steps []step
 	}{
 		{name: "under the limit", max: 3, cap: 10, steps: []step{
-			{at: 0, op: "fail", keys: []string{"user:a"}},
-			{at: time.Second, op: "fail", keys: []string{"user:a"}},
-			{at: 2 * time.Second, op: "blocked", keys: []string{"user:a"}, wantGap: 0},
+			{at: 0, op: "fail", user: "a", addr: "x"},
+			{at: time.Second, op: "fail", user: "a", addr: "x"},
+			{at: 2 * time.Second, op: "addr", addr: "x", want: 0},
+			{at: 2 * time.Second, op: "user", user: "a", want: 0},
+			{at: 2 * time.Second, op: "clean", addr: "x", clean: false},
+			{at: 2 * time.Second, op: "clean", addr: "y", clean: true},
 		}},
-		{name: "at the limit waits out the window from the first failure", max: 2, cap: 10, steps: []step{
-			{at: 0, op: "fail", keys: []string{"user:a", "addr:x"}},
-			{at: 10 * time.Second, op: "fail", keys: []string{"user:a", "addr:x"}},
-			{at: 15 * time.Second, op: "blocked", keys: []string{"user:a"}, wantGap: 45 * time.Second},
-			{at: 15 * time.Second, op: "blocked", keys: []string{"user:b", "addr:x"}, wantGap: 45 * time.Second},
-			{at: 15 * time.Second, op: "blocked", keys: []string{"user:b", "addr:y"}, wantGap: 0},
+		{name: "an address at the limit waits out the window from its first failure", max: 2, cap: 10, steps: []step{
+			{at: 0, op: "fail", user: "a", addr: "x"},
+			{at: 10 * time.Second, op: "fail", user: "b", addr: "x"},
+			{at: 15 * time.Second, op: "addr", addr: "x", want: 45 * time.Second},
+			{at: 15 * time.Second, op: "addr", addr: "y", want: 0},
+			{at: time.Minute, op: "addr", addr: "x", want: 0},
+			{at: time.Minute, op: "clean", addr: "x", clean: true},
 		}},
-		{name: "the window passes", max: 1, cap: 10, steps: []step{
-			{at: 0, op: "fail", keys: []string{"user:a"}},
-			{at: time.Minute, op: "blocked", keys: []string{"user:a"}, wantGap: 0},
-			{at: time.Minute, op: "fail", keys: []string{"user:a"}},
-			{at: time.Minute + time.Second, op: "blocked", keys: []string{"user:a"}, wantGap: 59 * time.Second},
+		{name: "a user's delay grows with each failure and is capped", max: 2, cap: 10, steps: []step{
+			{at: 0, op: "fail", user: "a", addr: "x"},
+			{at: 0, op: "user", user: "a", want: 0},
+			{at: time.Second, op: "fail", user: "a", addr: "y"},
+			{at: 2 * time.Second, op: "user", user: "a", want: 59 * time.Second},
+			{at: time.Minute + time.Second, op: "user", user: "a", want: 0},
+			{at: time.Minute + time.Second, op: "fail", user: "a", addr: "z"},
+			{at: time.Minute + time.Second, op: "user", user: "a", want: 2 * time.Minute},
+			{at: 4 * time.Minute, op: "fail", user: "a", addr: "w"},
+			{at: 4 * time.Minute, op: "user", user: "a", want: 4 * time.Minute},
+			{at: 9 * time.Minute, op: "fail", user: "a", addr: "v"},
+			{at: 9 * time.Minute, op: "fail", user: "a", addr: "u"},
+			{at: 9 * time.Minute, op: "user", user: "a", want: 15 * time.Minute},
+			// Quiet for twice the longest delay: forgotten.
+			{at: 39 * time.Minute, op: "fail", user: "a", addr: "t"},
+			{at: 39 * time.Minute, op: "user", user: "a", want: 0},
 		}},
 		{name: "a success clears the user, not the address", max: 1, cap: 10, steps: []step{
-			{at: 0, op: "fail", keys: []string{"user:a", "addr:x"}},
-			{at: time.Second, op: "succeed", keys: []string{"user:a"}},
-			{at: time.Second, op: "blocked", keys: []string{"user:a"}, wantGap: 0},
-			{at: time.Second, op: "blocked", keys: []string{"addr:x"}, wantGap: 59 * time.Second},
+			{at: 0, op: "fail", user: "a", addr: "x"},
+			{at: time.Second, op: "succeed", user: "a"},
+			{at: time.Second, op: "user", user: "a", want: 0},
+			{at: time.Second, op: "addr", addr: "x", want: 59 * time.Second},
 		}},
 		{name: "a full table evicts the oldest", max: 1, cap: 2, steps: []step{
-			{at: 0, op: "fail", keys: []string{"user:a"}},
-			{at: time.Second, op: "fail", keys: []string{"user:b"}},
-			{at: 2 * time.Second, op: "fail", keys: []string{"user:c"}},
-			{at: 3 * time.Second, op: "blocked", keys: []string{"user:a"}, wantGap: 0},
-			{at: 3 * time.Second, op: "blocked", keys: []string{"user:b"}, wantGap: 58 * time.Second},
-			{at: 3 * time.Second, op: "blocked", keys: []string{"user:c"}, wantGap: 59 * time.Second},
+			{at: 0, op: "fail", user: "a", addr: "x"},
+			{at: time.Second, op: "fail", user: "b", addr: "y"},
+			{at: 2 * time.Second, op: "fail", user: "c", addr: "z"},
+			{at: 3 * time.Second, op: "addr", addr: "x", want: 0},
+			{at: 3 * time.Second, op: "addr", addr: "y", want: 58 * time.Second},
+			{at: 3 * time.Second, op: "user", user: "a", want: 0},
+			{at: 3 * time.Second, op: "user", user: "c", want: 59 * time.Second},
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLoginLimiter(tc.max, time.Minute, tc.cap)
+			l := newLoginLimiter(tc.max, time.Minute, 15*time.Minute, tc.cap)
 			for i, s := range tc.steps {
 				now := t0.Add(s.at)
 				switch s.op {
 				case "fail":
-					l.fail(now, s.keys...)
+					l.fail(now, s.user, s.addr)
 				case "succeed":
-					l.succeed(s.keys[0])
-				case "blocked":
-					require.Equal(t, s.wantGap, l.blocked(now, s.keys...), "step %d", i)
+					l.succeed(s.user)
+				case "addr":
+					require.Equal(t, s.want, l.addrWait(now, s.addr), "step %d", i)
+				case "user":
+					require.Equal(t, s.want, l.userDelay(now, s.user), "step %d", i)
+				case "clean":
+					require.Equal(t, s.clean, l.addrClean(now, s.addr), "step %d", i)
 				}
-				require.LessOrEqual(t, len(l.entries), tc.cap, "step %d", i)
+				require.LessOrEqual(t, len(l.addrs), tc.cap, "step %d", i)
+				require.LessOrEqual(t, len(l.users), tc.cap, "step %d", i)
 			}
 		})
 	}

@@ -14,16 +14,22 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
-// IssueAPIToken makes the secret of the named token and stores its hash. The
-// returned token is shown to the user once and never again.
-func (s *Service) IssueAPIToken(ctx context.Context, name string) (string, error) {
+// IssueAPIToken makes the secret of the named token of owner and stores its
+// hash with the owner's uid, so the token dies with that user. The returned
+// token is shown to the user once and never again.
+func (s *Service) IssueAPIToken(ctx context.Context, name, owner string) (string, error) {
+	u, ok := s.user(owner)
+	if !ok {
+		return "", domain.NewInvalid(domain.APITokenKind.Kind, name, []domain.Cause{{Field: "spec.user", Type: domain.CauseInvalid,
+			Message: fmt.Sprintf("user %q does not exist", owner)}})
+	}
 	b, err := randomBytes(32)
 	if err != nil {
 		return "", err
 	}
 	secret := base64.RawURLEncoding.EncodeToString(b)
 	sum := sha256.Sum256([]byte(secret))
-	if err := s.secrets.Put(ctx, secretTokenPrefx+name, []byte(hex.EncodeToString(sum[:]))); err != nil {
+	if err := s.secrets.Put(ctx, secretTokenPrefx+name, []byte(hex.EncodeToString(sum[:])+":"+u.Metadata.UID)); err != nil {
 		return "", err
 	}
 	return APITokenPrefix + name + "_" + secret, nil

@@ -31,6 +31,8 @@ type Service struct {
 	stateKey []byte
 	static   *StaticToken
 	limiter  *loginLimiter
+	// tokenWrites rate-limits self-service writes of API tokens.
+	tokenWrites *tokenWriteBuckets
 	// dummyHash is compared against for unknown users, so a login takes as long
 	// whether or not the user exists.
 	dummyHash []byte
@@ -88,7 +90,8 @@ func NewService(ctx context.Context, cfg Config, store *eventstore.Store, cache 
 		return nil, err
 	}
 	s := &Service{cfg: cfg, store: store, cache: cache, secrets: secrets, sessions: sessions, key: key, stateKey: stateKey,
-		limiter: newLoginLimiter(cfg.LoginFailures, cfg.LoginWindow, 10000), dummyHash: dummy, lastUsed: map[string]time.Time{}}
+		limiter: newLoginLimiter(cfg.LoginFailures, cfg.LoginWindow, cfg.LoginMaxDelay, 10000), dummyHash: dummy, lastUsed: map[string]time.Time{},
+		tokenWrites: newTokenWriteBuckets(cfg.TokenWriteBurst, cfg.TokenWriteInterval, 10000)}
 	if cfg.StaticToken != "" {
 		s.static = NewStaticToken(cfg.StaticToken, Identity{Name: "admin", Role: domain.RoleAdmin, AuthMethod: AuthStaticToken})
 	}

@@ -12,6 +12,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/google/btree"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -35,6 +39,9 @@ type Cache struct {
 
 	ready   atomic.Bool
 	applied atomic.Uint64
+
+	// subs are the open change feeds (Changes), under mu.
+	subs map[*changeSub]struct{}
 }
 
 // entry is one object as the cache keeps it: the JSON served to clients plus
@@ -46,15 +53,115 @@ type entry struct {
 	labels   domain.LabelPairs
 	deleting bool
 	seq      uint64
+	// group is a Machine's spec.nodeGroup (indexed: a group's machines are
+	// read without going through the tenant's).
+	group string
 }
 
 type kindIndex struct {
 	items map[string]*entry
 	// terminating holds the keys of objects whose deletion was requested.
 	terminating map[string]struct{}
-	// keys is items' keys in order; rebuilt lazily when dirty.
-	keys  []string
-	dirty bool
+	// keys is items' keys in order, kept as they come and go (O(log n) per
+	// event): lists, counts and pages read ranges of it by prefix.
+	keys *btree.BTreeG[string]
+	// perTenant counts a tenant-scoped kind's objects in each tenant.
+	perTenant map[string]int
+	// members counts insertions and deletions: it moves only when the set of
+	// objects changes (Members).
+	members uint64
+	// byGroup holds the keys of the objects naming each "<tenant>.<group>"
+	// (Machines by their node group).
+	byGroup map[string]map[string]struct{}
+}
+
+func newKindIndex() *kindIndex {
+	return &kindIndex{items: map[string]*entry{}, terminating: map[string]struct{}{},
+		keys: btree.NewOrderedG[string](32), perTenant: map[string]int{}, byGroup: map[string]map[string]struct{}{}}
+}
+
+// ungroup takes key out of a group's set.
+func (idx *kindIndex) ungroup(group, key string) {
+	if g := idx.byGroup[group]; g != nil {
+		delete(g, key)
+		if len(g) == 0 {
+			delete(idx.byGroup, group)
+		}
+	}
+}
+
+// machineGroup is the node group a Machine's spec names.
+func machineGroup(spec json.RawMessage) string {
+	var s struct {
+		NodeGroup string `json:"nodeGroup"`
+	}
+	if json.Unmarshal(spec, &s) != nil {
+		return ""
+	}
+	return s.NodeGroup
+}
+
+// Members is a number that moves whenever an object of kind is created or
+// deleted (not when one changes): a consumer that cares only about which
+// objects exist checks it before looking.
+func (c *Cache) Members(kind string) uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if idx := c.kinds[kind]; idx != nil {
+		return idx.members
+	}
+	return 0
+}
+
+// Names returns the names of the objects of a cluster-scoped kind, in order,
+// without decoding them.
+func (c *Cache) Names(kind string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[kind]
+	if idx == nil {
+		return nil
+	}
+	out := make([]string, 0, len(idx.items))
+	idx.keys.Ascend(func(k string) bool {
+		out = append(out, idx.items[k].name)
+		return true
+	})
+	return out
+}
+
+// InGroup returns the JSON of the objects of kind in tenant that name group
+// (Machines by spec.nodeGroup), in key order: work proportional to the
+// group, not to the tenant.
+func (c *Cache) InGroup(kind, tenant, group string) [][]byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[kind]
+	if idx == nil {
+		return nil
+	}
+	g := idx.byGroup[tenant+"."+group]
+	keys := make([]string, 0, len(g))
+	for k := range g {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, idx.items[k].raw)
+	}
+	return out
+}
+
+// ascend calls fn for the keys from start on that have prefix, in order,
+// until fn returns false.
+func (idx *kindIndex) ascend(prefix, start string, fn func(key string) bool) {
+	if start < prefix {
+		start = prefix
+	}
+	idx.keys.AscendGreaterOrEqual(start, func(k string) bool {
+		return strings.HasPrefix(k, prefix) && fn(k)
+	})
 }
 
 // NewCache returns an empty cache; Run fills it.
@@ -64,21 +171,43 @@ func NewCache(store *eventstore.Store, log *slog.Logger) *Cache {
 	}
 	c := &Cache{store: store, log: log, kinds: map[string]*kindIndex{}, advanced: make(chan struct{}), children: map[string]int{}}
 	for _, k := range domain.Kinds() {
-		c.kinds[k.Kind] = &kindIndex{items: map[string]*entry{}, terminating: map[string]struct{}{}}
+		c.kinds[k.Kind] = newKindIndex()
 	}
 	return c
 }
 
-// Run replays the stream from the start and then follows it until ctx ends.
+// Run fills the cache and then follows the stream until ctx ends. It starts
+// from the projector's KV buckets (the snapshots: every object as of the
+// projector's checkpoint, or later) and replays only the events after the
+// checkpoint, so start-up follows the number of objects, not the length of
+// the history; without a usable snapshot it replays the stream from the start.
+// Events replayed over a newer snapshot entry leave the same final state: each
+// event carries its whole object, and the replay runs to the stream's end
+// before the cache says it is ready.
 func (c *Cache) Run(ctx context.Context) error {
 	_, last, err := c.store.Bounds(ctx)
 	if err != nil {
 		return fmt.Errorf("cache: reading stream bounds: %w", err)
 	}
-	if last == 0 {
+	from := uint64(1)
+	if last > 0 {
+		started := time.Now()
+		objects, ckpt, err := c.loadSnapshot(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Warn("cache: no usable snapshot in the projections, replaying the stream from the start", "err", err)
+		case ckpt > 0:
+			from = ckpt + 1
+			c.log.Info("cache: loaded the projections", "objects", objects, "checkpoint", ckpt, "took", time.Since(started).Round(time.Millisecond))
+		}
+	}
+	if last < from {
 		c.ready.Store(true)
 	}
-	cur, err := c.store.Follow(ctx, 1, nil)
+	cur, err := c.store.Follow(ctx, from, nil)
 	if err != nil {
 		return fmt.Errorf("cache: following stream: %w", err)
 	}
@@ -94,8 +223,96 @@ func (c *Cache) Run(ctx context.Context) error {
 		c.apply(rec)
 		if !c.ready.Load() && rec.Seq >= last {
 			c.ready.Store(true)
-			c.log.Info("cache caught up", "seq", rec.Seq)
+			c.log.Info("cache caught up", "seq", rec.Seq, "replayed", c.applied.Load())
 		}
+	}
+}
+
+// snapshotEntry is one object read from a projection bucket.
+type snapshotEntry struct {
+	ref domain.Ref
+	e   *entry
+}
+
+// loadSnapshot reads every projection bucket and the projector's checkpoint,
+// and fills the empty cache with them; ckpt 0 means there was none (nothing
+// loaded). An error leaves the cache empty.
+func (c *Cache) loadSnapshot(ctx context.Context) (objects int, ckpt uint64, err error) {
+	js := c.store.JetStream()
+	ckv, err := js.KeyValue(ctx, CheckpointBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	// The checkpoint first: whatever the buckets hold is at least as new.
+	ce, err := ckv.Get(ctx, "checkpoint")
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if ckpt, err = strconv.ParseUint(string(ce.Value()), 10, 64); err != nil || ckpt == 0 {
+		return 0, 0, fmt.Errorf("checkpoint %q is not a sequence", ce.Value())
+	}
+	var all []snapshotEntry
+	for _, k := range domain.Kinds() {
+		got, err := readBucket(ctx, js, k)
+		if err != nil {
+			return 0, 0, err
+		}
+		all = append(all, got...)
+	}
+	c.mu.Lock()
+	for _, s := range all {
+		c.set(s.ref, s.e)
+	}
+	c.seq = ckpt
+	c.mu.Unlock()
+	return len(all), ckpt, nil
+}
+
+// readBucket reads the current value of every key of a kind's projection.
+func readBucket(ctx context.Context, js jetstream.JetStream, k *domain.KindInfo) ([]snapshotEntry, error) {
+	kv, err := js.KeyValue(ctx, BucketName(k))
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []snapshotEntry
+	for {
+		var kve jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("bucket %s: watch ended early", BucketName(k))
+			}
+			kve = e
+		}
+		if kve == nil {
+			return out, nil // the initial values are all delivered
+		}
+		obj := &domain.Object{}
+		if err := json.Unmarshal(kve.Value(), obj); err != nil {
+			return nil, fmt.Errorf("bucket %s key %s: %w", BucketName(k), kve.Key(), err)
+		}
+		seq, err := strconv.ParseUint(obj.Metadata.ResourceVersion, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s key %s: resourceVersion %q", BucketName(k), kve.Key(), obj.Metadata.ResourceVersion)
+		}
+		ref := domain.Ref{Kind: k.Kind, Tenant: obj.Metadata.Tenant, Name: obj.Metadata.Name}
+		if ref.Key() != kve.Key() {
+			return nil, fmt.Errorf("bucket %s key %s holds %s", BucketName(k), kve.Key(), ref)
+		}
+		out = append(out, snapshotEntry{ref: ref, e: newEntry(obj, kve.Value(), seq)})
 	}
 }
 
@@ -116,45 +333,82 @@ func (c *Cache) apply(rec *eventstore.Record) {
 		if err != nil {
 			c.log.Error("cache: encoding object", "seq", rec.Seq, "err", err)
 		} else {
-			e = &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
-				labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: rec.Seq}
+			e = newEntry(state, raw, rec.Seq)
 		}
 	}
 	ref := rec.Event.Ref()
 	c.mu.Lock()
-	if idx := c.kinds[ref.Kind]; idx != nil {
-		key := ref.Key()
-		_, existed := idx.items[key]
-		if e == nil {
-			if existed {
-				delete(idx.items, key)
-				delete(idx.terminating, key)
-				idx.dirty = true
-				if ref.Tenant != "" {
-					if c.children[ref.Tenant]--; c.children[ref.Tenant] <= 0 {
-						delete(c.children, ref.Tenant)
-					}
-				}
-			}
-		} else {
-			idx.items[key] = e
-			if e.deleting {
-				idx.terminating[key] = struct{}{}
-			}
-			if !existed {
-				idx.dirty = true
-				if ref.Tenant != "" {
-					c.children[ref.Tenant]++
-				}
-			}
-		}
-	}
+	c.set(ref, e)
 	c.seq = rec.Seq
+	if len(c.subs) > 0 && rec.Subject != "" {
+		c.notify(rec.Subject, rec.Seq)
+	}
 	ch := c.advanced
 	c.advanced = make(chan struct{})
 	c.mu.Unlock()
 	close(ch)
 	c.applied.Add(1)
+}
+
+// newEntry is the cache's record of an object whose JSON is raw.
+func newEntry(state *domain.Object, raw []byte, seq uint64) *entry {
+	e := &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
+		labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: seq}
+	if state.Kind == domain.MachineKind.Kind {
+		e.group = machineGroup(state.Spec)
+	}
+	return e
+}
+
+// set puts an object's entry at ref (nil: the object is gone) and keeps the
+// indexes in step. The caller holds c.mu.
+func (c *Cache) set(ref domain.Ref, e *entry) {
+	idx := c.kinds[ref.Kind]
+	if idx == nil {
+		return
+	}
+	key := ref.Key()
+	old, existed := idx.items[key]
+	if existed && old.group != "" && (e == nil || e.group != old.group) {
+		idx.ungroup(old.tenant+"."+old.group, key)
+	}
+	if e != nil && e.group != "" {
+		g := idx.byGroup[e.tenant+"."+e.group]
+		if g == nil {
+			g = map[string]struct{}{}
+			idx.byGroup[e.tenant+"."+e.group] = g
+		}
+		g[key] = struct{}{}
+	}
+	if e == nil {
+		if existed {
+			delete(idx.items, key)
+			delete(idx.terminating, key)
+			idx.keys.Delete(key)
+			idx.members++
+			if ref.Tenant != "" {
+				if c.children[ref.Tenant]--; c.children[ref.Tenant] <= 0 {
+					delete(c.children, ref.Tenant)
+				}
+				if idx.perTenant[ref.Tenant]--; idx.perTenant[ref.Tenant] <= 0 {
+					delete(idx.perTenant, ref.Tenant)
+				}
+			}
+		}
+		return
+	}
+	idx.items[key] = e
+	if e.deleting {
+		idx.terminating[key] = struct{}{}
+	}
+	if !existed {
+		idx.keys.ReplaceOrInsert(key)
+		idx.members++
+		if ref.Tenant != "" {
+			c.children[ref.Tenant]++
+			idx.perTenant[ref.Tenant]++
+		}
+	}
 }
 
 // WaitFor blocks until the cache has applied sequence seq, so a response to a
@@ -230,45 +484,16 @@ func (c *Cache) GetObject(ref domain.Ref) (*domain.Object, bool) {
 
 // Count returns how many objects of a kind exist (in one tenant, or all when tenant is "").
 func (c *Cache) Count(kind, tenant string) int {
-	idx, unlock := c.index(kind)
-	defer unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[kind]
 	if idx == nil {
 		return 0
 	}
 	if tenant == "" {
 		return len(idx.items)
 	}
-	lo, hi := idx.prefixRange(tenant + ".")
-	return hi - lo
-}
-
-// index returns a kind's index with its keys sorted, and the matching unlock.
-// Sorting is lazy: writes only mark the index dirty, and the first reader after
-// them sorts under the write lock; later readers share the read lock.
-func (c *Cache) index(kind string) (*kindIndex, func()) {
-	c.mu.RLock()
-	idx := c.kinds[kind]
-	if idx == nil || !idx.dirty {
-		return idx, c.mu.RUnlock
-	}
-	c.mu.RUnlock()
-	c.mu.Lock()
-	if idx.dirty {
-		keys := make([]string, 0, len(idx.items))
-		for k := range idx.items {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		idx.keys = keys
-		idx.dirty = false
-	}
-	return idx, c.mu.Unlock
-}
-
-func (idx *kindIndex) prefixRange(prefix string) (int, int) {
-	lo := sort.SearchStrings(idx.keys, prefix)
-	hi := lo + sort.Search(len(idx.keys)-lo, func(i int) bool { return !strings.HasPrefix(idx.keys[lo+i], prefix) })
-	return lo, hi
+	return idx.perTenant[tenant]
 }
 
 // ListOptions select and page a list.
@@ -296,6 +521,9 @@ type ListResult struct {
 type continueToken struct {
 	Key string `json:"k"`
 	Seq uint64 `json:"s"`
+	// N is how many objects the pages before served (lists without a
+	// selector), for Remaining without counting what is left.
+	N int `json:"n,omitempty"`
 }
 
 // ErrBadContinue is returned for a continue token this server did not issue.
@@ -305,45 +533,54 @@ var ErrBadContinue = errors.New("continue token is not valid")
 // served, so objects created or deleted between pages never make a page skip or
 // repeat an object that existed throughout.
 func (c *Cache) List(kind string, opts ListOptions) (ListResult, error) {
-	after := ""
+	after, served := "", 0
 	if opts.Continue != "" {
 		tok, err := decodeContinue(opts.Continue)
 		if err != nil {
 			return ListResult{}, err
 		}
-		after = tok.Key
+		after, served = tok.Key, tok.N
 	}
-	idx, unlock := c.index(kind)
-	defer unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[kind]
 	if idx == nil {
 		return ListResult{}, fmt.Errorf("unknown kind %q", kind)
 	}
-	lo, hi := 0, len(idx.keys)
+	prefix := ""
 	if opts.Tenant != "" {
-		lo, hi = idx.prefixRange(opts.Tenant + ".")
+		prefix = opts.Tenant + "."
 	}
+	start := prefix
 	if after != "" {
-		lo += sort.Search(hi-lo, func(i int) bool { return idx.keys[lo+i] > after })
+		start = after + "\x00" // the first key after the last one served
 	}
 	res := ListResult{Seq: c.seq}
 	last := ""
-	for i := lo; i < hi; i++ {
-		k := idx.keys[i]
+	idx.ascend(prefix, start, func(k string) bool {
 		e := idx.items[k]
 		if e == nil || !opts.Selector.MatchesPairs(e.labels) {
-			continue
+			return true
 		}
 		if opts.Limit > 0 && len(res.Items) == opts.Limit {
-			res.Continue = encodeContinue(continueToken{Key: last, Seq: c.seq})
+			served += len(res.Items)
+			res.Continue = encodeContinue(continueToken{Key: last, Seq: c.seq, N: served})
 			if opts.Selector.Empty() {
-				res.Remaining = hi - i
+				// Like Kubernetes' remainingItemCount, an estimate when
+				// objects came or went before the cursor between pages.
+				total := len(idx.items)
+				if opts.Tenant != "" {
+					total = idx.perTenant[opts.Tenant]
+				}
+				res.Remaining = max(total-served, 1)
 			}
-			break
+			return false
 		}
 		res.Items = append(res.Items, e.raw)
 		res.Keys = append(res.Keys, k)
 		last = k
-	}
+		return true
+	})
 	return res, nil
 }
 
@@ -354,14 +591,15 @@ func (c *Cache) Children(tenant string) []domain.Ref {
 		if !k.TenantScoped {
 			continue
 		}
-		idx, unlock := c.index(k.Kind)
-		lo, hi := idx.prefixRange(tenant + ".")
-		for i := lo; i < hi; i++ {
-			if e := idx.items[idx.keys[i]]; e != nil {
+		c.mu.RLock()
+		idx := c.kinds[k.Kind]
+		idx.ascend(tenant+".", "", func(key string) bool {
+			if e := idx.items[key]; e != nil {
 				out = append(out, domain.Ref{Kind: k.Kind, Tenant: e.tenant, Name: e.name})
 			}
-		}
-		unlock()
+			return true
+		})
+		c.mu.RUnlock()
 	}
 	return out
 }
@@ -433,3 +671,7 @@ func (c *Cache) Peek(ref domain.Ref) (*domain.Object, uint64) {
 	}
 	return obj, e.seq
 }
+
+// Applied is how many events this cache has applied since it started (not
+// counting what it loaded from the projections).
+func (c *Cache) Applied() uint64 { return c.applied.Load() }

@@ -36,3 +36,16 @@ func List[T any](c *Cache, kind *domain.KindInfo, opts ListOptions) ([]T, error)
 	}
 	return out, nil
 }
+
+// InGroup returns the objects of kind in tenant that name group (Machines by
+// spec.nodeGroup), each decoded once as T, in key order.
+func InGroup[T any](c *Cache, kind *domain.KindInfo, tenant, group string) ([]T, error) {
+	raws := c.InGroup(kind.Kind, tenant, group)
+	out := make([]T, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			return nil, fmt.Errorf("decoding %s of group %s/%s: %w", kind.Kind, tenant, group, err)
+		}
+	}
+	return out, nil
+}

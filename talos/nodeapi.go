@@ -94,10 +94,23 @@ func (a NodeAPI) Probe(ctx context.Context, b *secrets.Bundle, address string) (
 	return NodeState{}, fmt.Errorf("node %s does not answer over mTLS with this tenant's PKI (%v) nor in maintenance mode", address, serr)
 }
 
+// ApplyResult is how a node took a config.
+type ApplyResult struct {
+	// Mode is the mode Talos applied it with (REBOOT, NO_REBOOT, STAGED, TRY):
+	// for AUTO, the one it chose.
+	Mode machine.ApplyConfigurationRequest_Mode
+	// Details is Talos's explanation (mode details), one line per node answering.
+	Details string
+}
+
+// Reboot reports whether the node reboots to take the config.
+func (r ApplyResult) Reboot() bool { return r.Mode == machine.ApplyConfigurationRequest_REBOOT }
+
 // ApplyConfig applies a machine config: without a client certificate to a
 // node in maintenance mode (it installs and reboots), else over mTLS in
-// place, rebooting only when Talos needs to (mode AUTO).
-func (a NodeAPI) ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (string, error) {
+// place, rebooting only when Talos needs to (mode AUTO); the result says
+// which Talos chose.
+func (a NodeAPI) ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (ApplyResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
 	var c *client.Client
@@ -110,39 +123,47 @@ func (a NodeAPI) ApplyConfig(ctx context.Context, b *secrets.Bundle, address str
 		c, err = a.secure(ctx, b, address)
 	}
 	if err != nil {
-		return "", err
+		return ApplyResult{}, err
 	}
 	defer c.Close()
 	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: mode})
 	if err != nil {
-		return "", fmt.Errorf("applying the config to %s: %w", address, err)
+		return ApplyResult{}, fmt.Errorf("applying the config to %s: %w", address, err)
 	}
+	res := ApplyResult{Mode: mode}
 	var details []string
-	for _, m := range resp.GetMessages() {
+	for i, m := range resp.GetMessages() {
+		if i == 0 || m.GetMode() == machine.ApplyConfigurationRequest_REBOOT {
+			res.Mode = m.GetMode()
+		}
 		details = append(details, m.GetModeDetails())
 	}
-	return strings.Join(details, "; "), nil
+	res.Details = strings.Join(details, "; ")
+	return res, nil
 }
 
 // Bootstrap starts etcd on a control-plane node. A cluster bootstrapped before
 // is not an error: bootstrapping is done once, whoever did it.
 func (a NodeAPI) Bootstrap(ctx context.Context, b *secrets.Bundle, address string) error {
-	ctx, cancel := context.WithTimeout(ctx, a.timeout())
-	defer cancel()
-	c, err := a.secure(ctx, b, address)
-	if err != nil {
+	return a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		err := c.Bootstrap(ctx, &machine.BootstrapRequest{})
+		if s, ok := status.FromError(err); ok && s.Code() == codes.AlreadyExists {
+			return nil
+		}
 		return err
-	}
-	defer c.Close()
-	err = c.Bootstrap(ctx, &machine.BootstrapRequest{})
-	if s, ok := status.FromError(err); ok && s.Code() == codes.AlreadyExists {
-		return nil
-	}
-	return err
+	})
 }
 
 // Reset wipes a node (it leaves etcd gracefully) and reboots it into maintenance mode.
 func (a NodeAPI) Reset(ctx context.Context, b *secrets.Bundle, address string) error {
+	return a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		return c.Reset(ctx, true, true)
+	})
+}
+
+// call runs f with a client to the node at address over mTLS, bounded by the
+// call timeout, and closes the client after.
+func (a NodeAPI) call(ctx context.Context, b *secrets.Bundle, address string, f func(context.Context, *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
 	c, err := a.secure(ctx, b, address)
@@ -150,5 +171,5 @@ func (a NodeAPI) Reset(ctx context.Context, b *secrets.Bundle, address string) e
 		return err
 	}
 	defer c.Close()
-	return c.Reset(ctx, true, true)
+	return f(ctx, c)
 }

@@ -80,13 +80,15 @@ func NewPKI(cfg PKIConfig) *PKI {
 // tenant by a finalizer, the bundle therefore outlives the infrastructure.
 func (p *PKI) Run(ctx context.Context) error {
 	var seen uint64
+	passed := false
 	for {
+		// Only a tenant created or deleted changes what a pass does.
 		if p.cfg.Cache.Ready() {
-			if seq := p.cfg.Cache.Seq(); seq != seen {
+			if m := p.cfg.Cache.Members(domain.TenantKind.Kind); !passed || m != seen {
 				if err := p.Pass(ctx); err != nil && ctx.Err() == nil {
 					p.cfg.Log.Warn("pki pass", "err", err)
 				} else {
-					seen = seq
+					seen, passed = m, true
 				}
 			}
 		}
@@ -101,28 +103,39 @@ func (p *PKI) Run(ctx context.Context) error {
 }
 
 // Pass ensures every tenant has a bundle and removes the bundles of tenants
-// that are gone. It is safe to run twice and on several replicas at once.
+// that are gone. It is safe to run twice and on several replicas at once. It
+// decodes only the tenants this replica has not seen, so a pass over many
+// tenants costs little more than reading their names.
 func (p *PKI) Pass(ctx context.Context) error {
-	tenants, err := p.tenants()
-	if err != nil {
-		return err
+	names := p.cfg.Cache.Names(domain.TenantKind.Kind)
+	present := make(map[string]bool, len(names))
+	for _, n := range names {
+		present[n] = true
 	}
 	var errs []error
 	p.mu.Lock()
 	sweep := !p.swept
 	for name := range p.known {
-		if _, ok := tenants[name]; !ok {
+		if !present[name] {
 			delete(p.known, name)
 			sweep = true
 		}
 	}
 	p.mu.Unlock()
-	for name, t := range tenants {
+	for _, name := range names {
 		p.mu.Lock()
 		ok := p.known[name]
 		p.mu.Unlock()
 		if ok {
 			continue
+		}
+		t, found, err := projections.Get[domain.Tenant](p.cfg.Cache, domain.TenantRef(name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !found {
+			continue // deleted since
 		}
 		if _, err := p.ensure(ctx, t); err != nil {
 			errs = append(errs, err)
@@ -166,22 +179,6 @@ func (p *PKI) sweep(ctx context.Context) error {
 		p.cfg.Log.Info("removed pki of deleted tenant", "tenant", name)
 	}
 	return nil
-}
-
-func (p *PKI) tenants() (map[string]*domain.Tenant, error) {
-	res, err := p.cfg.Cache.List(domain.TenantKind.Kind, projections.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*domain.Tenant, len(res.Items))
-	for _, raw := range res.Items {
-		t := &domain.Tenant{}
-		if err := json.Unmarshal(raw, t); err != nil {
-			return nil, fmt.Errorf("decoding tenant: %w", err)
-		}
-		out[t.Metadata.Name] = t
-	}
-	return out, nil
 }
 
 // Bundle returns a tenant's secrets bundle, creating it when the tenant exists

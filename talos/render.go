@@ -1,17 +1,23 @@
 package talos
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
+	configdoc "github.com/siderolabs/talos/pkg/machinery/config/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/container"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/network"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -42,6 +48,36 @@ type RenderInput struct {
 	// target this machine and applies them by weight, then name.
 	Patches []domain.ConfigPatch
 	Bundle  *secrets.Bundle
+	// KubernetesVersion overrides the version the config carries (a
+	// Kubernetes upgrade renders a machine's next and previous configs);
+	// empty means KubernetesVersionOf(Tenant).
+	KubernetesVersion string
+}
+
+// KubernetesVersionOf is the Kubernetes version a tenant's configs carry: the
+// one its machines were last moved to (status.kubernetesVersion), else the
+// declared one. A spec change reaches machines only through an Upgrade run.
+func KubernetesVersionOf(t *domain.Tenant) string {
+	if v := t.Status.KubernetesVersion; v != "" {
+		return v
+	}
+	return t.Spec.KubernetesVersion
+}
+
+// kubernetesVersion is the version the rendered config carries.
+func (in RenderInput) kubernetesVersion() string {
+	if in.KubernetesVersion != "" {
+		return in.KubernetesVersion
+	}
+	return KubernetesVersionOf(in.Tenant)
+}
+
+// ConfigHash is the hex SHA-256 of a config's bytes: the value of a machine's
+// domain.AnnotationConfigHash, and what the node emulator reports as the
+// config a node holds.
+func ConfigHash(cfg []byte) string {
+	sum := sha256.Sum256(cfg)
+	return hex.EncodeToString(sum[:])
 }
 
 // TalosVersion is the version the machine runs: the node group's override, else the tenant's.
@@ -89,9 +125,22 @@ func render(in RenderInput) (config.Provider, error) {
 	var pc struct {
 		InstallDisk  string `json:"installDisk"`
 		InstallImage string `json:"installImage"`
+		// Machines are a metal group's listed machines, each with its own
+		// install disk (the group's installDisk is their default).
+		Machines []struct {
+			Address     string `json:"address"`
+			InstallDisk string `json:"installDisk"`
+		} `json:"machines"`
 	}
 	if len(in.NodeGroup.Spec.ProviderConfig) > 0 {
 		_ = json.Unmarshal(in.NodeGroup.Spec.ProviderConfig, &pc) // other keys are the provider's
+	}
+	if in.Machine != nil && in.Machine.Spec.Address != "" {
+		for _, m := range pc.Machines {
+			if m.Address == in.Machine.Spec.Address && m.InstallDisk != "" {
+				pc.InstallDisk = m.InstallDisk
+			}
+		}
 	}
 	if pc.InstallDisk == "" {
 		pc.InstallDisk = DefaultInstallDisk
@@ -100,7 +149,7 @@ func render(in RenderInput) (config.Provider, error) {
 		pc.InstallImage = DefaultInstallImage(version)
 	}
 	nw := in.Tenant.Spec.Network
-	gen, err := generate.NewInput(in.Tenant.Metadata.Name, endpoint, strings.TrimPrefix(in.Tenant.Spec.KubernetesVersion, "v"),
+	gen, err := generate.NewInput(in.Tenant.Metadata.Name, endpoint, strings.TrimPrefix(in.kubernetesVersion(), "v"),
 		generate.WithSecretsBundle(in.Bundle),
 		generate.WithVersionContract(contract),
 		generate.WithDNSDomain(nw.DNSDomain),
@@ -124,6 +173,11 @@ func render(in RenderInput) (config.Provider, error) {
 	base, err := gen.Config(mt)
 	if err != nil {
 		return nil, fmt.Errorf("generating the %s config: %w", role, err)
+	}
+	if in.Machine != nil && in.Machine.Spec.Hostname != "" {
+		if base, err = withHostname(base, in.Machine.Spec.Hostname); err != nil {
+			return nil, fmt.Errorf("setting the hostname: %w", err)
+		}
 	}
 	patches := []configpatcher.Patch{}
 	if p, err := nodeGroupPatch(in.NodeGroup); err != nil {
@@ -158,3 +212,38 @@ type validationMode struct{}
 func (validationMode) String() string        { return "metal" }
 func (validationMode) RequiresInstall() bool { return true }
 func (validationMode) InContainer() bool     { return false }
+
+// withHostname gives the machine a static hostname: in its HostnameConfig
+// document (Talos 1.12+, which replaces the automatic "stable" hostname), else
+// in v1alpha1's machine.network.hostname. Patches applied afterwards may
+// still override it.
+func withHostname(cfg config.Provider, hostname string) (config.Provider, error) {
+	docs := cfg.Documents()
+	out := make([]configdoc.Document, 0, len(docs))
+	found := false
+	for _, d := range docs {
+		if h, ok := d.(*network.HostnameConfigV1Alpha1); ok {
+			h = h.DeepCopy()
+			h.ConfigAuto = nil
+			h.ConfigHostname = hostname
+			d, found = h, true
+		}
+		out = append(out, d)
+	}
+	if !found {
+		for i, d := range out {
+			if v1, ok := d.(*v1alpha1.Config); ok && v1.MachineConfig != nil {
+				v1 = v1.DeepCopy()
+				//lint:ignore SA1019 pre-1.12 configs have no HostnameConfig document: machine.network.hostname is theirs
+				if v1.MachineConfig.MachineNetwork == nil {
+					//lint:ignore SA1019 see above
+					v1.MachineConfig.MachineNetwork = &v1alpha1.NetworkConfig{}
+				}
+				//lint:ignore SA1019 see above
+				v1.MachineConfig.MachineNetwork.NetworkHostname = hostname
+				out[i] = v1
+			}
+		}
+	}
+	return container.New(out...)
+}

@@ -292,3 +292,45 @@ func TestUnifiedDiff(t *testing.T) {
 	d = talos.UnifiedDiff("a", "b", "", "new\n")
 	require.Equal(t, "--- a\n+++ b\n@@ -0,0 +1,1 @@\n+new\n", d)
 }
+
+func TestRenderHostnameAndKubernetesVersion(t *testing.T) {
+	for _, version := range []string{"v1.12.0", "v1.13.0"} {
+		t.Run(version, func(t *testing.T) {
+			b := fixedBundle(t, version)
+			cp, _ := nodeGroups()
+			m := &domain.Machine{Metadata: domain.ObjectMeta{Name: "cp1", Tenant: "acme"},
+				Spec: domain.MachineSpec{NodeGroup: "cp", Role: domain.RoleControlPlane, Address: "10.0.0.10", Hostname: "acme-cp1"}}
+			ten := tenant(version)
+			ten.Spec.KubernetesVersion = "v1.35.2"
+			in := talos.RenderInput{Tenant: ten, NodeGroup: cp, Machine: m, ControlPlaneAddress: "10.0.0.10", Bundle: b}
+
+			// The version machines were last moved to wins over the declared one.
+			ten.Status.KubernetesVersion = "v1.35.0"
+			got, err := talos.Render(in)
+			require.NoError(t, err)
+			cfg, err := configloader.NewFromBytes(got)
+			require.NoError(t, err)
+			require.Equal(t, "acme-cp1", cfg.NetworkHostnameConfig().Hostname())
+			require.Contains(t, cfg.Machine().Kubelet().Image(), ":v1.35.0")
+			require.Contains(t, cfg.Cluster().APIServer().Image(), ":v1.35.0")
+
+			// An explicit version (an upgrade run's next config) wins over both.
+			in.KubernetesVersion = "v1.35.2"
+			got2, err := talos.Render(in)
+			require.NoError(t, err)
+			cfg, err = configloader.NewFromBytes(got2)
+			require.NoError(t, err)
+			require.Contains(t, cfg.Machine().Kubelet().Image(), ":v1.35.2")
+			require.Contains(t, cfg.Cluster().Scheduler().Image(), ":v1.35.2")
+			require.NotEqual(t, talos.ConfigHash(got), talos.ConfigHash(got2))
+			require.Len(t, talos.ConfigHash(got), 64)
+
+			// Without a hostname the automatic one stays.
+			m.Spec.Hostname = ""
+			in.KubernetesVersion = ""
+			got3, err := talos.Render(in)
+			require.NoError(t, err)
+			require.NotContains(t, string(got3), "acme-cp1")
+		})
+	}
+}

@@ -33,6 +33,9 @@ func (c *Config) Validate() error {
 	} else if u, err := url.Parse(c.BackendURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("BackendURL %q is not an http(s) URL with a host", c.BackendURL))
 	}
+	// State is always encrypted: with the passphrase, else with a generated
+	// key per tenant.
+	required(c.StatePassphrase == "" && c.StateKeys == nil, "StateKeys (or StatePassphrase)")
 	if c.StatePassphrase != "" {
 		if _, err := EncryptionConfig(c.StatePassphrase); err != nil {
 			errs = append(errs, fmt.Errorf("StatePassphrase: %w", err))

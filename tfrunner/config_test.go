@@ -20,7 +20,7 @@ func TestConfigValidate(t *testing.T) {
 	fake := newFakeTofu(nil)
 	valid := func() Config {
 		return Config{Store: &eventstore.Store{}, Cache: &projections.Cache{}, Bundles: noBundles{}, Logs: &Logs{},
-			WorkDir: "/var/lib/rezuscloud/tofu", BackendURL: "http://127.0.0.1:8080", Credentials: fake, State: fake, Holder: "host-1"}
+			WorkDir: "/var/lib/rezuscloud/tofu", BackendURL: "http://127.0.0.1:8080", Credentials: fake, State: fake, Holder: "host-1", StateKeys: fake}
 	}
 	tests := []struct {
 		name   string
@@ -36,7 +36,9 @@ func TestConfigValidate(t *testing.T) {
 		{"resync off", func(c *Config) { c.Resync = -1 }, nil},
 		{"nothing set reports every required field", func(c *Config) { *c = Config{} }, []string{
 			"Store is required", "Cache is required", "Bundles is required", "Logs is required", "WorkDir is required",
-			"BackendURL is required", "Credentials is required", "State is required", "Holder is required"}},
+			"BackendURL is required", "Credentials is required", "State is required", "Holder is required",
+			"StateKeys (or StatePassphrase) is required"}},
+		{"a passphrase instead of state keys", func(c *Config) { c.StateKeys, c.StatePassphrase = nil, "a long enough passphrase" }, nil},
 		{"backend URL without a scheme", func(c *Config) { c.BackendURL = "127.0.0.1:8080" }, []string{`BackendURL "127.0.0.1:8080" is not an http(s) URL`}},
 		{"backend URL of another scheme", func(c *Config) { c.BackendURL = "nats://127.0.0.1:4222" }, []string{"BackendURL"}},
 		{"backend URL without a host", func(c *Config) { c.BackendURL = "http:///tfstate" }, []string{"BackendURL"}},

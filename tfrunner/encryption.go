@@ -1,6 +1,7 @@
 package tfrunner
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,6 +51,18 @@ plan {
   enforced = true
 }
 `, nil
+}
+
+// KeyEncryptionConfig is EncryptionConfig for a tenant's generated state key
+// (eventstore.StateKeys) instead of a passphrase: the key's hex is the
+// pbkdf2 passphrase, so the same key provider, method and unencrypted
+// fallback apply, and state written before there was a key migrates on the
+// next apply.
+func KeyEncryptionConfig(key []byte) (string, error) {
+	if len(key) < MinStatePassphraseLength {
+		return "", fmt.Errorf("a state key must be at least %d bytes", MinStatePassphraseLength)
+	}
+	return EncryptionConfig(hex.EncodeToString(key))
 }
 
 // hclString quotes s as an HCL native-syntax string literal that evaluates to

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,8 @@ type execution struct {
 	logw *LogWriter
 	// spent is the time spent in tofu so far.
 	spent *time.Duration
+	// revoke ends the run's state credentials.
+	revoke func()
 }
 
 // tofu runs tofu in the work dir with the run's environment, timing it.
@@ -36,7 +39,7 @@ func (x *execution) tofu(ctx context.Context, out io.Writer, args ...string) err
 
 // prepare makes the work dir and the environment of a run: nothing inherited
 // from the server's environment, only what tofu and the providers need.
-func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter, spent *time.Duration) (*execution, error) {
+func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter, spent *time.Duration) (x *execution, err error) {
 	if _, err := w.cfg.Tofu.Path(); err != nil {
 		return nil, err
 	}
@@ -59,10 +62,16 @@ func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWri
 	if err := w.recoverLock(ctx, tenant, apply, logw); err != nil {
 		return nil, err
 	}
-	user, pass, err := w.cfg.Credentials.IssueStateCredentials(tenant, apply, w.cfg.Timeout+5*time.Minute)
+	user, pass, err := w.cfg.Credentials.IssueStateCredentials(ctx, tenant, apply, w.cfg.Timeout+5*time.Minute)
 	if err != nil {
 		return nil, fmt.Errorf("issuing state credentials: %w", err)
 	}
+	revoke := func() { w.revokeCredentials(ctx, tenant, user, pass) }
+	defer func() {
+		if err != nil {
+			revoke()
+		}
+	}()
 	env := []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + home,
@@ -74,23 +83,37 @@ func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWri
 		"TF_HTTP_USERNAME=" + user,
 		"TF_HTTP_PASSWORD=" + pass,
 	}
-	if w.cfg.StatePassphrase != "" {
-		enc, err := EncryptionConfig(w.cfg.StatePassphrase)
-		if err != nil {
-			return nil, err
-		}
-		env = append(env, "TF_ENCRYPTION="+enc)
+	enc, err := w.encryption(ctx, tenant)
+	if err != nil {
+		return nil, err
 	}
+	env = append(env, "TF_ENCRYPTION="+enc)
 	creds, err := w.providerEnv(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	env = append(env, creds...)
-	x := &execution{w: w, dir: dir, env: env, logw: logw, spent: spent}
+	x = &execution{w: w, dir: dir, env: env, logw: logw, spent: spent, revoke: revoke}
 	if err := writeIfChanged(filepath.Join(dir, backendFile), w.backendConfig(tenant), 0o600); err != nil {
 		return nil, err
 	}
 	return x, nil
+}
+
+// encryption is the tenant's TF_ENCRYPTION: state is always encrypted, under
+// the configured passphrase or else the tenant's generated key.
+func (w *Worker) encryption(ctx context.Context, tenant string) (string, error) {
+	if w.cfg.StatePassphrase != "" {
+		return EncryptionConfig(w.cfg.StatePassphrase)
+	}
+	if w.cfg.StateKeys == nil {
+		return "", errors.New("state encryption: neither a state passphrase nor a state key store is configured")
+	}
+	key, err := w.cfg.StateKeys.StateKey(ctx, tenant)
+	if err != nil {
+		return "", fmt.Errorf("loading the state key: %w", err)
+	}
+	return KeyEncryptionConfig(key)
 }
 
 // replica holds the worker lease and runs a tenant's applies one at a time,
@@ -131,9 +154,21 @@ func (x *execution) writeConfig(f Files) error {
 	return os.WriteFile(filepath.Join(x.dir, varsFile), f.Vars, 0o600)
 }
 
-// cleanup removes the secrets the run wrote.
+// cleanup removes the secrets the run wrote and ends its state credentials,
+// however the run ended.
 func (x *execution) cleanup() {
 	_ = os.Remove(filepath.Join(x.dir, varsFile))
+	x.revoke()
+}
+
+// revokeCredentials ends a run's state credentials; the run's context may be
+// over (canceled, timed out), the revoke must still happen.
+func (w *Worker) revokeCredentials(ctx context.Context, tenant, user, pass string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := w.cfg.Credentials.RevokeStateCredentials(rctx, user, pass); err != nil {
+		w.cfg.Log.Warn("apply worker: revoking the state credentials of a run; they expire with the run's timeout", "tenant", tenant, "err", err)
+	}
 }
 
 // init runs `tofu init` unless the providers and backend are those of the

@@ -42,6 +42,8 @@ type fakeTofu struct {
 	onApply     func(args []string)
 	deleted     []string
 	forceUnlock int
+	// issued and revoked are the user names of state credentials.
+	issued, revoked []string
 }
 
 func newFakeTofu(stateAfter []byte) *fakeTofu {
@@ -158,8 +160,33 @@ func (f *fakeTofu) HasState(context.Context, string) (bool, error) {
 	return len(strings.TrimSpace(string(f.state))) > 0, nil
 }
 
+// StateKeys (for Config.Validate; runs use eventstore.StateKeys).
+
+func (f *fakeTofu) StateKey(context.Context, string) ([]byte, error) {
+	return []byte("0123456789abcdef0123456789abcdef"), nil
+}
+
+func (f *fakeTofu) DeleteStateKey(context.Context, string) error { return nil }
+
 // StateCredentials.
 
-func (f *fakeTofu) IssueStateCredentials(tenant, applyID string, _ time.Duration) (string, string, error) {
+func (f *fakeTofu) IssueStateCredentials(_ context.Context, tenant, applyID string, _ time.Duration) (string, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issued = append(f.issued, "apply-"+applyID)
 	return "apply-" + applyID, "secret-of-" + tenant, nil
+}
+
+func (f *fakeTofu) RevokeStateCredentials(_ context.Context, user, _ string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revoked = append(f.revoked, user)
+	return nil
+}
+
+// credentials is the state credentials issued and revoked so far, by user name.
+func (f *fakeTofu) credentials() (issued, revoked []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.issued), slices.Clone(f.revoked)
 }

@@ -180,10 +180,15 @@ type tfGroup struct {
 // controlPlane reports whether the group's machines are control-plane nodes.
 func (g *tfGroup) controlPlane() bool { return g.ng.Spec.Role == domain.RoleControlPlane }
 
-// cloudName is the name a machine gets in the infrastructure: prefixed with
-// the tenant, because clouds and the emulator are shared by tenants.
+// CloudName is the name a machine gets in the infrastructure, and the
+// hostname the built-in providers give it: prefixed with the tenant, because
+// clouds and the emulator are shared by tenants.
+func CloudName(tenant, machine string) string {
+	return tenant + "-" + machine
+}
+
 func (b *tfBuilder) cloudName(machine string) string {
-	return b.tenant.Metadata.Name + "-" + machine
+	return CloudName(b.tenant.Metadata.Name, machine)
 }
 
 // tfBuilder accumulates the JSON documents of one Generate call.

@@ -85,8 +85,12 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (G
 			mname := MachineName(ng.Metadata.Name, idx)
 			m := byName[mname]
 			if m == nil {
+				// A machine to build: the built-in providers name it (and
+				// so its hostname) with its cloud name, so its day-0 config
+				// carries the hostname it will have, and it needs no apply
+				// once built.
 				m = &domain.Machine{Metadata: domain.ObjectMeta{Name: mname, Tenant: tenant},
-					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role}}
+					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Hostname: CloudName(tenant, mname)}}
 			}
 			cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m,
 				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle})

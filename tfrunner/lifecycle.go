@@ -15,6 +15,11 @@ import (
 func (w *Worker) forget(ctx context.Context, tenant string) {
 	if err := w.cfg.State.DeleteState(ctx, tenant); err != nil {
 		w.cfg.Log.Warn("apply worker: deleting the state of a gone tenant", "tenant", tenant, "err", err)
+	} else if w.cfg.StateKeys != nil {
+		// The key goes with the state it encrypted, not before.
+		if err := w.cfg.StateKeys.DeleteStateKey(ctx, tenant); err != nil {
+			w.cfg.Log.Warn("apply worker: deleting the state key of a gone tenant", "tenant", tenant, "err", err)
+		}
 	}
 	_ = os.RemoveAll(filepath.Join(w.cfg.WorkDir, "tenants", tenant))
 }

@@ -1,6 +1,7 @@
 package tfrunner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // ManagedByLabel marks the machines the apply worker owns (projected from TF
@@ -22,8 +24,12 @@ const managedByValue = domain.ManagedByTofu
 // syncMachines makes the tenant's tofu-managed Machine objects match the
 // state: new instances are created, existing ones get their spec refreshed,
 // vanished ones are deleted. Status (stage, ready, version: observation) is
-// never written here. The role comes from the node group.
-func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []ObservedMachine, logw *LogWriter) error {
+// never written here, except a new machine's config: it booted with its
+// day-0 config (day0, by machine name: the bytes its user data held), whose
+// hash it is created with (domain.AnnotationConfigHash) and recorded as
+// ConfigApplied=True reason Day0; from then on the config controller
+// (talos/configsync) owns its config. The role comes from the node group.
+func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []ObservedMachine, day0 map[string][]byte, logw *LogWriter) error {
 	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
@@ -83,12 +89,24 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 			updated++
 			continue
 		}
+		meta := domain.ObjectMeta{Name: o.Name, Tenant: tenant,
+			Labels: map[string]string{ManagedByLabel: managedByValue, "rezuscloud.io/nodegroup": o.NodeGroup}}
+		cfg, known := day0[o.Name]
+		hash := ""
+		if known {
+			hash = talos.ConfigHash(cfg)
+			meta.Annotations = map[string]string{domain.AnnotationConfigHash: hash}
+		}
 		_, err = w.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), NewUID: newUID(),
-			Object: &domain.Object{Metadata: domain.ObjectMeta{Name: o.Name, Tenant: tenant,
-				Labels: map[string]string{ManagedByLabel: managedByValue, "rezuscloud.io/nodegroup": o.NodeGroup}}, Spec: rawSpec}},
+			Object: &domain.Object{Metadata: meta, Spec: rawSpec}},
 			eventstore.UpdateOptions{})
 		if err != nil && !domain.IsAlreadyExists(err) {
 			return fmt.Errorf("machine %s: %w", o.Name, err)
+		}
+		if err == nil && known {
+			if err := w.configRecorder().Applied(ctx, ref, hash, talos.ReasonDay0, "booted with its config as user data"); err != nil {
+				return err
+			}
 		}
 		created++
 	}
@@ -102,4 +120,28 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 	logw.Printf("machines: %d created, %d updated, %d deleted, %d in state", created, updated, deleted, len(observed))
 	// The tenant's status counts machines from the read model: let it catch up.
 	return w.cfg.Cache.Sync(ctx)
+}
+
+// configRecorder records machine configs as the worker.
+func (w *Worker) configRecorder() talos.ConfigRecorder {
+	return talos.ConfigRecorder{Store: w.cfg.Store, Actor: WorkerActor, Now: w.cfg.Now, Hint: w.cfg.Cache}
+}
+
+// day0Configs are the configs a run's new machines boot with, by machine
+// name: the rendered configs, with the endpoint placeholder replaced by the
+// endpoint address tofu made, as the generated user data does. Without that
+// address a placeholder config's bytes are not known: it is left out.
+func day0Configs(in GenerateInput, endpoint string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, g := range in.Groups {
+		for _, m := range g.Machines {
+			switch {
+			case !in.PlaceholderEndpoint:
+				out[m.Name] = m.Config
+			case endpoint != "":
+				out[m.Name] = bytes.ReplaceAll(m.Config, []byte(EndpointPlaceholder), []byte(endpoint))
+			}
+		}
+	}
+	return out
 }

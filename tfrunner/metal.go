@@ -2,8 +2,6 @@ package tfrunner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,17 +29,18 @@ import (
 //	  selector: "rack=r1"             # or: registered Machines of the group matching this label selector
 //	  installDisk: /dev/sda            # the default for listed machines
 //
-// Each machine's rendered config is applied without a client certificate in
-// maintenance mode (it installs and reboots), and in place over mTLS once it
-// runs the tenant's config (mode AUTO: no reboot when Talos allows it). A
-// config unchanged since the last apply (rezuscloud.io/config-hash) is not sent
-// again. etcd is bootstrapped once on the first control plane; a machine
-// removed from its group is reset.
+// A machine in maintenance mode is given its rendered config without a client
+// certificate (it installs and reboots): its day-0 config, recorded with its
+// hash (rezuscloud.io/config-hash) and ConfigApplied=True reason Day0. From
+// then on its config is the config controller's (talos/configsync), as for
+// every other provider: a metal run only records a configured machine's spec.
+// etcd is bootstrapped once on the first control plane; a machine removed
+// from its group is reset.
 
 // Metal is what the worker needs of the Talos API (talos.NodeAPI).
 type Metal interface {
 	Probe(ctx context.Context, b *secrets.Bundle, address string) (talos.NodeState, error)
-	ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (string, error)
+	ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (talos.ApplyResult, error)
 	Bootstrap(ctx context.Context, b *secrets.Bundle, address string) error
 	Reset(ctx context.Context, b *secrets.Bundle, address string) error
 }
@@ -50,7 +49,7 @@ type Metal interface {
 const (
 	managedByMetal = domain.ManagedByMetal
 	// ConfigHashAnnotation is the hash of the config last applied to a machine.
-	ConfigHashAnnotation = "rezuscloud.io/config-hash"
+	ConfigHashAnnotation = domain.AnnotationConfigHash
 	// BootstrappedCondition is the tenant condition recording etcd's bootstrap.
 	BootstrappedCondition = "Bootstrapped"
 )
@@ -184,6 +183,9 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		wanted[tg.name] = true
 	}
 	var errs []error
+	if err := w.leaveEtcdMetal(ctx, tenant, in.bundle, wanted, logw); err != nil {
+		return err
+	}
 	// Machines that left their group are reset, then forgotten.
 	for _, m := range machines {
 		if m.Metadata.Labels[ManagedByLabel] != managedByMetal || wanted[m.Metadata.Name] {
@@ -223,61 +225,67 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		spec.Role = tg.ng.Spec.Role
 	}
 	m := &domain.Machine{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant}, Spec: spec}
+	// A listed machine's own install disk is the render's pick (by address),
+	// so the config controller renders the same config from the same group.
 	ng := tg.ng
-	if tg.installDisk != "" {
-		// The machine's own install disk: a copy of its group with that disk.
-		c := *ng
-		var pc map[string]any
-		_ = json.Unmarshal(ng.Spec.ProviderConfig, &pc)
-		if pc == nil {
-			pc = map[string]any{}
-		}
-		pc["installDisk"] = tg.installDisk
-		c.Spec.ProviderConfig, _ = json.Marshal(pc)
-		ng = &c
-	}
-	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle})
-	if err != nil {
-		return fmt.Errorf("rendering its config: %w", err)
-	}
-	sum := sha256.Sum256(cfg)
-	hash := hex.EncodeToString(sum[:])
 	current, exists, err := projections.Get[domain.Machine](w.cfg.Cache, ref)
 	if err != nil {
 		return err
 	}
-	if exists {
-		if current.Metadata.Annotations[ConfigHashAnnotation] == hash && current.Spec == spec {
-			return nil
+	if exists && current.Metadata.Annotations[ConfigHashAnnotation] != "" {
+		// Configured: its config is the config controller's.
+		if current.Spec != spec {
+			return w.recordMetalMachine(ctx, ref, tg, spec, "")
 		}
+		return nil
 	}
 	st, err := w.cfg.Metal.Probe(ctx, in.bundle, tg.address)
 	if err != nil {
 		return err
 	}
-	details, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.address, cfg, st.Maintenance)
+	if !st.Maintenance {
+		// It runs a config of the tenant that was not recorded (a run
+		// stopped between the apply and the record): the config controller
+		// gives it its rendered config.
+		logw.Printf("machine %s (%s) is configured already; its config is the config controller's", tg.name, tg.address)
+		return w.recordMetalMachine(ctx, ref, tg, spec, "")
+	}
+	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle})
+	if err != nil {
+		return fmt.Errorf("rendering its config: %w", err)
+	}
+	hash := talos.ConfigHash(cfg)
+	res, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.address, cfg, true)
 	if err != nil {
 		return err
 	}
-	how := "in place"
-	stage := "Running"
-	if st.Maintenance {
-		how, stage = "from maintenance mode", "Installing"
+	logw.Printf("machine %s (%s): config applied from maintenance mode: %s", tg.name, tg.address, res.Details)
+	if err := w.recordMetalMachine(ctx, ref, tg, spec, hash); err != nil {
+		return err
 	}
-	logw.Printf("machine %s (%s): config applied %s: %s", tg.name, tg.address, how, details)
-	// Record the machine with the hash of what it runs now.
+	if err := w.configRecorder().Applied(ctx, ref, hash, talos.ReasonDay0, "applied in maintenance mode: "+res.Details); err != nil {
+		return err
+	}
+	w.writeMachineStatus(ctx, ref, func(s *domain.MachineStatus) { s.Stage = "Installing" })
+	return nil
+}
+
+// recordMetalMachine creates or updates a metal machine's object with its
+// spec and, when hash is set, the hash of the config it was given.
+func (w *Worker) recordMetalMachine(ctx context.Context, ref domain.Ref, tg *metalTarget, spec domain.MachineSpec, hash string) error {
 	rawSpec, _ := json.Marshal(spec)
-	_, err = w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
 		cmd := domain.Command{Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), NewUID: newUID()}
 		if state == nil {
 			cmd.Op = domain.OpCreate
-			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant,
-				Labels:      map[string]string{ManagedByLabel: managedByMetal, "rezuscloud.io/nodegroup": tg.ng.Metadata.Name},
-				Annotations: map[string]string{ConfigHashAnnotation: hash}}, Spec: rawSpec}
+			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: ref.Tenant,
+				Labels: map[string]string{ManagedByLabel: managedByMetal, "rezuscloud.io/nodegroup": tg.ng.Metadata.Name}}, Spec: rawSpec}
 		} else {
 			cmd.Op = domain.OpUpdate
 			cmd.Object = state.DeepCopy()
 			cmd.Object.Spec = rawSpec
+		}
+		if hash != "" {
 			if cmd.Object.Metadata.Annotations == nil {
 				cmd.Object.Metadata.Annotations = map[string]string{}
 			}
@@ -288,12 +296,6 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 	if err != nil {
 		return fmt.Errorf("recording it: %w", err)
 	}
-	w.writeMachineStatus(ctx, ref, func(s *domain.MachineStatus) {
-		s.Stage, s.ConfigUpToDate = stage, true
-		if st.Version != "" {
-			s.TalosVersion = st.Version
-		}
-	})
 	return nil
 }
 

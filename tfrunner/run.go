@@ -12,6 +12,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 var errTimeout = errors.New("the apply took longer than its timeout")
@@ -103,8 +104,13 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		w.finishDestroy(wctx, tenant)
 		return true
 	}
+	rendered := ""
+	if t != nil {
+		rendered = talos.KubernetesVersionOf(t)
+	}
 	w.updateTenantStatus(wctx, tenant, func(s *domain.TenantStatus, _ int64) {
 		tenantAfterRun(s, end, destroy, name, spec.Generation, res.endpoint, final.Error, w.cfg.Now())
+		kubernetesVersionAfterRun(s, end, destroy, rendered)
 		s.Machines = w.machineCounts(tenant)
 	})
 	w.prune(wctx, tenant)
@@ -191,6 +197,9 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 	if err := x.init(ctx, files.Main); err != nil {
 		return err
 	}
+	if err := w.scaleDownTofu(ctx, tenant, in, logw); err != nil {
+		return err
+	}
 	sum, err := x.applyJSON(ctx, setPhase, "apply", "-auto-approve", "-input=false", "-json")
 	res.resources = sum
 	if err != nil {
@@ -210,7 +219,7 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 		return fmt.Errorf("reading the endpoint from the state: %w", err)
 	}
 	res.endpoint = endpoint
-	if err := w.syncMachines(ctx, tenant, observed, logw); err != nil {
+	if err := w.syncMachines(ctx, tenant, observed, day0Configs(in, endpoint), logw); err != nil {
 		return fmt.Errorf("updating machines: %w", err)
 	}
 	return nil

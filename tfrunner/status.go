@@ -128,6 +128,17 @@ func tenantAfterRun(s *domain.TenantStatus, end runEnd, destroy bool, apply stri
 	}
 }
 
+// kubernetesVersionAfterRun records, after the first successful apply, the
+// Kubernetes version the machines' configs were rendered with (rendered:
+// talos.KubernetesVersionOf the tenant the run read). From then on only a
+// successful Kubernetes upgrade run moves it (talos/upgrade), so a change of
+// spec.kubernetesVersion reaches running machines through that run alone.
+func kubernetesVersionAfterRun(s *domain.TenantStatus, end runEnd, destroy bool, rendered string) {
+	if end == endSucceeded && !destroy && s.KubernetesVersion == "" {
+		s.KubernetesVersion = rendered
+	}
+}
+
 // statusWriter is how the worker writes statuses: as WorkerActor (so its own
 // writes queue nothing), deciding on the read model first.
 func (w *Worker) statusWriter() eventstore.StatusWriter {
@@ -168,16 +179,7 @@ func updateStatus[S any](ctx context.Context, w *Worker, ref domain.Ref, mutate 
 
 // setCondition sets a condition, keeping its transition time unless its status changed.
 func setCondition(s *domain.TenantStatus, c domain.Condition, now time.Time) {
-	c.LastTransitionTime = now.UTC().Truncate(time.Second)
-	i := slices.IndexFunc(s.Conditions, func(old domain.Condition) bool { return old.Type == c.Type })
-	if i < 0 {
-		s.Conditions = append(s.Conditions, c)
-		return
-	}
-	if s.Conditions[i].Status == c.Status {
-		c.LastTransitionTime = s.Conditions[i].LastTransitionTime
-	}
-	s.Conditions[i] = c
+	s.Conditions = domain.SetCondition(s.Conditions, c, now)
 }
 
 func (w *Worker) machineCounts(tenant string) domain.MachineCounts {

@@ -37,9 +37,21 @@ type Bundles interface {
 }
 
 // StateCredentials issues per-apply credentials for the HTTP state backend
-// that reach only the tenant's state.
+// that reach only the tenant's state, and revokes them when the run that
+// used them ends (identity.Service).
 type StateCredentials interface {
-	IssueStateCredentials(tenant, applyID string, ttl time.Duration) (username, password string, err error)
+	IssueStateCredentials(ctx context.Context, tenant, applyID string, ttl time.Duration) (username, password string, err error)
+	RevokeStateCredentials(ctx context.Context, username, password string) error
+}
+
+// StateKeys keeps each tenant's generated state encryption key
+// (eventstore.StateKeys), used when no state passphrase is configured.
+type StateKeys interface {
+	// StateKey returns the tenant's key, generating it on first use; it is
+	// the same on every later call until DeleteStateKey.
+	StateKey(ctx context.Context, tenant string) ([]byte, error)
+	// DeleteStateKey removes the tenant's key, with its state.
+	DeleteStateKey(ctx context.Context, tenant string) error
 }
 
 // ProviderCredentials gives the environment of a Provider's credentialsRef.
@@ -89,11 +101,20 @@ type Config struct {
 	// Metal drives machines through the Talos API: metal node groups and the
 	// bootstrap of etcd on every tenant's first control plane. Nil leaves both out.
 	Metal Metal
+	// Nodes takes machines out of the cluster before they are destroyed:
+	// control planes leave etcd (one at a time, quorum checked), workers are
+	// reset (scaledown.go). Nil destroys them without either.
+	Nodes Nodes
 	// BootstrapWait bounds how long a run waits for the first control plane
 	// to come up before bootstrapping etcd; default 5m.
 	BootstrapWait time.Duration
-	// StatePassphrase, when set, encrypts state through TF_ENCRYPTION.
+	// StatePassphrase, when set, encrypts every tenant's state through
+	// TF_ENCRYPTION with a key derived from it.
 	StatePassphrase string
+	// StateKeys gives the per-tenant keys state is encrypted with when
+	// StatePassphrase is empty: state is always encrypted, so one of the two
+	// is required.
+	StateKeys StateKeys
 	// Holder names this replica in leases and applies.
 	Holder string
 	Log    *slog.Logger

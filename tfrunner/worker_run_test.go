@@ -35,6 +35,8 @@ type runEnv struct {
 	tofu   *fakeTofu
 	worker *Worker
 	dir    string
+	// secrets is the sealed store the worker's state keys live in.
+	secrets *eventstore.SealedSecrets
 }
 
 func newRunEnv(t *testing.T) *runEnv {
@@ -61,6 +63,7 @@ func newRunEnv(t *testing.T) *runEnv {
 		Store: env.Store, Cache: cache, Bundles: talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: secretStore}), Logs: logs,
 		Tofu:    Tofu{Bin: self, Runner: fake},
 		WorkDir: dir, BackendURL: "http://127.0.0.1:1", Credentials: fake, State: fake, Holder: "test",
+		StateKeys: eventstore.NewStateKeys(secretStore),
 		// A tenant and its node group, created back to back, make one run.
 		Debounce: 300 * time.Millisecond, MaxDelay: 2 * time.Second, Resync: -1,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond,
@@ -74,7 +77,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	})
 	// The worker's consumer delivers only events after it is provisioned.
 	require.Eventually(t, w.Leading, 20*time.Second, 10*time.Millisecond)
-	e := &runEnv{t: t, ctx: ctx, store: env.Store, conn: env.Conn, cache: cache, tofu: fake, worker: w, dir: dir}
+	e := &runEnv{t: t, ctx: ctx, store: env.Store, conn: env.Conn, cache: cache, tofu: fake, worker: w, dir: dir, secrets: secretStore}
 	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.ProviderKind, "", "emulated"),
 		Object: &domain.Object{Spec: json.RawMessage(`{"type":"emulated","config":` + cfgEmulated + `}`)}})
 	return e
@@ -157,8 +160,21 @@ func TestWorkerRetriesAFailedApplyWithBackoff(t *testing.T) {
 		for _, kv := range c.Env {
 			name, _, _ := strings.Cut(kv, "=")
 			require.Contains(t, []string{"PATH", "HOME", "TMPDIR", "TF_CLI_CONFIG_FILE", "TF_IN_AUTOMATION", "TF_INPUT",
-				"CHECKPOINT_DISABLE", "TF_HTTP_USERNAME", "TF_HTTP_PASSWORD"}, name, "nothing inherited from the server")
+				"CHECKPOINT_DISABLE", "TF_HTTP_USERNAME", "TF_HTTP_PASSWORD", "TF_ENCRYPTION"}, name, "nothing inherited from the server")
 		}
+	}
+	// Each run's state credentials end with it, failed or not.
+	issued, revoked := e.tofu.credentials()
+	require.Len(t, issued, 2)
+	require.ElementsMatch(t, issued, revoked, "every run's state credentials are revoked when it ends")
+	// Without a passphrase, state is encrypted under the tenant's generated
+	// key, the same on every run.
+	key, err := eventstore.NewStateKeys(e.secrets).StateKey(e.ctx, "acme")
+	require.NoError(t, err)
+	want, err := KeyEncryptionConfig(key)
+	require.NoError(t, err)
+	for _, c := range slices.Concat(e.tofu.callsOf("init"), e.tofu.callsOf("state"), e.tofu.callsOf("apply")) {
+		require.Contains(t, c.Env, "TF_ENCRYPTION="+want, "tofu %v encrypts state with the tenant's key", c.Args)
 	}
 	require.Eventually(t, func() bool {
 		tn, _ := e.tenant("acme")
@@ -185,6 +201,9 @@ func TestWorkerCancelInterruptsARunningApply(t *testing.T) {
 
 	as = e.waitApplies("acme", domain.ApplyCanceled)
 	require.Equal(t, "canceled by a user", as[0].Status.Error)
+	issued, revoked := e.tofu.credentials()
+	require.Equal(t, []string{"apply-" + as[0].Metadata.Name}, issued)
+	require.Equal(t, issued, revoked, "a canceled run's state credentials are revoked too")
 	calls := e.tofu.callsOf("apply")
 	require.Len(t, calls, 1)
 	require.True(t, calls[0].Interrupted, "tofu was interrupted, not left running")
@@ -217,6 +236,8 @@ func TestWorkerDestroysBeforeTheFinalizerGoes(t *testing.T) {
 	e.waitApplies("acme", domain.ApplySucceeded)
 	tn, _ := e.tenant("acme")
 	require.Contains(t, tn.Metadata.Finalizers, InfraFinalizer)
+	_, err := e.secrets.Get(e.ctx, "tfstate-key.acme")
+	require.NoError(t, err, "the apply made the tenant's state key")
 
 	// Whether the finalizer still holds the tenant when tofu destroys.
 	held := make(chan bool, 1)
@@ -248,6 +269,8 @@ func TestWorkerDestroysBeforeTheFinalizerGoes(t *testing.T) {
 	e.tofu.mu.Lock()
 	defer e.tofu.mu.Unlock()
 	require.Equal(t, []string{"acme"}, e.tofu.deleted, "the state goes with it")
-	_, err := os.Stat(filepath.Join(e.dir, "tenants", "acme"))
+	_, err = e.secrets.Get(e.ctx, "tfstate-key.acme")
+	require.ErrorIs(t, err, eventstore.ErrSecretNotFound, "and so does its key")
+	_, err = os.Stat(filepath.Join(e.dir, "tenants", "acme"))
 	require.True(t, os.IsNotExist(err), "and the work dir")
 }

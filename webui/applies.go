@@ -121,11 +121,19 @@ func (u *UI) applyLogLive(c echo.Context) error {
 		w.Flush()
 		return true
 	}
-	// status sends the apply's details; false ends the stream (the session did).
+	// status sends the apply's details; false ends the stream: for good, with
+	// a message, when the session or the apply (or access to it) is gone.
 	status := func() bool {
 		cur, err := getOf[domain.Apply](u, c.Request(), applyPath(t, name))
 		if err != nil {
-			if domain.ReasonOf(err) == domain.ReasonUnauthorized {
+			switch domain.ReasonOf(err) {
+			case domain.ReasonUnauthorized:
+				writeLiveEnd(ctx, &out, &liveEnd{Message: sessionEnded, SignIn: true})
+				flush()
+				return false
+			case domain.ReasonNotFound:
+				writeLiveEnd(ctx, &out, &liveEnd{Message: goneMessage("Apply " + name + " of tenant " + t)})
+				flush()
 				return false
 			}
 			writeEvent(&out, "status", componentHTML(ctx, Flash("error", errorMessage(err))))
@@ -135,7 +143,9 @@ func (u *UI) applyLogLive(c echo.Context) error {
 		writeEvent(&out, "status", componentHTML(ctx, applyDetails(v, *ap)))
 		return true
 	}
-	status()
+	if !status() {
+		return nil
+	}
 	reset := applyLogReset
 	if logErr != nil {
 		reset += html.EscapeString("[the log is not available: " + errorMessage(logErr) + "]\n")
@@ -153,6 +163,7 @@ func (u *UI) applyLogLive(c echo.Context) error {
 	for {
 		if logEnded && (ap.Status.Final() || grace == nil) {
 			writeEvent(&out, "done", componentHTML(ctx, applyLogEnded(ap.Status.Phase)))
+			writeEvent(&out, liveEndEvent, "") // the page closes the stream
 			flush()
 			return nil
 		}

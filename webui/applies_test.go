@@ -75,7 +75,7 @@ func TestApplyPageAndTable(t *testing.T) {
 	page := editor.get("/ui/tenants/acme/applies/apply-1")
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	require.Contains(t, page.Body, `sse-connect="/ui/live/tenants/acme/applies/apply-1/log"`)
-	require.Contains(t, page.Body, `sse-close="done"`)
+	require.Contains(t, page.Body, `sse-close="ended"`)
 	require.Contains(t, page.Body, `sse-swap="log"`)
 	require.Contains(t, page.Body, `data-testid="cancel-apply"`)
 	require.Contains(t, page.Body, "Tenant/acme@1")
@@ -228,9 +228,13 @@ func TestApplyLogOfAPrunedLog(t *testing.T) {
 	require.Contains(t, applyLogText(events), "[the log is not available")
 	require.Contains(t, events[len(events)-1], "Succeeded")
 
-	// An apply that does not exist is an error answer, not a stream.
+	// An apply that does not exist ends the stream for good, saying so (an
+	// error answer would have the browser reconnect over and over).
 	r := b.get("/ui/live/tenants/acme/applies/nope/log")
-	require.Equal(t, http.StatusNotFound, r.Code)
+	require.Equal(t, http.StatusOK, r.Code)
+	require.Equal(t, "text/event-stream", r.Header.Get("Content-Type"))
+	require.Contains(t, r.Body, "event: ended\n")
+	require.Contains(t, r.Body, `data-testid="live-ended"`)
 }
 
 func TestReadLogChunks(t *testing.T) {

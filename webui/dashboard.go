@@ -29,7 +29,7 @@ func (u *UI) dashboardFragments() []fragment {
 			return upgradesTable(us, true), err
 		}},
 		{Event: "audit", Render: func(c echo.Context) (templ.Component, error) {
-			if !viewerOf(c).CanAdmin() {
+			if !viewerOf(c).CanReadAudit() {
 				return templ.NopComponent, nil
 			}
 			recs, err := u.recentAudit(c.Request(), 10, nil)

@@ -69,6 +69,17 @@ func (u *UI) fail(c echo.Context, err error) error {
 	if domain.ReasonOf(err) == domain.ReasonUnauthorized {
 		return u.toLogin(c)
 	}
+	if isLive(c) {
+		// A live stream that cannot start for good (its object is gone or
+		// not visible, the role may not read it) ends with a message; other
+		// failures answer an error, and the browser tries again later.
+		switch domain.ReasonOf(err) {
+		case domain.ReasonNotFound:
+			return u.endLiveNow(c, &liveEnd{Message: "Not found: it was deleted, or you may no longer see it (" + errorMessage(err) + "). Live updates have stopped."})
+		case domain.ReasonForbidden:
+			return u.endLiveNow(c, &liveEnd{Message: errorMessage(err) + ". Live updates have stopped."})
+		}
+	}
 	if isHTMX(c) {
 		h := c.Response().Header()
 		h.Set("HX-Retarget", "#flash")

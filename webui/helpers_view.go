@@ -28,9 +28,48 @@ func upgradeProgress(up domain.Upgrade) string {
 	return fmt.Sprintf("%d/%d", done, len(up.Status.Machines))
 }
 
-// configTracked reports whether RezusCloud applies the machine's config
-// itself (metal machines, through the Talos API) and so knows whether it is
-// current; machines a tofu provider builds get theirs as user data once.
-func configTracked(m domain.Machine) bool {
-	return m.Metadata.Labels[domain.LabelManagedBy] == domain.ManagedByMetal
+// machineConfigView is what a machine's CONFIG shows: up to date, pending or
+// failed, the badge's colours, and the ConfigApplied condition's reason and
+// message (how the config was applied, or why it was not).
+type machineConfigView struct {
+	State, Class    string
+	Reason, Message string
+	// Hash is the hex SHA-256 of the config the machine holds ("" before its first).
+	Hash string
+}
+
+func machineConfigOf(m domain.Machine) machineConfigView {
+	state, c := m.Status.ConfigState()
+	v := machineConfigView{State: state, Hash: m.Metadata.Annotations[domain.AnnotationConfigHash]}
+	switch state {
+	case domain.ConfigStateUpToDate:
+		v.Class = phaseClass("True")
+	case domain.ConfigStateFailed:
+		v.Class = phaseClass("False")
+	default:
+		v.Class = phaseClass("Unknown")
+	}
+	if c != nil {
+		v.Reason, v.Message = c.Reason, c.Message
+	}
+	return v
+}
+
+// title is the badge's tooltip: the reason and message.
+func (v machineConfigView) title() string {
+	switch {
+	case v.Reason != "" && v.Message != "":
+		return v.Reason + ": " + v.Message
+	case v.Reason != "":
+		return v.Reason
+	}
+	return v.Message
+}
+
+// shortHash is the first 12 hex digits of a config hash.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }

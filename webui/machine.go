@@ -48,24 +48,29 @@ func logSource(c echo.Context) string {
 func machinePath(tenant, name string) string { return "/tenants/" + tenant + "/machines/" + name }
 
 func (u *UI) machineDetailsFragment(c echo.Context) (templ.Component, error) {
-	m, err := getOf[domain.Machine](u, c.Request(), machinePath(c.Param("tenant"), c.Param("name")))
+	t, name := c.Param("tenant"), c.Param("name")
+	m, err := getOf[domain.Machine](u, c.Request(), machinePath(t, name))
+	if domain.ReasonOf(err) == domain.ReasonNotFound {
+		return nil, &liveEnd{Message: goneMessage("Machine " + name + " of tenant " + t)}
+	}
 	if err != nil {
 		return nil, err
 	}
-	return machineDetails(*m), nil
+	return machineDetails(*m, u.configHistory(c.Request(), t, name)), nil
 }
 
 func (u *UI) machinePage(c echo.Context) error {
-	m, err := getOf[domain.Machine](u, c.Request(), machinePath(c.Param("tenant"), c.Param("name")))
+	t, name := c.Param("tenant"), c.Param("name")
+	m, err := getOf[domain.Machine](u, c.Request(), machinePath(t, name))
 	if err != nil {
 		return u.fail(c, err)
 	}
-	return render(c, http.StatusOK, MachinePage(u, viewerOf(c), *m, logSource(c)))
+	return render(c, http.StatusOK, MachinePage(u, viewerOf(c), *m, u.configHistory(c.Request(), t, name), logSource(c)))
 }
 
 func (u *UI) machineLive(c echo.Context) error {
 	t, name := c.Param("tenant"), c.Param("name")
-	return u.live(c, []string{domain.SubjectFilter(domain.MachineKind, t, name)},
+	return u.liveIn(c, t, []string{domain.SubjectFilter(domain.MachineKind, t, name)},
 		fragment{Event: "machine", Render: u.machineDetailsFragment})
 }
 
@@ -108,8 +113,12 @@ func (u *UI) machineLogLive(c echo.Context) error {
 		path = machinePath(t, name) + "/dmesg" + query("follow", "true")
 	}
 	body, err := u.api.stream(ctx, c.Request(), apiRequest{Path: path})
-	if domain.ReasonOf(err) == domain.ReasonUnauthorized {
-		return u.toLogin(c)
+	if err != nil && ctx.Err() == nil {
+		// The session, or the machine (or access to it), is gone: the
+		// stream ends for good. A log the node lacks is said below.
+		if end := u.machineLogEnd(c, t, name); end != nil {
+			return u.endLiveNow(c, end)
+		}
 	}
 
 	w := c.Response()
@@ -172,6 +181,15 @@ func (u *UI) machineLogLive(c echo.Context) error {
 			if !ok {
 				lines = nil
 				if open {
+					// The API ends a follow when the caller's access goes:
+					// then the page says so and closes the stream.
+					if end := u.machineLogEnd(c, t, name); end != nil {
+						var out bytes.Buffer
+						writeLiveEnd(ctx, &out, end)
+						_, _ = w.Write(out.Bytes())
+						w.Flush()
+						return nil
+					}
 					msg := "the log ended"
 					if ended != nil {
 						msg += ": " + ended.Error()
@@ -202,6 +220,19 @@ func (u *UI) machineLogLive(c echo.Context) error {
 			}
 		}
 	}
+}
+
+// machineLogEnd says why a machine's followed log ended for good, if it did:
+// the session is gone, or the machine (deleted, or out of the user's view).
+func (u *UI) machineLogEnd(c echo.Context, tenant, name string) *liveEnd {
+	err := u.api.call(c.Request(), apiRequest{Path: machinePath(tenant, name)}, nil)
+	switch domain.ReasonOf(err) {
+	case domain.ReasonUnauthorized:
+		return &liveEnd{Message: sessionEnded, SignIn: true}
+	case domain.ReasonNotFound:
+		return &liveEnd{Message: goneMessage("Machine " + name + " of tenant " + tenant)}
+	}
+	return nil
 }
 
 // logEvent frames lines (already HTML) as one "log" event whose data keeps

@@ -71,6 +71,7 @@ func withMachineLogs(r handlers.MachineLogReader) stackOption {
 // acmeMachine makes tenant acme with node group cp and machine m1 in it.
 func (s *uiStack) acmeMachine() {
 	s.t.Helper()
+	s.createProvider("emu")
 	s.create("/tenants", map[string]any{"apiVersion": domain.APIVersion, "kind": "Tenant",
 		"metadata": map[string]any{"name": "acme"}, "spec": map[string]any{}})
 	s.create("/tenants/acme/nodegroups", map[string]any{"apiVersion": domain.APIVersion, "kind": "NodeGroup",

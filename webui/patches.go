@@ -165,8 +165,8 @@ func (u *UI) patchSaved(c echo.Context, code int, tenant, msg string) error {
 }
 
 func (u *UI) newPatch(c echo.Context) error {
-	if !viewerOf(c).CanWrite() {
-		return u.fail(c, domain.NewForbidden(domain.ConfigPatchKind.Kind, "", "your role may not change config patches"))
+	if err := writerOf(c, c.Param("tenant"), domain.ConfigPatchKind.Kind, "", "config patches"); err != nil {
+		return u.fail(c, err)
 	}
 	return u.renderPatchForm(c, http.StatusOK, patchForm{Tenant: c.Param("tenant"), TargetKind: domain.TargetAll,
 		Format: domain.PatchStrategic, Enabled: true, Weight: "0"})
@@ -187,8 +187,8 @@ func (u *UI) createPatch(c echo.Context) error {
 }
 
 func (u *UI) editPatch(c echo.Context) error {
-	if !viewerOf(c).CanWrite() {
-		return u.fail(c, domain.NewForbidden(domain.ConfigPatchKind.Kind, c.Param("name"), "your role may not change config patches"))
+	if err := writerOf(c, c.Param("tenant"), domain.ConfigPatchKind.Kind, c.Param("name"), "config patches"); err != nil {
+		return u.fail(c, err)
 	}
 	p, err := getOf[domain.ConfigPatch](u, c.Request(), patchPath(c.Param("tenant"), c.Param("name")))
 	if err != nil {

@@ -51,7 +51,7 @@ func patchesPanel(v viewer, tenant string, rows templ.Component) templ.Component
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			if v.CanWrite() {
+			if v.CanWriteTenant(tenant) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"mb-3 flex flex-wrap gap-2\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -122,7 +122,7 @@ func patchesPanel(v viewer, tenant string, rows templ.Component) templ.Component
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.CanWrite() {
+			if v.CanWriteTenant(tenant) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div id=\"patch-editor\" class=\"mt-4\"></div><div id=\"patch-preview\" class=\"mt-4\"></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -486,7 +486,7 @@ func patchTable(v viewer, tenant string, ps []domain.ConfigPatch) templ.Componen
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if v.CanWrite() {
+			if v.CanWriteTenant(tenant) {
 				{
 					templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
 					templ_7745c5c3_Buffer := templ.GetBuffer()
@@ -870,7 +870,7 @@ func patchTable(v viewer, tenant string, ps []domain.ConfigPatch) templ.Componen
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if v.CanWrite() {
+				if v.CanWriteTenant(tenant) {
 					{
 						templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
 						templ_7745c5c3_Buffer := templ.GetBuffer()

@@ -31,13 +31,77 @@ type viewer struct {
 	CSRF string
 	// Path is the page's path, for the navigation's current item.
 	Path string
+
+	// access is the user's global role and tenant bindings; labels looks a
+	// tenant's labels up (for bindings by selector) where the API does, in
+	// the read model, so the buttons a page shows are those the API allows.
+	access domain.Access
+	labels func(tenant string) map[string]string
 }
 
-// CanWrite: edit and admin may change resources.
-func (v viewer) CanWrite() bool { return handlers.CanWrite(v.Role) }
+// CanWrite: a global edit or admin role may change anything (create tenants).
+// Pages of one tenant ask CanWriteTenant instead: bindings add roles there.
+func (v viewer) CanWrite() bool { return handlers.CanWrite(v.access.Global()) }
 
-// CanAdmin: only admins manage users, providers and read the audit log.
-func (v viewer) CanAdmin() bool { return handlers.CanAdmin(v.Role) }
+// CanAdmin: only global admins manage users and providers.
+func (v viewer) CanAdmin() bool { return handlers.CanAdmin(v.access.Global()) }
+
+// Scoped reports whether the user has tenant bindings.
+func (v viewer) Scoped() bool { return v.access.Scoped() }
+
+// TenantRole is the user's role on a tenant: the global role, raised by any
+// binding that covers the tenant (none when it may not see it).
+func (v viewer) TenantRole(tenant string) string {
+	if !v.access.Scoped() {
+		return v.access.Global()
+	}
+	var labels map[string]string
+	if v.labels != nil {
+		labels = v.labels(tenant)
+	}
+	return v.access.TenantRole(tenant, labels)
+}
+
+// CanWriteTenant: edit or admin on the tenant may change what is in it.
+func (v viewer) CanWriteTenant(tenant string) bool { return handlers.CanWrite(v.TenantRole(tenant)) }
+
+// IsTenantAdmin: admin on the tenant (globally or by a binding).
+func (v viewer) IsTenantAdmin(tenant string) bool { return handlers.CanAdmin(v.TenantRole(tenant)) }
+
+// writerOf refuses an editor's page (a form) on a tenant the viewer may not
+// change: 404 when it may not even see the tenant, as the API answers, so
+// names do not leak; 403 when it may only read it.
+func writerOf(c echo.Context, tenant, kind, name, what string) error {
+	v := viewerOf(c)
+	role := v.TenantRole(tenant)
+	switch {
+	case domain.RoleRank(role) == 0:
+		return domain.NewNotFound(domain.TenantKind.Kind, tenant)
+	case !handlers.CanWrite(role):
+		return domain.NewForbidden(kind, name, "your role on tenant "+tenant+" ("+role+") may not change "+what)
+	}
+	return nil
+}
+
+// CanReadAudit: global admins read the whole audit log, a tenant's admins
+// the records of their tenants (the API filters them).
+func (v viewer) CanReadAudit() bool { return handlers.CanAdmin(v.access.Highest()) }
+
+// CanSeeAny: a role somewhere (providers are readable then).
+func (v viewer) CanSeeAny() bool { return domain.RoleRank(v.access.Highest()) > 0 }
+
+// tenantLabels are a tenant's labels as the read model holds them now (the
+// API judges bindings by selector with the same).
+func (u *UI) tenantLabels(tenant string) map[string]string {
+	if u.cache == nil {
+		return nil
+	}
+	t, ok := u.cache.GetObject(domain.ObjectRef(domain.TenantKind, "", tenant))
+	if !ok {
+		return nil
+	}
+	return t.Metadata.Labels
+}
 
 func viewerOf(c echo.Context) viewer {
 	v, _ := c.Get(viewerKey).(viewer)
@@ -54,12 +118,19 @@ func (u *UI) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || cerr != nil || ck.Value == "" || id.AuthMethod != identity.AuthSession {
 			return u.toLogin(c)
 		}
-		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path})
+		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path,
+			access: id.Access(), labels: u.tenantLabels})
 		return next(c)
 	}
 }
 
 func (u *UI) toLogin(c echo.Context) error {
+	if isLive(c) {
+		// A live stream (re)connecting after its session ended: say so, and
+		// let the page close it, rather than redirect an EventSource that
+		// would then retry forever.
+		return u.endLiveNow(c, &liveEnd{Message: sessionEnded, SignIn: true})
+	}
 	target := Prefix + "/login"
 	if r := c.Request(); r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, Prefix+"/live") {
 		target += "?next=" + url.QueryEscape(r.URL.RequestURI())

@@ -18,6 +18,7 @@ func (u *UI) settingsRoutes(p *pages) {
 	p.POST("/settings/users", u.createUser)
 	p.PUT("/settings/users/:name", u.updateUser)
 	p.PUT("/settings/users/:name/password", u.setUserPassword)
+	p.PUT("/settings/users/:name/bindings", u.updateUserBindings)
 	p.DELETE("/settings/users/:name", u.deleteUser)
 
 	p.GET("/settings/tokens", u.tokensPage)
@@ -29,32 +30,45 @@ func (u *UI) settingsRoutes(p *pages) {
 	p.DELETE("/settings/providers/:name", u.deleteProvider)
 	p.PUT("/settings/credentials", u.putCredentials)
 
-	p.GET("/settings/audit", u.adminOnly(u.auditPage))
+	p.GET("/settings/audit", u.auditReaders(u.auditPage))
 }
 
 // settingsTab is one section of the settings.
 type settingsTab struct {
 	Href, Label, Description string
-	// Admin tabs are shown to admins only.
-	Admin bool
+	// Shown tells whether the viewer may use the section (nil: everyone).
+	Shown func(v viewer) bool
 }
 
 var settingsTabList = []settingsTab{
-	{Href: "/ui/settings/users", Label: "Users", Description: "Who may sign in, with which role.", Admin: true},
+	{Href: "/ui/settings/users", Label: "Users", Description: "Who may sign in, with which role and tenant bindings.", Shown: viewer.CanAdmin},
 	{Href: "/ui/settings/tokens", Label: "API tokens", Description: "Long-lived credentials for programs and the CLI."},
-	{Href: "/ui/settings/providers", Label: "Providers", Description: "Where machines are built: clouds, bare metal, the emulator."},
-	{Href: "/ui/settings/audit", Label: "Audit log", Description: "Every change made through the API, by whom and how it ended.", Admin: true},
+	{Href: "/ui/settings/providers", Label: "Providers", Description: "Where machines are built: clouds, bare metal, the emulator.", Shown: viewer.CanSeeAny},
+	{Href: "/ui/settings/audit", Label: "Audit log", Description: "Every change made through the API, by whom and how it ended.", Shown: viewer.CanReadAudit},
 }
 
-// tabsFor are the tabs the viewer may open.
+// tabsFor are the tabs the viewer may open: users for admins, the audit log
+// for admins and tenant admins (who see their tenants' records), providers
+// for anyone with a role somewhere.
 func tabsFor(v viewer) []settingsTab {
 	var out []settingsTab
 	for _, t := range settingsTabList {
-		if !t.Admin || v.CanAdmin() {
+		if t.Shown == nil || t.Shown(v) {
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// auditReaders lets admins and tenant admins open the audit log; the API
+// shows a tenant admin only the records of its tenants.
+func (u *UI) auditReaders(h echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if v := viewerOf(c); !v.CanReadAudit() {
+			return u.fail(c, domain.NewForbidden("", "", "only admins (of the whole server or of a tenant) may open "+strings.TrimPrefix(c.Request().URL.Path, Prefix)))
+		}
+		return h(c)
+	}
 }
 
 // adminOnly refuses a page to non-admins: some of what admin pages read (the

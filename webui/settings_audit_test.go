@@ -24,7 +24,7 @@ func TestAuditPageListsAndFilters(t *testing.T) {
 	admin.get("/ui/settings")
 	viewer.get("/ui/settings/tokens")
 	require.Equal(t, http.StatusCreated, admin.hx(http.MethodPost, "/ui/settings/providers",
-		url.Values{"metadata.name": {"emu"}, "spec.type": {"emulated"}}).Code)
+		url.Values{"metadata.name": {"emu"}, "spec.type": {"emulated"}, "spec.config": {`{"endpoint":"http://127.0.0.1:1"}`}}).Code)
 	require.Equal(t, http.StatusCreated, viewer.hx(http.MethodPost, "/ui/settings/tokens", url.Values{"metadata.name": {"peek-ci"}}).Code)
 	require.Equal(t, http.StatusForbidden, viewer.hx(http.MethodDelete, "/ui/settings/providers/emu", nil).Code)
 	s.create("/tenants", map[string]any{"apiVersion": "rezuscloud.io/v1", "kind": "Tenant", "metadata": map[string]any{"name": "demo"}, "spec": map[string]any{}})

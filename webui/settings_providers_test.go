@@ -41,7 +41,7 @@ func TestProvidersCreateAndDelete(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 
 	p := b.hx(http.MethodPost, "/ui/settings/providers", url.Values{"metadata.name": {"oci"}, "spec.type": {"oci"},
-		"spec.config": {`{"region": "eu-frankfurt-1"}`}, "spec.credentialsRef": {"oci-prod"}})
+		"spec.config": {`{"region": "eu-frankfurt-1", "compartmentID": "ocid1.compartment.oc1..c"}`}, "spec.credentialsRef": {"oci-prod"}})
 	require.Equal(t, http.StatusCreated, p.Code, p.Body)
 	require.Contains(t, p.Body, "Provider oci was created")
 	require.Contains(t, p.Body, `id="provider-rows" hx-swap-oob="innerHTML"`)
@@ -50,7 +50,7 @@ func TestProvidersCreateAndDelete(t *testing.T) {
 	var prov domain.Provider
 	s.apiCall(http.MethodGet, "/providers/oci", nil, &prov)
 	require.Equal(t, "oci", prov.Spec.Type)
-	require.JSONEq(t, `{"region":"eu-frankfurt-1"}`, string(prov.Spec.Config))
+	require.JSONEq(t, `{"region":"eu-frankfurt-1","compartmentID":"ocid1.compartment.oc1..c"}`, string(prov.Spec.Config))
 
 	list := b.get("/ui/settings/providers")
 	require.Contains(t, list.Body, `region=&#34;eu-frankfurt-1&#34;`)
@@ -66,7 +66,7 @@ func TestProvidersCreateAndDelete(t *testing.T) {
 func TestProvidersCredentials(t *testing.T) {
 	s := newUIStack(t)
 	s.create("/providers", map[string]any{"apiVersion": "rezuscloud.io/v1", "kind": "Provider",
-		"metadata": map[string]any{"name": "os"}, "spec": map[string]any{"type": "openstack", "credentialsRef": map[string]any{"name": "os-creds"}}})
+		"metadata": map[string]any{"name": "os"}, "spec": map[string]any{"type": "openstack", "config": map[string]any{"authURL": "https://keystone.example.com:5000/v3"}, "credentialsRef": map[string]any{"name": "os-creds"}}})
 	b := s.signIn("boss", "admin")
 	page := b.get("/ui/settings/providers")
 	require.Contains(t, page.Body, "os-creds not stored")

@@ -35,7 +35,7 @@ func TestSettingsIndexShowsTabsByRole(t *testing.T) {
 func TestSettingsAdminSectionsRefuseOtherRoles(t *testing.T) {
 	s := newUIStack(t)
 	s.create("/providers", map[string]any{"apiVersion": "rezuscloud.io/v1", "kind": "Provider",
-		"metadata": map[string]any{"name": "emu"}, "spec": map[string]any{"type": "emulated"}})
+		"metadata": map[string]any{"name": "emu"}, "spec": map[string]any{"type": "emulated", "config": map[string]any{"endpoint": "http://127.0.0.1:1"}}})
 	s.createUser("victim", "view", "pw-victim-123456")
 	for _, role := range []string{"edit", "view"} {
 		t.Run(role, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestSettingsAdminSectionsRefuseOtherRoles(t *testing.T) {
 				{http.MethodPut, "/ui/settings/users/victim", url.Values{"form": {"edit"}, "spec.role": {"admin"}}},
 				{http.MethodPut, "/ui/settings/users/victim/password", url.Values{"password": {"another-long-password"}}},
 				{http.MethodDelete, "/ui/settings/users/victim", nil},
-				{http.MethodPost, "/ui/settings/providers", url.Values{"metadata.name": {"sneaky"}, "spec.type": {"emulated"}}},
+				{http.MethodPost, "/ui/settings/providers", url.Values{"metadata.name": {"sneaky"}, "spec.type": {"emulated"}, "spec.config": {`{"endpoint":"http://127.0.0.1:1"}`}}},
 				{http.MethodDelete, "/ui/settings/providers/emu", nil},
 				{http.MethodPut, "/ui/settings/credentials", url.Values{"metadata.name": {"creds"}, "data": {"OS_PASSWORD=x"}}},
 			} {

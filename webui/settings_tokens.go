@@ -17,8 +17,10 @@ type tokenForm struct {
 	// ExpiresIn is a number of days, "" for never.
 	ExpiresIn string
 	// Owner is spec.user; only admins see the field (others own what they create).
-	Owner  string
-	Errors formErrors
+	Owner string
+	// Bindings, when any, narrow the token to some tenants.
+	Bindings []bindingRow
+	Errors   formErrors
 }
 
 // tokenFormFields are the create form's fields as the API names them in causes.
@@ -62,11 +64,23 @@ func (u *UI) createToken(c echo.Context) error {
 	v := viewerOf(c)
 	f := tokenForm{Name: strings.TrimSpace(c.FormValue("metadata.name")), Description: strings.TrimSpace(c.FormValue("spec.description")),
 		ExpiresIn: c.FormValue("expiresIn"), Owner: strings.TrimSpace(c.FormValue("spec.user"))}
+	rows, op, err := readBindingRows(c)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	f.Bindings = rows
+	if !op.Save() {
+		return render(c, http.StatusOK, tokenCreateForm(v, f))
+	}
+	f.Bindings = keptBindingRows(rows)
 	again := func(err error) error {
-		f.Errors = toFormErrors(err, tokenFormFields...)
+		f.Errors = toFormErrors(err, append(bindingFields(len(f.Bindings)), tokenFormFields...)...)
 		return render(c, errorCode(err), tokenCreateForm(v, f))
 	}
 	spec := map[string]any{}
+	if len(f.Bindings) > 0 {
+		spec["bindings"] = bindingsOf(f.Bindings)
+	}
 	if f.Description != "" {
 		spec["description"] = f.Description
 	}

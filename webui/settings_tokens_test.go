@@ -143,3 +143,63 @@ func TestTokensFieldErrors(t *testing.T) {
 	require.Equal(t, http.StatusCreated, p.Code, p.Body)
 	require.Regexp(t, `Token dev-[0-9a-f]{8} was created`, p.Body)
 }
+
+// A user narrows a new token to some tenants on the token page: the list
+// shows its scope, the token acts only there, and a binding wider than the
+// user's own access or a bad selector is refused beside the field at fault.
+func TestTokensNarrowedByBindings(t *testing.T) {
+	s := newUIStack(t)
+	s.createTenant("acme", nil)
+	s.createTenant("beta", nil)
+	b := s.signInBound("tom", domain.RoleView, []map[string]any{{"role": "edit", "tenants": []string{"acme"}}})
+	page := b.get("/ui/settings/tokens")
+	require.Contains(t, page.Body, `data-testid="token-bindings"`)
+	require.Contains(t, page.Body, `data-testid="no-bindings"`)
+
+	add := b.hx(http.MethodPost, "/ui/settings/tokens", url.Values{"metadata.name": {"ci"}, "op": {"add"}})
+	require.Equal(t, http.StatusOK, add.Code, add.Body)
+	require.Contains(t, add.Body, `data-binding-row="0"`)
+	require.Contains(t, add.Body, `value="ci"`, "what was typed stays")
+	var list itemList[domain.APIToken]
+	s.apiCall(http.MethodGet, "/apitokens", nil, &list)
+	require.Empty(t, list.Items, "adding a row creates nothing")
+
+	for _, tc := range []struct {
+		name, role, tenants, selector, field string
+	}{
+		{"wider than the owner", "admin", "acme", "", "spec.bindings[0].role"},
+		{"bad selector", "view", "", "team notin", "spec.bindings[0].tenantSelector"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := b.hx(http.MethodPost, "/ui/settings/tokens", url.Values{"metadata.name": {"bad"},
+				"binding.role": {tc.role}, "binding.tenants": {tc.tenants}, "binding.tenantSelector": {tc.selector}})
+			require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+			require.Contains(t, p.Body, `data-field-error="`+tc.field+`"`)
+			require.Contains(t, p.Body, `data-testid="form-error"`)
+		})
+	}
+
+	p := b.hx(http.MethodPost, "/ui/settings/tokens", url.Values{"metadata.name": {"ci"},
+		"binding.role": {"view", "view"}, "binding.tenants": {"acme", ""}, "binding.tenantSelector": {"", ""}})
+	require.Equal(t, http.StatusCreated, p.Code, p.Body)
+	m := newTokenPattern.FindStringSubmatch(p.Body)
+	require.NotNil(t, m, p.Body)
+	require.Contains(t, p.Body, "view on acme")
+	var tok domain.APIToken
+	s.apiCall(http.MethodGet, "/apitokens/ci", nil, &tok)
+	require.Equal(t, []domain.RoleBinding{{Role: "view", Tenants: []string{"acme"}}}, tok.Spec.Bindings)
+	require.Contains(t, b.get("/ui/settings/tokens").Body, "view on acme")
+
+	get := func(method, path string) int {
+		req, err := http.NewRequest(method, s.srv.URL+"/api/v1"+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+m[1])
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, get(http.MethodGet, "/tenants/acme"))
+	require.Equal(t, http.StatusNotFound, get(http.MethodGet, "/tenants/beta"), "the owner views beta; the token does not")
+	require.Equal(t, http.StatusForbidden, get(http.MethodDelete, "/tenants/acme"), "view on acme, though the owner edits it")
+}

@@ -31,7 +31,21 @@ type userPassword struct {
 	Errors formErrors
 }
 
-var userRoles = []string{domain.RoleAdmin, domain.RoleEdit, domain.RoleView}
+// userRoles are the global roles; none gives access only through bindings.
+var userRoles = []string{domain.RoleAdmin, domain.RoleEdit, domain.RoleView, domain.RoleNone}
+
+// userBindings is one user's bindings form: the rows, the version they were
+// read at, and the API's refusal.
+type userBindings struct {
+	Name, ResourceVersion string
+	Rows                  []bindingRow
+	Saved                 bool
+	Errors                formErrors
+}
+
+func userBindingsOf(usr domain.User) userBindings {
+	return userBindings{Name: usr.Metadata.Name, ResourceVersion: usr.Metadata.ResourceVersion, Rows: bindingRowsOf(usr.Spec.Bindings)}
+}
 
 func (u *UI) usersPage(c echo.Context) error {
 	users, err := listOf[domain.User](u, c.Request(), "/users")
@@ -117,6 +131,47 @@ func (u *UI) updateUser(c echo.Context) error {
 	h.Set("HX-Retarget", "#user-rows")
 	h.Set("HX-Reswap", "innerHTML")
 	return u.userRows(c, http.StatusOK)
+}
+
+// updateUserBindings saves a user's bindings (a merge patch of
+// spec.bindings, on condition of the version the form was read at), or adds
+// or removes a row of the form. A refusal shows the API's causes beside the
+// rows they name.
+func (u *UI) updateUserBindings(c echo.Context) error {
+	name := c.Param("name")
+	rows, op, err := readBindingRows(c)
+	if err != nil {
+		return u.fail(c, err)
+	}
+	f := userBindings{Name: name, ResourceVersion: c.FormValue("metadata.resourceVersion"), Rows: rows}
+	if !op.Save() {
+		return render(c, http.StatusOK, userBindingsForm(f))
+	}
+	f.Rows = keptBindingRows(rows)
+	var bindings any // null removes the field
+	if len(f.Rows) > 0 {
+		bindings = bindingsOf(f.Rows)
+	}
+	patch := map[string]any{"spec": map[string]any{"bindings": bindings}}
+	if f.ResourceVersion != "" {
+		patch["metadata"] = map[string]any{"resourceVersion": f.ResourceVersion}
+	}
+	var updated domain.User
+	err = u.api.call(c.Request(), apiRequest{Method: http.MethodPatch, Path: "/users/" + name, Body: patch,
+		ContentType: "application/merge-patch+json"}, &updated)
+	if err != nil {
+		if errorCode(err) == http.StatusForbidden || errorCode(err) == http.StatusNotFound {
+			return u.fail(c, err)
+		}
+		f.Errors = toFormErrors(err, append(bindingFields(len(f.Rows)), "metadata.resourceVersion")...)
+		if domain.ReasonOf(err) == domain.ReasonConflict {
+			f.Errors.Message += " (the user changed since this form was loaded; reload the page to see the current bindings)"
+		}
+		return render(c, errorCode(err), userBindingsForm(f))
+	}
+	saved := userBindingsOf(updated)
+	saved.Saved = true
+	return render(c, http.StatusOK, userBindingsSaved(saved, updated.Spec.Bindings))
 }
 
 // setUserPassword sets another user's password (admins need not know the old one).

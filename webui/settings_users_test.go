@@ -142,3 +142,117 @@ func TestUsersEditDisablePasswordDelete(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, again.Code)
 	require.Equal(t, "#flash", again.Header.Get("HX-Retarget"))
 }
+
+// bindingForm is a bindings editor's submit: rows of role, tenants, selector.
+func bindingForm(rv string, rows ...[3]string) url.Values {
+	v := url.Values{}
+	if rv != "" {
+		v.Set("metadata.resourceVersion", rv)
+	}
+	for _, r := range rows {
+		v.Add("binding.role", r[0])
+		v.Add("binding.tenants", r[1])
+		v.Add("binding.tenantSelector", r[2])
+	}
+	return v
+}
+
+// An admin edits a user's tenant bindings on the user page: rows added and
+// removed by the server, saved with a merge patch; the API's refusal shows
+// beside the row and field it names; the user then has those roles.
+func TestUsersEditBindings(t *testing.T) {
+	s := newUIStack(t)
+	s.createTenant("acme", nil)
+	s.createTenant("beta", map[string]string{"env": "prod"})
+	s.createTenant("gamma", nil)
+	s.createUser("jane", domain.RoleNone, "pw-jane-123456789")
+	admin := s.signIn("boss", "admin")
+	var jane domain.User
+	s.apiCall(http.MethodGet, "/users/jane", nil, &jane)
+	usersPage := admin.get("/ui/settings/users")
+	require.Contains(t, usersPage.Body, `hx-put="/ui/settings/users/jane/bindings"`)
+	require.Contains(t, usersPage.Body, `<option value="none" selected`, "jane's global role is none")
+	stored := func() []domain.RoleBinding {
+		var u domain.User
+		s.apiCall(http.MethodGet, "/users/jane", nil, &u)
+		return u.Spec.Bindings
+	}
+
+	t.Run("add and remove rows without saving", func(t *testing.T) {
+		v := bindingForm(jane.Metadata.ResourceVersion, [3]string{"edit", "acme", ""})
+		v.Set("op", "add")
+		p := admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", v)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-binding-row="1"`)
+		require.Contains(t, p.Body, `value="acme"`, "what was typed stays")
+		v = bindingForm(jane.Metadata.ResourceVersion, [3]string{"edit", "acme", ""}, [3]string{"view", "", "env=prod"})
+		v.Set("op", "remove-0")
+		p = admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", v)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.NotContains(t, p.Body, `data-binding-row="1"`)
+		require.NotContains(t, p.Body, `value="acme"`)
+		require.Contains(t, p.Body, `value="env=prod"`)
+		require.Empty(t, stored(), "adding or removing a row saves nothing")
+	})
+
+	p := admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", bindingForm(jane.Metadata.ResourceVersion,
+		[3]string{"edit", "acme, beta", ""}, [3]string{"view", "", ""}, [3]string{"admin", "", "env=prod"}))
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	require.Contains(t, p.Body, `data-testid="bindings-saved"`)
+	require.Contains(t, p.Body, `hx-swap-oob="innerHTML"`)
+	require.Contains(t, p.Body, "edit on acme, beta")
+	require.Contains(t, p.Body, "admin where env=prod")
+	require.Equal(t, []domain.RoleBinding{{Role: "edit", Tenants: []string{"acme", "beta"}}, {Role: "admin", TenantSelector: "env=prod"}},
+		stored(), "the blank row is left out")
+	require.Contains(t, admin.get("/ui/settings/users").Body, "edit on acme, beta", "the users list shows bindings")
+
+	// Jane now writes on acme and beta, and sees nothing of gamma.
+	j := s.login("jane", "pw-jane-123456789")
+	require.Contains(t, j.get("/ui/tenants/acme").Body, `data-testid="delete-tenant"`)
+	require.Equal(t, http.StatusNotFound, j.get("/ui/tenants/gamma").Code)
+	require.Contains(t, j.get("/ui/settings").Body, `data-tab="Audit log"`, "admin of beta by the selector")
+
+	s.apiCall(http.MethodGet, "/users/jane", nil, &jane)
+	for _, tc := range []struct {
+		name  string
+		rows  [][3]string
+		field string
+	}{
+		{"bad selector", [][3]string{{"edit", "acme", ""}, {"view", "", "env in (a"}}, "spec.bindings[1].tenantSelector"},
+		{"bad tenant name", [][3]string{{"edit", "acme, Not_A_Name", ""}}, "spec.bindings[0].tenants"},
+		{"names and a selector", [][3]string{{"edit", "acme", "env=prod"}}, "spec.bindings[0]"},
+		{"bad role", [][3]string{{"root", "acme", ""}}, "spec.bindings[0].role"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", bindingForm(jane.Metadata.ResourceVersion, tc.rows...))
+			require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+			require.Contains(t, p.Body, `data-testid="form-error"`)
+			require.Contains(t, p.Body, `data-field-error="`+tc.field+`"`)
+			require.Contains(t, p.Body, `data-testid="user-bindings"`, "the form is offered again with what was typed")
+			require.Len(t, stored(), 2, "nothing was saved")
+		})
+	}
+
+	t.Run("stale version", func(t *testing.T) {
+		p := admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", bindingForm("1", [3]string{"view", "gamma", ""}))
+		require.Equal(t, http.StatusConflict, p.Code, p.Body)
+		require.Contains(t, p.Body, "reload the page")
+		require.Len(t, stored(), 2)
+	})
+
+	t.Run("not for non-admins", func(t *testing.T) {
+		ed := s.signIn("eddie", "edit")
+		ed.get("/ui/settings")
+		p := ed.hx(http.MethodPut, "/ui/settings/users/jane/bindings", bindingForm("", [3]string{"admin", "gamma", ""}))
+		require.Equal(t, http.StatusForbidden, p.Code, p.Body)
+		require.Len(t, stored(), 2)
+	})
+
+	t.Run("clear", func(t *testing.T) {
+		p := admin.hx(http.MethodPut, "/ui/settings/users/jane/bindings", bindingForm(""))
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-testid="no-bindings"`)
+		require.Empty(t, stored())
+		require.Equal(t, http.StatusNotFound, j.get("/ui/tenants/acme").Code)
+	})
+}

@@ -64,7 +64,8 @@ func (u *UI) tenantFragments(tenant string) []fragment {
 		return fragment{Event: event, Render: func(c echo.Context) (templ.Component, error) {
 			t, err := getOf[domain.Tenant](u, c.Request(), "/tenants/"+tenant)
 			if domain.ReasonOf(err) == domain.ReasonNotFound {
-				return tenantGone(tenant), nil
+				// Deleted, or out of the user's view: a live stream ends.
+				return tenantGone(tenant), &liveEnd{Message: goneMessage("Tenant " + tenant)}
 			}
 			if err != nil {
 				return nil, err
@@ -149,7 +150,7 @@ func (u *UI) tenantLive(c echo.Context) error {
 		cancel()
 		<-probing
 	}()
-	return u.live(c, tenantSubjects(t), frags...)
+	return u.liveIn(c, t, tenantSubjects(t), frags...)
 }
 
 // probeWhileWatched asks the API for the tenant's health now and every
@@ -364,8 +365,8 @@ func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 
 func (u *UI) editNodeGroupPage(c echo.Context) error {
 	t, name := c.Param("tenant"), c.Param("name")
-	if !viewerOf(c).CanWrite() {
-		return u.fail(c, domain.NewForbidden(domain.NodeGroupKind.Kind, name, "your role may not change node groups"))
+	if err := writerOf(c, t, domain.NodeGroupKind.Kind, name, "node groups"); err != nil {
+		return u.fail(c, err)
 	}
 	ng, err := getOf[domain.NodeGroup](u, c.Request(), "/tenants/"+t+"/nodegroups/"+name)
 	if err != nil {

@@ -30,9 +30,9 @@ func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, u
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var form *upgradeForm
-	if v.CanWrite() {
-		f, err := u.newUpgradeForm(c, tenant)
+	var form *versionForm
+	if v.CanWriteTenant(tenant) {
+		f, err := u.newVersionForm(c, tenant)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -72,6 +72,7 @@ func opsTestPage(v viewer, tenant string, parts ...templ.Component) templ.Compon
 // group "workers", one machine in each, both observed on v1.12.0.
 func opsAcme(s *uiStack) {
 	s.t.Helper()
+	s.createProvider("emu")
 	s.create("/tenants", map[string]any{"apiVersion": domain.APIVersion, "kind": "Tenant",
 		"metadata": map[string]any{"name": "acme"}, "spec": map[string]any{"talosVersion": "v1.12.0"}})
 	for _, g := range []struct{ name, role string }{{"cp", domain.RoleControlPlane}, {"workers", domain.RoleWorker}} {
@@ -121,14 +122,15 @@ func TestOpsPanelsRenderForEachRole(t *testing.T) {
 	page := editor.get("/ui/test/ops/acme")
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	for _, want := range []string{`sse-swap="patches"`, `sse-swap="applies"`, `sse-swap="upgrades"`, `data-patch="sysctl"`,
-		`data-testid="upgrade-form"`, `name="talosVersion"`, `placeholder="v1.12.0"`, `value="workers"`, `data-testid="start-upgrade"`,
+		`data-testid="upgrade-form"`, `name="talosVersion"`, `placeholder="v1.12.0"`, `data-testid="start-upgrade"`,
+		`data-testid="kubernetes-upgrade-form"`, `name="kubernetesVersion"`, `data-testid="start-kubernetes-upgrade"`,
 		`data-testid="new-patch"`, `data-testid="preview-patch"`} {
 		require.Contains(t, page.Body, want)
 	}
 	// No form the user types into is inside a live element: every form comes
-	// after the last sse-swap element closes or outside it. The start form is
-	// rendered after the upgrades table's live element.
-	require.Greater(t, strings.Index(page.Body, `data-testid="upgrade-form"`), strings.Index(page.Body, `sse-swap="upgrades"`))
+	// after the last sse-swap element closes or outside it. The version forms
+	// are rendered after the upgrades table's live element.
+	require.Greater(t, strings.Index(page.Body, `data-testid="version-forms"`), strings.Index(page.Body, `sse-swap="upgrades"`))
 
 	viewer := s.signIn("vi", domain.RoleView)
 	page = viewer.get("/ui/test/ops/acme")

@@ -17,6 +17,7 @@ import (
 // group "workers" (2) and one machine in each.
 func (s *uiStack) acme() {
 	s.t.Helper()
+	s.createProvider("emu")
 	s.create("/tenants", map[string]any{"apiVersion": domain.APIVersion, "kind": "Tenant",
 		"metadata": map[string]any{"name": "acme", "labels": map[string]any{"env": "dev"}}, "spec": map[string]any{}})
 	s.create("/tenants/acme/nodegroups", map[string]any{"metadata": map[string]any{"name": "cp"},
@@ -196,7 +197,7 @@ func TestNodeGroupEdit(t *testing.T) {
 
 	valid := func() url.Values {
 		return url.Values{"metadata.resourceVersion": {rv}, "spec.count": {"4"}, "spec.talosVersion": {"v1.12.1"},
-			"spec.labels": {"tier=web, zone=a"}, "spec.updateStrategy.maxParallelism": {"2"}, "spec.providerConfig": {`{"shape": "small"}`}}
+			"spec.labels": {"tier=web, zone=a"}, "spec.updateStrategy.maxParallelism": {"2"}, "spec.providerConfig": {`{"installDisk": "/dev/vdb"}`}}
 	}
 
 	t.Run("api refusal next to the field", func(t *testing.T) {
@@ -248,7 +249,7 @@ func TestNodeGroupEdit(t *testing.T) {
 		require.Equal(t, 2, ng.Spec.UpdateStrategy.MaxParallelism)
 		var pc map[string]any
 		require.NoError(t, json.Unmarshal(ng.Spec.ProviderConfig, &pc))
-		require.Equal(t, "small", pc["shape"])
+		require.Equal(t, "/dev/vdb", pc["installDisk"])
 		require.Equal(t, "emu", ng.Spec.Provider)
 
 		page := edit.get("/ui/tenants/acme")

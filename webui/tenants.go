@@ -65,6 +65,17 @@ func (u *UI) tenantListLive(c echo.Context) error {
 	return u.live(c, []string{domain.SubjectFilter(domain.TenantKind, "", "")}, fragment{Event: "tenants", Render: u.tenantRows})
 }
 
+// anyTenantWritable reports whether the viewer may change any of the tenants
+// listed (the table then has an actions column).
+func anyTenantWritable(v viewer, ts []domain.Tenant) bool {
+	for _, t := range ts {
+		if v.CanWriteTenant(t.Metadata.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 func providerNames(ps []domain.Object) []string {
 	names := make([]string, len(ps))
 	for i, p := range ps {

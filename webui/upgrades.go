@@ -1,10 +1,9 @@
 package webui
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -13,47 +12,45 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// upgradeRoutes serve starting and canceling a tenant's rolling Talos
-// upgrades; their progress is the tenant page's live "upgrades" fragment.
+// upgradeRoutes serve changing a tenant's declared versions (the upgrade
+// saga then queues the runs) and canceling a run; the runs' progress is the
+// tenant page's live "upgrades" fragment.
 func (u *UI) upgradeRoutes(p *pages) {
-	p.POST("/tenants/:tenant/upgrades", u.createUpgrade)
+	p.POST("/tenants/:tenant/versions", u.changeVersion)
 	p.POST("/tenants/:tenant/upgrades/:name/cancel", u.cancelUpgrade)
 }
 
-// upgradeForm is the start form's values, choices and the API's refusal.
-type upgradeForm struct {
-	Tenant       string
-	TalosVersion string
-	// Current is the tenant's Talos version, shown as the placeholder.
-	Current string
-	// NodeGroups are the tenant's groups to choose from; Selected the chosen.
-	NodeGroups     []string
-	Selected       map[string]bool
-	MaxParallelism string
-	Errors         formErrors
-	// Started names the upgrade just created, for a confirmation.
-	Started string
+// versionForm is the tenant's declared versions, what was typed, and the
+// API's refusal: the Upgrade button changes the declared Talos version, the
+// one beside it the declared Kubernetes version.
+type versionForm struct {
+	Tenant string
+	// TalosVersion and KubernetesVersion are what was typed, kept on a refusal.
+	TalosVersion, KubernetesVersion string
+	// DeclaredTalos and DeclaredKubernetes are the tenant's spec;
+	// RunningKubernetes its status.kubernetesVersion, what the machines'
+	// configs carry.
+	DeclaredTalos, DeclaredKubernetes, RunningKubernetes string
+	Errors                                               formErrors
+	// Changed says what the last submit did, for a confirmation.
+	Changed string
 }
 
-// upgradeFormFields are the form's fields as the API names them in causes.
-var upgradeFormFields = []string{"metadata.name", "spec.talosVersion", "spec.nodeGroups", "spec.maxParallelism"}
+// versionFields are the forms' fields as the API names them in causes.
+var versionFields = []string{"spec.talosVersion", "spec.kubernetesVersion"}
 
-// newUpgradeForm is an empty start form with the tenant's choices.
-func (u *UI) newUpgradeForm(c echo.Context, tenant string) (upgradeForm, error) {
+// newVersionForm is the forms with the tenant's declared versions.
+func (u *UI) newVersionForm(c echo.Context, tenant string) (versionForm, error) {
 	t, err := getOf[domain.Tenant](u, c.Request(), "/tenants/"+tenant)
 	if err != nil {
-		return upgradeForm{}, err
+		return versionForm{}, err
 	}
-	ngs, err := listOf[domain.NodeGroup](u, c.Request(), "/tenants/"+tenant+"/nodegroups")
-	if err != nil {
-		return upgradeForm{}, err
-	}
-	f := upgradeForm{Tenant: tenant, Current: t.Spec.TalosVersion, Selected: map[string]bool{}}
-	for _, ng := range ngs {
-		f.NodeGroups = append(f.NodeGroups, ng.Metadata.Name)
-	}
-	sort.Strings(f.NodeGroups)
-	return f, nil
+	return versionFormOf(*t), nil
+}
+
+func versionFormOf(t domain.Tenant) versionForm {
+	return versionForm{Tenant: t.Metadata.Name, DeclaredTalos: t.Spec.TalosVersion,
+		DeclaredKubernetes: t.Spec.KubernetesVersion, RunningKubernetes: t.Status.KubernetesVersion}
 }
 
 // upgradeRows is the live table of the tenant's newest upgrades with their
@@ -63,13 +60,16 @@ func (u *UI) upgradeRows(c echo.Context, tenant string) (templ.Component, error)
 	if err != nil {
 		return nil, err
 	}
-	return upgradeTable(viewerOf(c), us), nil
+	return upgradeTable(viewerOf(c), tenant, us), nil
 }
 
-// createUpgrade starts an upgrade named for the time it was asked for.
-func (u *UI) createUpgrade(c echo.Context) error {
+// changeVersion declares a new Talos or Kubernetes version for the tenant (a
+// merge patch of its spec, whichever field the form sent). The API checks the
+// version rules (422 with the field's cause); the upgrade saga sees the
+// change and queues the run, whose progress the live table shows.
+func (u *UI) changeVersion(c echo.Context) error {
 	t := c.Param("tenant")
-	f, err := u.newUpgradeForm(c, t)
+	f, err := u.newVersionForm(c, t)
 	if err != nil {
 		return u.fail(c, err)
 	}
@@ -77,62 +77,55 @@ func (u *UI) createUpgrade(c echo.Context) error {
 	if err != nil {
 		return u.fail(c, domain.NewBadRequest("reading the form: "+err.Error()))
 	}
-	f.TalosVersion = strings.TrimSpace(form.Get("talosVersion"))
-	f.MaxParallelism = strings.TrimSpace(form.Get("maxParallelism"))
-	var groups []string
-	for _, g := range form["nodeGroups"] {
-		if g = strings.TrimSpace(g); g != "" && !f.Selected[g] {
-			f.Selected[g] = true
-			groups = append(groups, g)
-		}
+	field, what, declared := "talosVersion", "Talos", f.DeclaredTalos
+	switch {
+	case form.Has("talosVersion") == form.Has("kubernetesVersion"):
+		return u.fail(c, domain.NewBadRequest("give either talosVersion or kubernetesVersion"))
+	case form.Has("kubernetesVersion"):
+		field, what, declared = "kubernetesVersion", "Kubernetes", f.DeclaredKubernetes
 	}
-	sort.Strings(groups)
-	spec := map[string]any{"talosVersion": f.TalosVersion}
-	if len(groups) > 0 {
-		spec["nodeGroups"] = groups
+	version := strings.TrimSpace(form.Get(field))
+	if field == "talosVersion" {
+		f.TalosVersion = version
+	} else {
+		f.KubernetesVersion = version
 	}
-	if f.MaxParallelism != "" {
-		mp, err := strconv.Atoi(f.MaxParallelism)
-		if err != nil {
-			return u.upgradeRefused(c, f, domain.NewInvalid(domain.UpgradeKind.Kind, "", []domain.Cause{{Field: "spec.maxParallelism",
-				Type: domain.CauseInvalid, Message: "must be a whole number"}}))
-		}
-		spec["maxParallelism"] = mp
+	if version == "" {
+		return u.versionRefused(c, f, domain.NewInvalid(domain.TenantKind.Kind, t, []domain.Cause{{Field: "spec." + field,
+			Type: domain.CauseRequired, Message: "give the version to declare, e.g. " + declared}}))
 	}
-	base := "upgrade-" + u.now().UTC().Format("20060102-150405")
-	for i := 1; ; i++ {
-		name := base
-		if i > 1 {
-			name += "-" + strconv.Itoa(i)
-		}
-		obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.UpgradeKind.Kind,
-			"metadata": map[string]any{"name": name}, "spec": spec}
-		err = u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/upgrades", Body: obj}, nil)
-		if domain.IsAlreadyExists(err) && i < 5 {
-			continue
-		}
-		if err != nil {
-			return u.upgradeRefused(c, f, err)
-		}
-		if !isHTMX(c) {
-			return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#upgrades")
-		}
-		done := upgradeForm{Tenant: t, Current: f.Current, NodeGroups: f.NodeGroups, Selected: map[string]bool{},
-			Started: name + " to " + f.TalosVersion}
-		return render(c, http.StatusCreated, upgradeStartForm(viewerOf(c), done))
+	var updated domain.Tenant
+	patch := map[string]any{"spec": map[string]any{field: version}}
+	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPatch, Path: "/tenants/" + t, Body: patch,
+		ContentType: "application/merge-patch+json"}, &updated); err != nil {
+		return u.versionRefused(c, f, err)
 	}
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#upgrades")
+	}
+	done := versionFormOf(updated)
+	now := done.DeclaredTalos
+	if field == "kubernetesVersion" {
+		now = done.DeclaredKubernetes
+	}
+	if now == declared {
+		done.Changed = fmt.Sprintf("%s already declares %s %s: nothing to upgrade.", t, what, now)
+	} else {
+		done.Changed = fmt.Sprintf("%s now declares %s %s (was %s): its upgrade is queued and shows above as it runs.", t, what, now, declared)
+	}
+	return render(c, http.StatusOK, versionForms(viewerOf(c), done))
 }
 
-// upgradeRefused shows causes and conflicts on the form, other refusals
+// versionRefused shows causes and conflicts on the forms, other refusals
 // (403, a missing tenant) as errors.
-func (u *UI) upgradeRefused(c echo.Context, f upgradeForm, err error) error {
+func (u *UI) versionRefused(c echo.Context, f versionForm, err error) error {
 	switch domain.ReasonOf(err) {
-	case domain.ReasonInvalid, domain.ReasonBadRequest, domain.ReasonConflict, domain.ReasonAlreadyExists:
-		f.Errors = toFormErrors(err, upgradeFormFields...)
+	case domain.ReasonInvalid, domain.ReasonBadRequest, domain.ReasonConflict:
+		f.Errors = toFormErrors(err, versionFields...)
 		if isHTMX(c) {
-			return render(c, errorCode(err), upgradeStartForm(viewerOf(c), f))
+			return render(c, errorCode(err), versionForms(viewerOf(c), f))
 		}
-		return render(c, errorCode(err), UpgradeFormPage(u, viewerOf(c), f))
+		return render(c, errorCode(err), VersionFormPage(u, viewerOf(c), f))
 	}
 	return u.fail(c, err)
 }
@@ -161,4 +154,12 @@ func upgradeStepClass(phase string) string {
 		return phaseClass(domain.UpgradeSucceeded)
 	}
 	return phaseClass(phase)
+}
+
+// upgradeTarget names what a run moves to: "Talos v1.13.1", "Kubernetes v1.36.1".
+func upgradeTarget(up domain.Upgrade) string {
+	if up.Spec.Kubernetes() {
+		return "Kubernetes " + up.Spec.KubernetesVersion
+	}
+	return "Talos " + up.Spec.TalosVersion
 }

@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"context"
 	"net/http"
 	"net/url"
-	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,72 +14,112 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-func TestUpgradeStartForm(t *testing.T) {
-	clock := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
-	s := newOpsStackAt(t, func() time.Time { return clock })
-	opsAcme(s)
+// The Upgrade button declares the tenant's Talos version, the control beside
+// it its Kubernetes version (merge patches of the tenant's spec): the upgrade
+// saga queues the runs, the UI never creates one itself. The API's refusals
+// (422: the Status message and the field's cause) come back on the forms.
+func TestVersionForms(t *testing.T) {
+	s := newOpsStack(t)
+	s.create("/tenants", map[string]any{"apiVersion": domain.APIVersion, "kind": "Tenant",
+		"metadata": map[string]any{"name": "acme"}, "spec": map[string]any{}})
 	b := s.signIn("ed", domain.RoleEdit)
+	tenant := func() domain.Tenant {
+		var tn domain.Tenant
+		s.apiCall(http.MethodGet, "/tenants/acme", nil, &tn)
+		return tn
+	}
+
+	page := b.get("/ui/test/ops/acme")
+	require.Equal(t, http.StatusOK, page.Code, page.Body)
+	for _, w := range []string{`data-testid="upgrade-form"`, `data-testid="kubernetes-upgrade-form"`, `hx-post="/ui/tenants/acme/versions"`,
+		`data-testid="declared-talos">` + domain.DefaultTalosVersion + `<`, `data-testid="declared-kubernetes">` + domain.DefaultKubernetesVersion + `<`} {
+		require.Contains(t, page.Body, w)
+	}
 
 	tests := []struct {
 		name   string
 		values url.Values
 		field  string
-		msg    string
+		msg    []string
 	}{
-		{"no version", url.Values{"talosVersion": {""}}, "spec.talosVersion", "required"},
-		{"not a version", url.Values{"talosVersion": {"latest"}}, "spec.talosVersion", "not a semantic version"},
-		{"a skipped minor version", url.Values{"talosVersion": {"v1.14.0"}}, "spec.talosVersion", "skips a minor version"},
-		{"a downgrade", url.Values{"talosVersion": {"v1.11.3"}, "nodeGroups": {"workers"}}, "spec.talosVersion", "machines w-1 run v1.12.0"},
-		{"an unknown node group", url.Values{"talosVersion": {"v1.13.0"}, "nodeGroups": {"gpu"}}, "spec.nodeGroups", `node group &#34;gpu&#34; does not exist`},
-		{"a parallelism that is no number", url.Values{"talosVersion": {"v1.13.0"}, "maxParallelism": {"many"}}, "spec.maxParallelism", "whole number"},
-		{"a parallelism out of range", url.Values{"talosVersion": {"v1.13.0"}, "maxParallelism": {"-1"}}, "spec.maxParallelism", "between 1 and"},
+		{"no Talos version", url.Values{"talosVersion": {""}}, "spec.talosVersion", []string{"give the version to declare"}},
+		{"no Kubernetes version", url.Values{"kubernetesVersion": {" "}}, "spec.kubernetesVersion", []string{"give the version to declare"}},
+		{"not a Talos version", url.Values{"talosVersion": {"latest"}}, "spec.talosVersion",
+			[]string{`tenant &#34;acme&#34; is invalid: spec.talosVersion`, `&#34;latest&#34; is not a semantic version`}},
+		{"not a Kubernetes version", url.Values{"kubernetesVersion": {"1.x"}}, "spec.kubernetesVersion",
+			[]string{`data-testid="form-error"`, `&#34;1.x&#34; is not a semantic version`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := b.hx(http.MethodPost, "/ui/tenants/acme/upgrades", tc.values)
+			r := b.hx(http.MethodPost, "/ui/tenants/acme/versions", tc.values)
 			require.Equal(t, http.StatusUnprocessableEntity, r.Code, r.Body)
-			require.Contains(t, r.Body, `data-testid="upgrade-form"`, "the form comes back")
+			require.Contains(t, r.Body, `data-testid="version-forms"`, "the forms come back")
 			require.Contains(t, r.Body, `data-field-error="`+tc.field+`"`, r.Body)
-			require.Contains(t, r.Body, tc.msg)
-			require.Contains(t, r.Body, `value="`+tc.values.Get("talosVersion")+`"`, "what was typed is kept")
+			for _, m := range tc.msg {
+				require.Contains(t, r.Body, m)
+			}
+			for k, v := range tc.values {
+				if v[0] != "" && v[0] != " " {
+					require.Contains(t, r.Body, `name="`+k+`" value="`+v[0]+`"`, "what was typed is kept")
+				}
+			}
 		})
 	}
+	require.Equal(t, domain.DefaultTalosVersion, tenant().Spec.TalosVersion, "refused: nothing declared")
+
+	talos, kube := nextPatch(t, domain.DefaultTalosVersion), nextPatch(t, domain.DefaultKubernetesVersion)
+	r := b.hx(http.MethodPost, "/ui/tenants/acme/versions", url.Values{"talosVersion": {talos}})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	require.Contains(t, r.Body, `data-testid="flash-ok"`)
+	require.Contains(t, r.Body, "acme now declares Talos "+talos+" (was "+domain.DefaultTalosVersion+")")
+	require.Contains(t, r.Body, `data-testid="declared-talos">`+talos+`<`, "fresh forms follow")
+	require.NotContains(t, r.Body, `value="`+talos+`"`)
+	require.Equal(t, talos, tenant().Spec.TalosVersion)
+
+	r = b.hx(http.MethodPost, "/ui/tenants/acme/versions", url.Values{"kubernetesVersion": {strings.TrimPrefix(kube, "v")}})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	require.Contains(t, r.Body, "acme now declares Kubernetes "+kube+" (was "+domain.DefaultKubernetesVersion+")")
+	tn := tenant()
+	require.Equal(t, kube, tn.Spec.KubernetesVersion)
+	require.Equal(t, talos, tn.Spec.TalosVersion, "one field at a time")
+
+	r = b.hx(http.MethodPost, "/ui/tenants/acme/versions", url.Values{"kubernetesVersion": {kube}})
+	require.Equal(t, http.StatusOK, r.Code, r.Body)
+	require.Contains(t, r.Body, "acme already declares Kubernetes "+kube+": nothing to upgrade.")
+
 	var l itemList[domain.Upgrade]
 	s.apiCall(http.MethodGet, "/tenants/acme/upgrades", nil, &l)
-	require.Empty(t, l.Items)
+	require.Empty(t, l.Items, "the UI declares versions; the saga starts the runs")
 
-	// A good one; a second in the same second gets its own name.
-	r := b.hx(http.MethodPost, "/ui/tenants/acme/upgrades", url.Values{"talosVersion": {"1.13.0"}, "nodeGroups": {"workers"}, "maxParallelism": {"2"}})
-	require.Equal(t, http.StatusCreated, r.Code, r.Body)
-	require.Contains(t, r.Body, `data-testid="flash-ok"`)
-	require.Contains(t, r.Body, `data-testid="upgrade-form"`, "a fresh form follows")
-	require.NotContains(t, r.Body, `value="1.13.0"`)
-	r = b.hx(http.MethodPost, "/ui/tenants/acme/upgrades", url.Values{"talosVersion": {"v1.12.1"}})
-	require.Equal(t, http.StatusCreated, r.Code, r.Body)
-	s.apiCall(http.MethodGet, "/tenants/acme/upgrades", nil, &l)
-	require.Len(t, l.Items, 2)
-	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Metadata.Name < l.Items[j].Metadata.Name })
-	require.Equal(t, "upgrade-20260304-050607", l.Items[0].Metadata.Name)
-	require.Equal(t, domain.UpgradeSpec{TalosVersion: "v1.13.0", NodeGroups: []string{"workers"}, MaxParallelism: 2}, l.Items[0].Spec)
-	require.Equal(t, "upgrade-20260304-050607-2", l.Items[1].Metadata.Name)
-	require.Equal(t, domain.UpgradeSpec{TalosVersion: "v1.12.1", MaxParallelism: 1}, l.Items[1].Spec)
+	r = b.hx(http.MethodPost, "/ui/tenants/acme/versions", url.Values{"talosVersion": {talos}, "kubernetesVersion": {kube}})
+	require.Equal(t, http.StatusBadRequest, r.Code, r.Body)
 
 	// Without htmx the form posts and comes back to the tenant, or shows the
 	// refusal on a page.
 	b.get("/ui/test/ops/acme") // for the CSRF token
-	page := b.form("/ui/tenants/acme/upgrades", url.Values{"talosVersion": {"bogus"}})
-	require.Equal(t, http.StatusUnprocessableEntity, page.Code)
-	require.Contains(t, page.Body, "<html")
-	require.Contains(t, page.Body, `data-field-error="spec.talosVersion"`)
-	clock = clock.Add(time.Hour)
-	page = b.form("/ui/tenants/acme/upgrades", url.Values{"talosVersion": {"v1.12.2"}})
-	require.Equal(t, http.StatusSeeOther, page.Code, page.Body)
-	require.Equal(t, "/ui/tenants/acme#upgrades", page.Header.Get("Location"))
+	full := b.form("/ui/tenants/acme/versions", url.Values{"talosVersion": {"bogus"}})
+	require.Equal(t, http.StatusUnprocessableEntity, full.Code)
+	require.Contains(t, full.Body, "<html")
+	require.Contains(t, full.Body, `data-field-error="spec.talosVersion"`)
+	full = b.form("/ui/tenants/acme/versions", url.Values{"talosVersion": {nextPatch(t, talos)}})
+	require.Equal(t, http.StatusSeeOther, full.Code, full.Body)
+	require.Equal(t, "/ui/tenants/acme#upgrades", full.Header.Get("Location"))
+	require.Equal(t, nextPatch(t, talos), tenant().Spec.TalosVersion)
 
 	viewer := s.signIn("vi", domain.RoleView)
-	r = viewer.hx(http.MethodPost, "/ui/tenants/acme/upgrades", url.Values{"talosVersion": {"v1.13.0"}})
+	require.NotContains(t, viewer.get("/ui/test/ops/acme").Body, `data-testid="version-forms"`)
+	r = viewer.hx(http.MethodPost, "/ui/tenants/acme/versions", url.Values{"talosVersion": {talos}})
 	require.Equal(t, http.StatusForbidden, r.Code, r.Body)
 	require.Contains(t, r.Body, `data-testid="flash-error"`)
+}
+
+// nextPatch is v with its patch number one higher.
+func nextPatch(t *testing.T, v string) string {
+	t.Helper()
+	i := strings.LastIndex(v, ".")
+	n, err := strconv.Atoi(v[i+1:])
+	require.NoError(t, err)
+	return v[:i+1] + strconv.Itoa(n+1)
 }
 
 func TestUpgradeTableShowsMachineProgress(t *testing.T) {
@@ -127,4 +169,16 @@ func TestUpgradeTableShowsMachineProgress(t *testing.T) {
 	r = editor.hx(http.MethodPost, "/ui/tenants/acme/upgrades/nope/cancel", nil)
 	require.Equal(t, http.StatusNotFound, r.Code, r.Body)
 	require.Contains(t, r.Body, `data-testid="flash-error"`)
+}
+
+// A run names what it moves: Talos or Kubernetes.
+func TestUpgradeTableNamesTheTarget(t *testing.T) {
+	us := []domain.Upgrade{
+		{Metadata: domain.ObjectMeta{Name: "k", Tenant: "acme"}, Spec: domain.UpgradeSpec{KubernetesVersion: "v1.36.1", MaxParallelism: 1}},
+		{Metadata: domain.ObjectMeta{Name: "t", Tenant: "acme"}, Spec: domain.UpgradeSpec{TalosVersion: "v1.13.1", MaxParallelism: 1}},
+	}
+	var b strings.Builder
+	require.NoError(t, upgradeTable(viewer{}, "", us).Render(context.Background(), &b))
+	require.Contains(t, b.String(), `data-testid="upgrade-target">→ Kubernetes v1.36.1</td>`)
+	require.Contains(t, b.String(), `data-testid="upgrade-target">→ Talos v1.13.1</td>`)
 }

@@ -36,6 +36,9 @@ func apiCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Usage: "data dir for the server (default: a new temp dir, removed afterwards)"},
 			&cli.StringFlag{Name: "server-memory-limit", Usage: "GOMEMLIMIT for the server process (e.g. 256MiB); default: none"},
 			&cli.StringFlag{Name: "server-cpu-profile", Usage: "have the server write <path>.cpu and <path>.heap profiles"},
+			&cli.StringFlag{Name: "record", Usage: "write this run's figures as JSON to FILE (docs/benchmarks.json records the last full run)"},
+			&cli.StringFlag{Name: "compare", Usage: "compare this run's ratios (API over raw publish) with those recorded in FILE, and fail when one falls below --floor times its recorded value"},
+			&cli.Float64Flag{Name: "floor", Value: 0.6, Usage: "with --compare: the smallest acceptable ratio, as a fraction of the recorded one"},
 		},
 		Action: runAPI,
 	}
@@ -52,6 +55,14 @@ func runAPI(c *cli.Context) error {
 			return fmt.Errorf("--clients: %q is not a positive number", s)
 		}
 		levels = append(levels, n)
+	}
+	var recorded *figures
+	if path := c.String("compare"); path != "" {
+		f, err := readFigures(path)
+		if err != nil {
+			return err
+		}
+		recorded = f
 	}
 	dir := c.String("data-dir")
 	if dir == "" {
@@ -73,9 +84,22 @@ func runAPI(c *cli.Context) error {
 	defer stop()
 	dur := c.Duration("duration")
 
-	fmt.Printf("# rezusbench api\n\n%s, %d CPUs, GOMAXPROCS=%d, %s/%s, server pid %d, server GOMEMLIMIT=%q\n\n",
-		time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, env.pid, c.String("server-memory-limit"))
+	machine := fmt.Sprintf("%d CPUs, GOMAXPROCS=%d, %s/%s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+	fmt.Printf("# rezusbench api\n\n%s, %s, server pid %d, server GOMEMLIMIT=%q\n\n",
+		time.Now().UTC().Format(time.RFC3339), machine, env.pid, c.String("server-memory-limit"))
+	figs := newFigures(machine, "")
+	figs.Command = fmt.Sprintf("rezusbench api --duration %s --tenants %d --nodegroups %d --rate %d --clients %s",
+		dur, c.Int("tenants"), c.Int("nodegroups"), c.Int("rate"), c.String("clients"))
 	if err := env.ensureBenchTenant(ctx); err != nil {
+		return err
+	}
+	// Warm both paths up first (connections, JetStream's first blocks, the
+	// server's caches), so the first measured phase is not also the cold one.
+	warm := min(dur/4, time.Second)
+	if _, err := env.rawPublish(ctx, 1, warm); err != nil {
+		return err
+	}
+	if _, err := env.apiCreates(ctx, 8, warm, "warm"); err != nil {
 		return err
 	}
 	fmt.Println("| phase | clients | ops | ops/s | p50 | p99 | b/a |")
@@ -88,6 +112,7 @@ func runAPI(c *cli.Context) error {
 		}
 		raw[n] = r.rate()
 		r.print("a: JetStream publish + expected seq", n, 0)
+		figs.add(phaseKey("publish", n), r, 0)
 	}
 	for _, n := range levels {
 		r, err := env.apiCreates(ctx, n, dur, fmt.Sprintf("c%d", n))
@@ -95,17 +120,20 @@ func runAPI(c *cli.Context) error {
 			return err
 		}
 		r.print("b: API create (POST)", n, r.rate()/raw[n])
+		figs.add(phaseKey("create", n), r, r.rate()/raw[n])
 		u, err := env.apiUpdates(ctx, n, dur, fmt.Sprintf("c%d", n))
 		if err != nil {
 			return err
 		}
 		u.print("b: API update (PATCH)", n, u.rate()/raw[n])
+		figs.add(phaseKey("update", n), u, u.rate()/raw[n])
 	}
 	fixed, err := env.fixedRate(ctx, c.Int("rate"), 10*time.Second)
 	if err != nil {
 		return err
 	}
 	fixed.print(fmt.Sprintf("API writes at %d/s (latency from schedule)", c.Int("rate")), 0, 0)
+	figs.add(fmt.Sprintf("fixed-rate/%d-per-s", c.Int("rate")), fixed, 0)
 
 	fmt.Println()
 	have, err := env.count(ctx, "/api/v1/tenants")
@@ -142,12 +170,36 @@ func runAPI(c *cli.Context) error {
 	fmt.Printf("\nobjects present: %d tenants, %d node groups (the write phases' node groups included)\n", tenants, nodeGroups)
 	rss, hwm := procRSS(env.pid)
 	fmt.Printf("\nserver RSS with the data above: %.1f MiB (peak %.1f MiB)\n\n", float64(rss)/(1<<20), float64(hwm)/(1<<20))
+	figs.RSSMiB = round2(float64(rss) / (1 << 20))
+	if path := c.String("record"); path != "" {
+		if err := figs.write(path); err != nil {
+			return err
+		}
+	}
+	if recorded != nil {
+		rows, failed := compareFigures(recorded, figs, c.Float64("floor"))
+		printComparison(c.String("compare"), recorded, rows)
+		if len(failed) > 0 {
+			return fmt.Errorf("below the recorded figures:\n  %s", strings.Join(failed, "\n  "))
+		}
+	}
 	return nil
 }
 
-// ensureBenchTenant creates the tenant the write phases work in.
+// ensureBenchTenant creates the tenant the write phases work in, and the
+// Provider their node groups name (the API refuses a node group naming a
+// Provider that does not exist). It is a metal Provider whose groups select
+// registered machines: none are registered, so applies fail at once, without
+// tofu, and the figures stay the API's.
 func (e *benchEnv) ensureBenchTenant(ctx context.Context) error {
-	code, b, err := e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON("bench", 0))
+	code, b, err := e.request(ctx, http.MethodPost, "/api/v1/providers", "application/json", `{"metadata":{"name":"emu"},"spec":{"type":"metal"}}`)
+	if err == nil && code != http.StatusCreated && code != http.StatusConflict {
+		return fmt.Errorf("creating the bench provider: %d %s", code, b)
+	}
+	if err != nil {
+		return err
+	}
+	code, b, err = e.request(ctx, http.MethodPost, "/api/v1/tenants", "application/json", tenantJSON("bench", 0))
 	if err == nil && code != http.StatusCreated && code != http.StatusConflict {
 		err = fmt.Errorf("creating the bench tenant: %d %s", code, b)
 	}
@@ -184,7 +236,7 @@ func (e *benchEnv) rawPublish(ctx context.Context, n int, d time.Duration) (*res
 const benchCollection = "/api/v1/tenants/bench/nodegroups"
 
 func nodeGroupJSON(name string, i int) string {
-	return fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"bench":"yes","shard":"s%d"}},"spec":{"role":"worker","count":%d,"provider":"emu"}}`, name, i%4, 1+i%5)
+	return fmt.Sprintf(`{"metadata":{"name":%q,"labels":{"bench":"yes","shard":"s%d"}},"spec":{"role":"worker","count":%d,"provider":"emu","providerConfig":{"selector":"bench=yes"}}}`, name, i%4, 1+i%5)
 }
 
 func tenantJSON(name string, i int) string {
@@ -298,7 +350,7 @@ func (e *benchEnv) populate(ctx context.Context, tenants, nodeGroups int) error 
 	work = work[:0]
 	for i := range nodeGroups {
 		tenant := names[i%len(names)]
-		body := fmt.Sprintf(`{"metadata":{"name":"ng-%d","labels":{"pool":"p%d"}},"spec":{"role":"worker","count":%d,"provider":"emu","providerConfig":{"shape":"VM.Standard.E4.Flex","ocpus":2}}}`, i/len(names), i%3, 1+i%5)
+		body := fmt.Sprintf(`{"metadata":{"name":"ng-%d","labels":{"pool":"p%d"}},"spec":{"role":"worker","count":%d,"provider":"emu","providerConfig":{"selector":"pool in (p0,p1,p2)","installDisk":"/dev/sda"}}}`, i/len(names), i%3, 1+i%5)
 		work = append(work, func() error {
 			return e.expect(ctx, http.StatusCreated, "/api/v1/tenants/"+tenant+"/nodegroups", body)
 		})

@@ -58,6 +58,12 @@ func TestApplyBuildsScalesAndDestroysACluster(t *testing.T) {
 		require.Equal(t, "Succeeded", a.Status.Phase)
 	}
 	require.Len(t, p.emulatorNodes(), 5)
+	// Without REZUSCLOUD_STATE_PASSPHRASE the stored state is still
+	// encrypted (issue 13 defect 7): it shows none of the machine configs.
+	stored := string(p.raw("/api/v1/tenants/acme/state"))
+	require.Contains(t, stored, `"encrypted_data"`)
+	require.NotContains(t, stored, "-----BEGIN")
+	require.NotContains(t, stored, "emulated_machine")
 
 	// Deleting the tenant destroys its machines, then the tenant goes.
 	code, _ := p.do("DELETE", "/api/v1/tenants/acme", "")

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -21,6 +22,8 @@ func rebuildCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Value: "./data", EnvVars: []string{"REZUSCLOUD_DATA_DIR"}},
 			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"REZUSCLOUD_NATS_URL"}},
 			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}},
+			// As serve has it: opening the store sets the stream's consumer limit.
+			&cli.IntFlag{Name: "max-watches", Value: handlers.DefaultMaxWatches, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES"}},
 		},
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
@@ -31,7 +34,7 @@ func rebuildCommand() *cli.Command {
 				return err
 			}
 			defer closeNATS()
-			store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: c.Int("replicas"), Logger: log})
+			store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: c.Int("replicas"), MaxWatches: c.Int("max-watches"), Logger: log})
 			if err != nil {
 				return err
 			}

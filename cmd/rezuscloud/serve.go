@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
@@ -48,6 +49,12 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-key", EnvVars: []string{"REZUSCLOUD_TLS_KEY"}, Usage: "the certificate's private key (PEM)"},
 			&cli.BoolFlag{Name: "tls-self-signed", EnvVars: []string{"REZUSCLOUD_TLS_SELF_SIGNED"}, Usage: "serve HTTPS with a certificate generated once under <data-dir>/tls (trust it with rezusctl --certificate-authority <data-dir>/tls/tls.crt)"},
 			&cli.DurationFlag{Name: "audit-retention", Value: eventstore.DefaultAuditRetention, EnvVars: []string{"REZUSCLOUD_AUDIT_RETENTION"}, Usage: "how long audit records are kept"},
+			&cli.Int64Flag{Name: "audit-max-bytes", Value: eventstore.DefaultAuditMaxBytes, EnvVars: []string{"REZUSCLOUD_AUDIT_MAX_BYTES"}, Usage: "the audit stream's size bound in bytes (at least 1 MiB); beyond it the oldest records go"},
+			&cli.DurationFlag{Name: "body-read-timeout", Value: handlers.DefaultBodyReadTimeout, EnvVars: []string{"REZUSCLOUD_BODY_READ_TIMEOUT"}, Usage: "how long a client has to send a request body once its headers are in (headers: 10s); 0 turns it off"},
+			&cli.StringFlag{Name: "secrets-key-file", EnvVars: []string{"REZUSCLOUD_SECRETS_KEY_FILE"}, Usage: "the key sealing secrets at rest, outside the data dir so a backup of it does not carry its key (created 0600 when missing; a key in <data-dir>/secrets.key is moved there); default <data-dir>/secrets.key"},
+			&cli.IntFlag{Name: "automation-max-consumers", Value: eventstore.DefaultAutomationMaxConsumers, EnvVars: []string{"REZUSCLOUD_AUTOMATION_MAX_CONSUMERS"}, Usage: "how many JetStream consumers each automation credential may keep at once (its account's limit; for credentials issued from then on)"},
+			&cli.IntFlag{Name: "max-watches", Value: handlers.DefaultMaxWatches, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES"}, Usage: "how many watches and follows the server holds open at once (more get 429); the event stream's consumer limit is this plus a reserve for the server's own consumers"},
+			&cli.IntFlag{Name: "max-watches-per-user", Value: handlers.DefaultMaxWatchesPerUser, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES_PER_USER"}, Usage: "how many watches and follows one user (all its tokens and sessions) holds open at once (more get 429)"},
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
@@ -87,9 +94,14 @@ func serveCommand() *cli.Command {
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
 				TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
 				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
-				SigningKey:        os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
-				SecretsPassphrase: os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
-				Infra:             infraConfigFrom(c),
+				AuditMaxBytes:   c.Int64("audit-max-bytes"),
+				BodyReadTimeout: c.Duration("body-read-timeout"),
+				MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
+				SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
+				SecretsPassphrase:      os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
+				SecretsKeyFile:         c.String("secrets-key-file"),
+				AutomationMaxConsumers: c.Int("automation-max-consumers"),
+				Infra:                  infraConfigFrom(c),
 			})
 		},
 	}
@@ -101,16 +113,38 @@ type serveConfig struct {
 	SigningKey string
 	SessionTTL time.Duration
 	// SecretsPassphrase seals secrets at rest (REZUSCLOUD_SECRETS_PASSPHRASE); when
-	// empty a key file under the data dir does.
+	// empty the key in SecretsKeyFile does.
 	SecretsPassphrase string
-	TLS               tlsFlags
+	// SecretsKeyFile is the sealing key's file (--secrets-key-file); empty
+	// means <data-dir>/secrets.key.
+	SecretsKeyFile string
+	// AutomationMaxConsumers is each automation credential's consumer quota.
+	AutomationMaxConsumers int
+	TLS                    tlsFlags
+	// BodyReadTimeout bounds the sending of a request body (handlers.BodyReadTimeout).
+	BodyReadTimeout time.Duration
 	// AuditRetention is how long audit records are kept.
 	AuditRetention time.Duration
-	Replicas       int
+	// AuditMaxBytes bounds the audit stream's size.
+	AuditMaxBytes int64
+	// MaxWatches and MaxWatchesPerUser bound open watches and follows
+	// (handlers.Config); MaxWatches also sets the event stream's consumer limit.
+	MaxWatches, MaxWatchesPerUser int
+	Replicas                      int
 	// Infra configures the apply worker and the emulator.
 	Infra infraConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
+}
+
+// sealerConfig says where the sealing key comes from: the passphrase, else
+// --secrets-key-file (taking over a key left in the data dir), else the data dir.
+func sealerConfig(cfg serveConfig) eventstore.SealerConfig {
+	inDataDir := filepath.Join(cfg.DataDir, "secrets.key")
+	if cfg.SecretsKeyFile == "" {
+		return eventstore.SealerConfig{Passphrase: cfg.SecretsPassphrase, KeyFile: inDataDir}
+	}
+	return eventstore.SealerConfig{Passphrase: cfg.SecretsPassphrase, KeyFile: cfg.SecretsKeyFile, MoveKeyFrom: inDataDir}
 }
 
 func newLogger(level string) (*slog.Logger, error) {
@@ -124,6 +158,12 @@ func newLogger(level string) (*slog.Logger, error) {
 // serve runs everything until ctx ends, then shuts down in order: stop
 // accepting, end watches, finish in-flight requests, stop workers, flush NATS.
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
+	if cfg.SecretsKeyFile != "" && cfg.SecretsPassphrase != "" {
+		return errors.New("--secrets-key-file and REZUSCLOUD_SECRETS_PASSPHRASE both say how to seal secrets: give one")
+	}
+	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
+		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
@@ -133,11 +173,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	defer closeNATS()
 
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, Logger: log})
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log})
 	if err != nil {
 		return err
 	}
-	audit, err := eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, Logger: log})
+	audit, err := eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -146,7 +186,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	// and the API says so.
 	var automation handlers.AutomationIssuer
 	if emb != nil {
-		a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log})
+		a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log, MaxConsumers: cfg.AutomationMaxConsumers})
 		if err != nil {
 			return err
 		}
@@ -161,10 +201,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	sealed, err := eventstore.OpenSealedSecrets(ctx, plainSecrets, eventstore.SealerConfig{
-		Passphrase: cfg.SecretsPassphrase,
-		KeyFile:    filepath.Join(cfg.DataDir, "secrets.key"),
-	})
+	sealed, err := eventstore.OpenSealedSecrets(ctx, plainSecrets, sealerConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("opening sealed secrets: %w", err)
 	}
@@ -181,7 +218,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
 	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log})
-	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Holder: holder, Log: log})
+	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log})
 	stateStore, err := eventstore.OpenStateStore(ctx, store)
 	if err != nil {
 		return err
@@ -203,14 +240,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := apiDeps.Validate(); err != nil {
 		return err
 	}
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: cfg.Infra.StatePassphrase != ""}, apiDeps)
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: true,
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser}, apiDeps)
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache})
-	srv := &http.Server{Handler: ui.Handler(api.Handler()), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
+	srv := &http.Server{Handler: handlers.BodyReadTimeout(ui.Handler(api.Handler()), cfg.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
@@ -234,7 +272,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
 		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
-		StatePassphrase: cfg.Infra.StatePassphrase, Holder: holder, Log: log, Metal: talos.NodeAPI{}, Upgrades: upgrades,
+		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 	}
 	if err := workerCfg.Validate(); err != nil {
@@ -246,6 +284,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	g.Go(func() error { return worker.Run(gctx) })
 	g.Go(func() error { return upgrades.Run(gctx) })
+	// Day 2: every running machine's config through the Talos API.
+	configCfg := configsync.Config{Store: store, Cache: cache, Talos: talosSvc, Holder: holder, Log: log}
+	if err := configCfg.Validate(); err != nil {
+		return err
+	}
+	configs := configsync.New(configCfg)
+	g.Go(func() error { return configs.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
 		if err != nil {
@@ -253,6 +298,15 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		}
 		g.Go(func() error { return registerEmulatedProvider(gctx, store, cache, endpoint) })
 	}
+	// The sampler of refused anonymous requests outlives the workers: it
+	// stops after the HTTP server's last request and before the audit log closes.
+	samplerCtx, stopSampler := context.WithCancel(context.Background())
+	defer stopSampler()
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		_ = api.RunAuditSampler(samplerCtx)
+	}()
 	httpErr := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {
@@ -282,6 +336,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := srv.Shutdown(shCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	stopSampler()
+	<-samplerDone
 	if err := audit.Close(shCtx); err != nil {
 		log.Warn("audit log flush", "err", err)
 	}

@@ -7,6 +7,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -265,4 +267,67 @@ func rv(m map[string]any) string {
 	md, _ := m["metadata"].(map[string]any)
 	s, _ := md["resourceVersion"].(string)
 	return s
+}
+
+// TestSecretsKeyFile keeps the sealing key outside the data dir
+// (--secrets-key-file): the server keeps working across a restart, the data
+// dir holds no copy of the key, and a key file others may read is refused.
+func TestSecretsKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "rezuscloud-seal.key")
+	p := startServer(t, dir, "--secrets-key-file", keyFile)
+	code, _ := p.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"sealed"}}`)
+	require.Equal(t, http.StatusCreated, code)
+	pw := strings.TrimSpace(string(waitFile(t, filepath.Join(dir, "initial-admin-password"))))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p.done)
+
+	key, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	require.Len(t, key, 32)
+	st, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		require.NotEqual(t, "secrets.key", d.Name(), "a key in the data dir: %s", path)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.False(t, bytes.Contains(b, key), "%s carries the sealing key", path)
+		return nil
+	}))
+
+	// The password hash is sealed: logging in after a restart opens it.
+	p2 := startServer(t, dir, "--secrets-key-file", keyFile)
+	req, _ := http.NewRequest(http.MethodPost, p2.url+"/api/v1/auth/login", strings.NewReader(`{"username":"admin","password":"`+pw+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	code, _ = p2.do(http.MethodGet, "/api/v1/tenants/sealed", "")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, p2.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-p2.done)
+	_, err = os.Stat(filepath.Join(dir, "secrets.key"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	require.NoError(t, os.Chmod(keyFile, 0o644))
+	out, err := runServeToExit(t, dir, "--secrets-key-file", keyFile)
+	require.Error(t, err, "a key file others may read is refused")
+	require.Contains(t, out, "has mode 0644")
+}
+
+// runServeToExit runs a server expected to refuse to start; it is killed if
+// it is still running after startWithin.
+func runServeToExit(t *testing.T, dataDir string, extra ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), startWithin)
+	defer cancel()
+	args := append([]string{"serve", "--listen", freePort(t), "--data-dir", dataDir, "--admin-token", token}, extra...)
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

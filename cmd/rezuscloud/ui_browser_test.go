@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,9 @@ import (
 // TestBrowser drives the web UI in headless Chromium against a real server
 // (embedded NATS, the Talos emulator, tofu from the tools dir): sign-in, a
 // tenant created through the form, its machines appearing live, scaling, a
-// rolling upgrade, sign-out, and a read-only user who sees no mutating
-// control. Run it with `go tool task test:browser` (after `go tool task
+// rolling upgrade (the Upgrade button declares the tenant's Talos version),
+// a Kubernetes version declared beside it, sign-out, and a read-only user who
+// sees no mutating control. Run it with `go tool task test:browser` (after `go tool task
 // tools`); Chromium must be installed (REZUS_CHROMIUM names another binary).
 //
 // With REZUS_SCREENSHOTS=<dir> it also saves full-page screenshots of the main
@@ -105,6 +107,10 @@ func TestBrowser(t *testing.T) {
 		// healthy cluster first, as an operator would.
 		waitHealthy(t, p, tenant, 3*time.Minute)
 		admin.on(t).upgrade(tenantPage, "v1.13.1", 3)
+	})
+
+	t.Run("5b_declare_kubernetes_version", func(t *testing.T) {
+		admin.on(t).declareKubernetes(tenantPage, 3)
 	})
 
 	if shots != "" {
@@ -213,5 +219,37 @@ func (b *tab) upgrade(tenantPage, version string, machines int) {
 		  return {ok, state: 'progress ' + s + ', ' + rows.length + ' machine rows, phase ' + (ph ? ph.dataset.phase : '?') + ': ' +
 		    rows.map(x => x.dataset.upgradeMachine + '=' + x.textContent.replace(/\s+/g, ' ').trim()).join('; ')}; })()`,
 		machines, machines))
+	b.expectNoReload()
+}
+
+// declareKubernetes declares the next patch of the tenant's Kubernetes version
+// with the control beside the Upgrade button and waits, without a reload, for
+// the confirmation and the live overview to show it; every machine row shows
+// its CONFIG state.
+func (b *tab) declareKubernetes(tenantPage string, machines int) {
+	b.t.Helper()
+	form := "[data-testid=kubernetes-upgrade-form]"
+	b.open(tenantPage, form)
+	b.markNoReload()
+	declared, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('[data-testid=declared-kubernetes]').textContent.trim()`))
+	b.check(err, "reading the declared Kubernetes version")
+	i := strings.LastIndex(declared, ".")
+	patch, err := strconv.Atoi(declared[i+1:])
+	b.check(err, "reading the patch number of "+declared)
+	next := declared[:i+1] + strconv.Itoa(patch+1)
+	b.setValue(form+" input[name=kubernetesVersion]", next)
+	b.click("[data-testid=start-kubernetes-upgrade]")
+	b.waitJS("the forms confirm "+next, 30*time.Second, fmt.Sprintf(
+		`(() => { const f = document.querySelector('#version-forms [data-testid=flash-ok]');
+		  const e = document.querySelector('#version-forms [data-testid=form-error]');
+		  const s = f ? f.textContent.trim() : (e ? 'refused: ' + e.textContent.trim() : 'no answer yet');
+		  return {ok: s.includes('now declares Kubernetes ' + %s), fail: e ? s : '', state: s}; })()`, jsString(next)))
+	b.waitJS("the overview shows "+next+", live", 30*time.Second, fmt.Sprintf(
+		`(() => { const n = document.querySelector('[data-testid=tenant-kubernetes]'); const s = n ? n.textContent.trim() : '(missing)';
+		  return {ok: s.startsWith(%s), state: s}; })()`, jsString(next)))
+	b.waitJS(fmt.Sprintf("%d machine rows show their CONFIG", machines), 30*time.Second, fmt.Sprintf(
+		`(() => { const rows = [...document.querySelectorAll('#machines tr[data-machine]')];
+		  const states = rows.map(r => { const c = r.querySelector('[data-config-state]'); return r.dataset.machine + '=' + (c ? c.dataset.configState : '?'); });
+		  return {ok: rows.length === %d && states.every(x => !x.endsWith('=?')), state: states.join(', ')}; })()`, machines))
 	b.expectNoReload()
 }

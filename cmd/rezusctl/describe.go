@@ -24,8 +24,11 @@ const describeEvents = 10
 
 func (r *rezusctl) describeCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "describe",
-		Usage:        "show one object in detail: metadata, spec, status, conditions and its recent events",
+		Name:  "describe",
+		Usage: "show one object in detail: metadata, spec, status, conditions and its recent events",
+		Description: "A machine also shows its config history: each config that reached it (the hash it holds,\n" +
+			"and how it was applied: Day0, AppliedInPlace, AppliedWithReboot) and each that failed.\n\n" +
+			"  rezusctl describe machine cp-0 -t acme",
 		ArgsUsage:    "KIND NAME",
 		Flags:        []cli.Flag{tenantFlag()},
 		BashComplete: completeKinds,
@@ -44,7 +47,16 @@ func (r *rezusctl) describeCommand() *cli.Command {
 			}
 			var b bytes.Buffer
 			describeObject(&b, k, obj, r.env.Now())
-			events, evErr := objectEvents(c.Context, cl, k, obj)
+			var history *configHistory
+			var each func(record)
+			if k.Kind == domain.MachineKind.Kind {
+				history = newConfigHistory()
+				each = history.add
+			}
+			events, evErr := objectEvents(c.Context, cl, k, obj, each)
+			if history != nil {
+				describeConfigHistory(&b, history, evErr)
+			}
 			describeEventsSection(&b, events, evErr)
 			_, err = r.env.Stdout.Write(b.Bytes())
 			return err
@@ -124,8 +136,9 @@ func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
 	}
 }
 
-// objectEvents reads the object's latest events from the event stream.
-func objectEvents(ctx context.Context, cl *client, k kind, o *domain.Object) ([]record, error) {
+// objectEvents reads the object's latest events from the event stream; each,
+// when set, sees every one of its events in order.
+func objectEvents(ctx context.Context, cl *client, k kind, o *domain.Object, each func(record)) ([]record, error) {
 	q := url.Values{"kind": {k.Kind}, "name": {o.Metadata.Name}}
 	if k.TenantScoped {
 		q.Set("tenant", o.Metadata.Tenant)
@@ -136,6 +149,9 @@ func objectEvents(ctx context.Context, cl *client, k kind, o *domain.Object) ([]
 		for _, r := range recs {
 			if n := r.first("object.metadata.name", "name"); n == "" || n == o.Metadata.Name {
 				mine = append(mine, r)
+				if each != nil {
+					each(r)
+				}
 			}
 		}
 		if len(mine) > describeEvents {

@@ -198,8 +198,8 @@ func TestEndToEnd(t *testing.T) {
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, `Error from server (AlreadyExists): tenant "acme" already exists`)
 
-		assert.Equal(t, "tenant/acme configured\nnodegroup/workers created\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
-		assert.Equal(t, "tenant/acme unchanged\nnodegroup/workers unchanged\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
+		assert.Equal(t, "provider/emu created\ntenant/acme configured\nnodegroup/workers created\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
+		assert.Equal(t, "provider/emu unchanged\ntenant/acme unchanged\nnodegroup/workers unchanged\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
 	})
 
 	t.Run("get in every format", func(t *testing.T) {
@@ -325,6 +325,40 @@ mv "$1.new" "$1"
 		assert.Contains(t, out, "NodeGroupScaled")
 		ev := tc.ok("events", "--kind", "ng", "-t", "acme", "--name", "workers")
 		assert.Regexp(t, `(?m)^\d+ +\S+ +\S+ +NodeGroupCreated +nodegroup/acme/workers$`, ev)
+	})
+
+	t.Run("machine config", func(t *testing.T) {
+		tc := tc.with(t)
+		if code, _ := srv.api(t, http.MethodGet, "/api/v1/events?limit=1", "", ""); code == http.StatusNotFound {
+			t.Fatal("the server has no events endpoint")
+		}
+		hash := strings.Repeat("0123456789abcdef", 4)
+		// What the config path records: the hash alone (MachineConfigApplied),
+		// then the status; later a config the node refuses.
+		for _, w := range []struct{ path, body string }{
+			{"", `{"metadata":{"annotations":{"` + domain.AnnotationConfigHash + `":"` + hash + `"}}}`},
+			{"/status", `{"status":{"configUpToDate":true,"conditions":[{"type":"ConfigApplied","status":"True","reason":"AppliedInPlace","message":"applied in place","lastTransitionTime":"2026-05-01T11:00:00Z"}]}}`},
+			{"/status", `{"status":{"configUpToDate":false,"conditions":[{"type":"ConfigApplied","status":"False","reason":"ApplyFailed","message":"the node refused the config","lastTransitionTime":"2026-05-01T11:05:00Z"}]}}`},
+		} {
+			if w.path == "" {
+				code, body := srv.api(t, http.MethodPost, "/api/v1/tenants/acme/machines", "application/json",
+					`{"metadata":{"name":"w-cfg"},"spec":{"nodeGroup":"workers","role":"worker","address":"10.0.0.30"}}`)
+				require.Equal(t, http.StatusCreated, code, string(body))
+			}
+			code, body := srv.api(t, http.MethodPatch, "/api/v1/tenants/acme/machines/w-cfg"+w.path, "application/merge-patch+json", w.body)
+			require.Equal(t, http.StatusOK, code, string(body))
+		}
+		wide := strings.Split(strings.TrimSpace(tc.ok("get", "machines", "-o", "wide")), "\n")
+		require.Len(t, wide, 2)
+		config := strings.Index(wide[0], "CONFIG")
+		require.Positive(t, config, wide[0])
+		assert.True(t, strings.HasPrefix(wide[1][config:], "failed (ApplyFailed) "), wide[1])
+
+		out := tc.ok("describe", "machine", "w-cfg")
+		assert.Regexp(t, `(?m)^Config History:\n  TIME +ACTOR +HASH +RESULT +MESSAGE\n`+
+			`  \S+ +admin +0123456789ab +AppliedInPlace +applied in place\n`+
+			`  \S+ +admin +- +ApplyFailed +the node refused the config\nEvents:\n`, out)
+		assert.Contains(t, out, domain.EventMachineConfigApplied)
 	})
 
 	t.Run("delete --wait", func(t *testing.T) {

@@ -152,3 +152,13 @@ func TestDelete(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, `timed out after 50ms waiting for tenant "acme" to be deleted`)
 }
+
+func TestGetUsersShowsBindings(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	f.put("/api/v1/users/alice", obj("User", "", "alice", tcNow,
+		`{"role":"none","bindings":[{"role":"admin","tenants":["acme","beta"]},{"role":"view","tenantSelector":"env=prod"}]}`, "", nil))
+	tc := newTestCLI(t)
+	tc.ok("config", "set-context", "test", "--server", srv.URL, "--token", "tok")
+	assert.Equal(t, "NAME    ROLE   BINDINGS                           AGE\nalice   none   admin:acme,beta; view:{env=prod}   60m\n",
+		tc.ok("get", "user", "alice"))
+}

@@ -151,16 +151,19 @@ var kindColumns = map[string][]column{
 	},
 	"Upgrade": {
 		{"TALOS", field("spec.talosVersion")},
+		{"KUBERNETES", field("spec.kubernetesVersion")},
 		{"PHASE", field("status.phase")},
 		{"DONE", upgradeDone},
 		{"CURRENT", field("status.current")},
 	},
 	"User": {
 		{"ROLE", field("spec.role")},
+		{"BINDINGS", bindingsCell},
 	},
 	"APIToken": {
 		{"USER", field("spec.user", "spec.username")},
 		{"EXPIRES", field("spec.expiresAt", "status.expiresAt", "spec.expires")},
+		{"BINDINGS", bindingsCell},
 	},
 }
 
@@ -168,6 +171,7 @@ var kindColumns = map[string][]column{
 var kindWideColumns = map[string][]column{
 	"Machine": {
 		{"VERSION", field("status.talosVersion")},
+		{"CONFIG", machineConfigCell},
 		{"SEEN", since("status.lastSeen")},
 	},
 }
@@ -425,4 +429,24 @@ func listJSON(k kind, items []item, rv string) []byte {
 	}
 	b.WriteString("]}")
 	return b.Bytes()
+}
+
+// bindingsCell shows tenant bindings as role:names or role:{selector},
+// separated by "; " (empty: none).
+func bindingsCell(o *domain.Object, _ time.Time) string {
+	var spec struct {
+		Bindings []domain.RoleBinding `json:"bindings"`
+	}
+	if json.Unmarshal(o.Spec, &spec) != nil {
+		return ""
+	}
+	parts := make([]string, 0, len(spec.Bindings))
+	for _, b := range spec.Bindings {
+		if b.TenantSelector != "" {
+			parts = append(parts, b.Role+":{"+b.TenantSelector+"}")
+		} else {
+			parts = append(parts, b.Role+":"+strings.Join(b.Tenants, ","))
+		}
+	}
+	return strings.Join(parts, "; ")
 }

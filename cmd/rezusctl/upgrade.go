@@ -18,23 +18,33 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// upgradeCommand starts a rolling Talos upgrade of a tenant (an Upgrade
-// object the server's upgrade saga carries out) and, with --wait, follows it
-// machine by machine until it ends.
+// upgradeCommand starts a rolling Talos or Kubernetes upgrade of a tenant (an
+// Upgrade object the server's upgrade saga carries out) and, with --wait,
+// follows it machine by machine until it ends.
+//
+// It creates the Upgrade rather than changing the tenant's declared version:
+// the run can be narrowed (--node-group, --max-parallelism) and named, and
+// its name is what --wait follows; a run that Succeeds writes its version
+// into the spec it covered, so the declared version follows anyway.
 func (r *rezusctl) upgradeCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "upgrade",
-		Usage:     "upgrade a tenant's machines to a Talos version, one machine at a time",
+		Usage:     "upgrade a tenant's machines to a Talos or Kubernetes version, one machine at a time",
 		ArgsUsage: "TENANT",
-		Description: "Creates an upgrade: control planes first (the etcd leader last), each machine checked healthy\n" +
-			"before the next; a machine that fails is rolled back and the upgrade stops. --wait follows it\n" +
-			"and prints each machine's progress; the exit code is 0 only when it succeeds. --follow NAME\n" +
-			"follows an upgrade that exists (one the server started when the tenant's talosVersion changed).\n\n" +
+		Description: "Creates an upgrade of either Talos (--talos-version: the installer image, machine by machine)\n" +
+			"or Kubernetes (--kubernetes-version: new control-plane and kubelet images in each machine's\n" +
+			"config, applied in place): control planes first, one at a time, each machine checked healthy\n" +
+			"before the next; a machine that fails is rolled back and the upgrade stops. A run that succeeds\n" +
+			"writes its version into the tenant's (or node group's) spec. --wait follows it and prints each\n" +
+			"machine's progress; the exit code is 0 only when it succeeds. --follow NAME follows an upgrade\n" +
+			"that exists (one the server started when the tenant's declared version changed).\n\n" +
 			"  rezusctl upgrade acme --talos-version v1.13.1 --wait\n" +
+			"  rezusctl upgrade acme --kubernetes-version v1.36.1 --wait\n" +
 			"  rezusctl upgrade acme --talos-version v1.13.1 --node-group workers --max-parallelism 3\n" +
 			"  rezusctl upgrade acme --follow talos-v1-13-1-4711",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "talos-version", Usage: "the target `VERSION`, e.g. v1.13.1"},
+			&cli.StringFlag{Name: "talos-version", Usage: "the target Talos `VERSION`, e.g. v1.13.1"},
+			&cli.StringFlag{Name: "kubernetes-version", Usage: "the target Kubernetes `VERSION`, e.g. v1.36.1"},
 			&cli.StringSliceFlag{Name: "node-group", Usage: "upgrade only this node group (repeatable; default: every machine)"},
 			&cli.IntFlag{Name: "max-parallelism", Usage: "workers upgraded at once (control planes always go one at a time)", Value: 1},
 			&cli.StringFlag{Name: "name", Usage: "`NAME` of the upgrade (default: generated)"},
@@ -48,16 +58,13 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 
 func (r *rezusctl) upgrade(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return errors.New("give the tenant: rezusctl upgrade TENANT --talos-version vX.Y.Z")
+		return errors.New("give the tenant: rezusctl upgrade TENANT --talos-version vX.Y.Z (or --kubernetes-version vX.Y.Z)")
 	}
 	tenant := c.Args().First()
 	follow := c.String("follow")
-	version := c.String("talos-version")
-	switch {
-	case follow == "" && version == "":
-		return errors.New("give the target with --talos-version vX.Y.Z (or --follow NAME to follow an upgrade)")
-	case follow != "" && version != "":
-		return errors.New("--follow follows an existing upgrade; it does not go with --talos-version")
+	target, err := upgradeTargetOf(c.String("talos-version"), c.String("kubernetes-version"), follow != "")
+	if err != nil {
+		return err
 	}
 	_, cl, err := r.connect(c)
 	if err != nil {
@@ -79,10 +86,10 @@ func (r *rezusctl) upgrade(c *cli.Context) error {
 			return err
 		}
 	} else {
-		if u, err = r.createUpgrade(ctx, c, cl, k, tenant, version); err != nil {
+		if u, err = r.createUpgrade(ctx, c, cl, k, tenant, target); err != nil {
 			return err
 		}
-		fmt.Fprintf(r.env.Stdout, "upgrade/%s created: tenant %q to %s\n", u.Metadata.Name, tenant, version)
+		fmt.Fprintf(r.env.Stdout, "upgrade/%s created: tenant %q to %s\n", u.Metadata.Name, tenant, target)
 		if !c.Bool("wait") {
 			return nil
 		}
@@ -94,12 +101,51 @@ func (r *rezusctl) upgrade(c *cli.Context) error {
 	return err
 }
 
-func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client, k kind, tenant, version string) (*domain.Object, error) {
+// upgradeTarget is what an upgrade moves: Talos or Kubernetes, to a version.
+type upgradeTarget struct {
+	kubernetes bool
+	version    string
+}
+
+// String is how messages name the target: "v1.13.1" for Talos (the
+// upgrade's first and usual kind), "Kubernetes v1.36.1".
+func (t upgradeTarget) String() string {
+	if t.kubernetes {
+		return "Kubernetes " + t.version
+	}
+	return t.version
+}
+
+// upgradeTargetOf checks the version flags: exactly one of them, or none
+// with --follow.
+func upgradeTargetOf(talos, kubernetes string, following bool) (upgradeTarget, error) {
+	switch {
+	case following && (talos != "" || kubernetes != ""):
+		return upgradeTarget{}, errors.New("--follow follows an existing upgrade; it does not go with --talos-version or --kubernetes-version")
+	case following:
+		return upgradeTarget{}, nil
+	case talos != "" && kubernetes != "":
+		return upgradeTarget{}, errors.New("an upgrade moves either Talos or Kubernetes: give --talos-version or --kubernetes-version, not both " +
+			"(run two upgrades; they run one after the other)")
+	case talos == "" && kubernetes == "":
+		return upgradeTarget{}, errors.New("give the target with --talos-version vX.Y.Z or --kubernetes-version vX.Y.Z (or --follow NAME to follow an upgrade)")
+	case kubernetes != "":
+		return upgradeTarget{kubernetes: true, version: kubernetes}, nil
+	}
+	return upgradeTarget{version: talos}, nil
+}
+
+func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client, k kind, tenant string, target upgradeTarget) (*domain.Object, error) {
 	name := c.String("name")
 	if name == "" {
-		name = generatedUpgradeName(version)
+		name = generatedUpgradeName(target)
 	}
-	spec := domain.UpgradeSpec{TalosVersion: version, NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism")}
+	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism")}
+	if target.kubernetes {
+		spec.KubernetesVersion = target.version
+	} else {
+		spec.TalosVersion = target.version
+	}
 	specRaw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -116,10 +162,10 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 	return u, nil
 }
 
-// generatedUpgradeName is "talos-<version>-<5 hex>", a DNS label.
-func generatedUpgradeName(version string) string {
+// generatedUpgradeName is "talos-<version>-<5 hex>" (or "kubernetes-..."), a DNS label.
+func generatedUpgradeName(target upgradeTarget) string {
 	var b strings.Builder
-	for _, ch := range strings.ToLower(version) {
+	for _, ch := range strings.ToLower(target.version) {
 		if (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') {
 			b.WriteRune(ch)
 		} else {
@@ -132,7 +178,11 @@ func generatedUpgradeName(version string) string {
 	}
 	rnd := make([]byte, 3)
 	_, _ = rand.Read(rnd)
-	return "talos-" + v + "-" + hex.EncodeToString(rnd)[:5]
+	prefix := "talos-"
+	if target.kubernetes {
+		prefix = "kubernetes-"
+	}
+	return prefix + v + "-" + hex.EncodeToString(rnd)[:5]
 }
 
 // errUpgradeEnded stops the watch once the upgrade has ended.

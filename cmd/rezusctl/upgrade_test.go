@@ -128,5 +128,60 @@ func TestUpgradeColumns(t *testing.T) {
 	it, err := newItem(raw)
 	require.NoError(t, err)
 	require.NoError(t, p.printList([]item{it}, "1"))
-	require.Equal(t, "NAME     TALOS     PHASE     DONE   CURRENT   AGE\nto-113   v1.13.0   Running   1/2    w-1       5m\n", b.String())
+	require.Equal(t, "NAME     TALOS     KUBERNETES   PHASE     DONE   CURRENT   AGE\nto-113   v1.13.0   <none>       Running   1/2    w-1       5m\n", b.String())
+}
+
+func TestUpgradeCommandKubernetes(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	tc := newTestCLI(t)
+	tc.loginTo(srv.URL)
+	k8sStep := func(name, role, phase string) string {
+		return strings.NewReplacer("v1.12.0", "v1.35.2", "v1.13.0", "v1.36.1").Replace(step(name, role, phase, ""))
+	}
+	upgradeWatch(t, f,
+		sseFrame(2, "MODIFIED", upgradeJSON(2, upgradeStatus("Running", "", k8sStep("cp-1", "controlplane", "Upgrading"), k8sStep("w-1", "worker", "Pending")))),
+		sseFrame(3, "MODIFIED", upgradeJSON(3, upgradeStatus("Running", "", k8sStep("cp-1", "controlplane", "Done"), k8sStep("w-1", "worker", "Done")))),
+		sseFrame(4, "MODIFIED", upgradeJSON(4, upgradeStatus("Succeeded", "2 of 2 machines on Kubernetes v1.36.1", k8sStep("cp-1", "controlplane", "Done"), k8sStep("w-1", "worker", "Done")))),
+	)
+	out := tc.ok("upgrade", "acme", "--kubernetes-version", "v1.36.1", "--name", "to-113", "--wait")
+	require.Equal(t, `upgrade/to-113 created: tenant "acme" to Kubernetes v1.36.1
+Running: 2 machines, control planes first
+cp-1  controlplane  v1.35.2 -> v1.36.1  Upgrading
+cp-1  controlplane  v1.35.2 -> v1.36.1  Done (41s)
+w-1   worker        v1.35.2 -> v1.36.1  Done (41s)
+Succeeded: 2 of 2 machines on Kubernetes v1.36.1
+`, out)
+	var sent domain.Object
+	require.NoError(t, json.Unmarshal(f.body("POST /api/v1/tenants/acme/upgrades"), &sent))
+	require.JSONEq(t, `{"kubernetesVersion":"v1.36.1","maxParallelism":1}`, string(sent.Spec), "an Upgrade of Kubernetes alone")
+
+	f.resetCalls()
+	out = tc.ok("upgrade", "acme", "--kubernetes-version", "1.36.1")
+	require.Regexp(t, `^upgrade/kubernetes-1-36-1-[0-9a-f]{5} created: tenant "acme" to Kubernetes 1.36.1\n$`, out)
+	require.Equal(t, []string{"POST /api/v1/tenants/acme/upgrades"}, f.callLog(), "no watch without --wait")
+
+	// The version rules are the server's: its 422 comes back with the field.
+	f.handle("POST /api/v1/tenants/acme/upgrades", func(w http.ResponseWriter, r *http.Request) {
+		writeStatus(w, domain.NewInvalid("Upgrade", "to-138", []domain.Cause{{Field: "spec.kubernetesVersion", Type: domain.CauseInvalid,
+			Message: "v1.38.0 skips a minor version: the cluster runs v1.36.1; upgrade to v1.37.x first"}}))
+	})
+	r := tc.run("upgrade", "acme", "--kubernetes-version", "v1.38.0", "--name", "to-138")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "spec.kubernetesVersion")
+	require.Contains(t, r.stderr, "skips a minor version")
+
+	f.resetCalls()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"upgrade", "acme", "--talos-version", "v1.13.0", "--kubernetes-version", "v1.36.1"}, "not both"},
+		{[]string{"upgrade", "acme"}, "--talos-version vX.Y.Z or --kubernetes-version vX.Y.Z"},
+		{[]string{"upgrade", "acme", "--follow", "x", "--kubernetes-version", "v1.36.1"}, "does not go with"},
+	} {
+		r := tc.run(tt.args...)
+		require.Equal(t, 1, r.code, "%v", tt.args)
+		require.Contains(t, r.stderr, tt.want, "%v", tt.args)
+	}
+	require.Empty(t, f.callLog(), "refused before any call")
 }

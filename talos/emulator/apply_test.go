@@ -136,7 +136,7 @@ func TestApplyModesOnARunningNode(t *testing.T) {
 		{name: "AUTO network change in place", patch: patchNetwork, mode: A, wantMode: NR, runs: true},
 		{name: "AUTO sysctl change reboots", patch: patchSysctl, mode: A, wantMode: R, reboots: true, runs: true},
 		{name: "NO_REBOOT in place", patch: patchKubelet, mode: NR, wantMode: NR, runs: true, k8s: "v1.34.1"},
-		{name: "NO_REBOOT refuses a change that needs a reboot", patch: patchInstall, mode: NR, wantCode: codes.FailedPrecondition},
+		{name: "NO_REBOOT refuses a change that needs a reboot", patch: patchSysctl, mode: NR, wantCode: codes.FailedPrecondition},
 		{name: "REBOOT reboots even for a hot change", patch: patchKubelet, mode: R, wantMode: R, reboots: true, runs: true, k8s: "v1.34.1"},
 		{name: "STAGED waits for the next reboot", patch: patchSysctl, mode: S, wantMode: S, stages: true},
 		{name: "TRY refuses a change that needs a reboot", patch: patchSysctl, mode: T, wantCode: codes.FailedPrecondition},

@@ -21,10 +21,10 @@ func configHash(b []byte) string {
 // out, and needs a reboot otherwise. The hot-reloadable sections are those
 // Talos reconciles live and that day-2 work touches: machine.network,
 // machine.kubelet (image, extra args, …), machine.nodeLabels, nodeTaints,
-// nodeAnnotations, machine.certSANs, and the control-plane components
+// nodeAnnotations, machine.certSANs, machine.install, and the control-plane components
 // (cluster.apiServer — with its certSANs —, controllerManager, scheduler,
 // proxy), so a Kubernetes upgrade by config is in place. Everything else —
-// install, disks, machine type, PKI, cluster identity, kernel, sysctls —
+// disks, machine type, PKI, cluster identity, kernel, sysctls —
 // reboots. Documents other than v1alpha1 (network, hostname, …) are applied
 // in place. It is a simplification of Talos's per-controller rules, chosen to
 // be easy to predict in tests.
@@ -52,6 +52,9 @@ func rebootRelevant(cfg config.Provider) (string, error) {
 		m.MachineNetwork, m.MachineKubelet = nil, nil
 		m.MachineNodeLabels, m.MachineNodeTaints, m.MachineNodeAnnotations = nil, nil, nil
 		m.MachineCertSANs = nil
+		// Talos reads machine.install only when it installs or upgrades, so a
+		// new installer image (after a Talos upgrade) is taken in place.
+		m.MachineInstall = nil
 	}
 	if cl := c.ClusterConfig; cl != nil {
 		cl.APIServerConfig, cl.ControllerManagerConfig, cl.SchedulerConfig, cl.ProxyConfig = nil, nil, nil, nil

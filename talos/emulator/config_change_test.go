@@ -39,7 +39,7 @@ func TestNeedsReboot(t *testing.T) {
 		{"kubelet image and extra args", patched(t, cl.controlPlane, patchKubelet), false},
 		{"network, labels, taints, API server certSANs", patched(t, cl.controlPlane, patchNetwork), false},
 		{"sysctls", patched(t, cl.controlPlane, patchSysctl), true},
-		{"install image", patched(t, cl.controlPlane, patchInstall), true},
+		{"install image (read only by installs and upgrades)", patched(t, cl.controlPlane, patchInstall), false},
 		{"machine type", cl.worker, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

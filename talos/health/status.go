@@ -87,17 +87,7 @@ func tenantStatusAfter(cur domain.TenantStatus, h domain.TenantHealth, now time.
 
 // setCondition sets c, keeping its transition time unless its status changed.
 func setCondition(conds []domain.Condition, c domain.Condition, now time.Time) []domain.Condition {
-	c.LastTransitionTime = now.UTC().Truncate(time.Second)
-	for i, old := range conds {
-		if old.Type == c.Type {
-			if old.Status == c.Status {
-				c.LastTransitionTime = old.LastTransitionTime
-			}
-			conds[i] = c
-			return conds
-		}
-	}
-	return append(conds, c)
+	return domain.SetCondition(conds, c, now)
 }
 
 func truncateMessage(s string) string {

@@ -54,3 +54,38 @@ func BenchmarkUpgradeSaga53Nodes(b *testing.B) {
 	b.ReportMetric(ms(perStep-node), "ms-step-overhead/machine")
 	b.ReportMetric(ms(perMachine-perStep), "ms-between-machines")
 }
+
+// BenchmarkKubernetesUpgrade53Nodes runs Kubernetes upgrades of a 3+50
+// cluster one machine at a time and reports the saga's time per machine: a
+// Kubernetes step applies the next config in place, so the emulator adds no
+// delay of its own and all of it is overhead — the reachability check, the
+// config render, the ApplyConfiguration call, the config record (the
+// annotation and the ConfigApplied status), the health check and the four
+// status events of the step.
+//
+//	go test -run '^$' -bench KubernetesUpgrade -benchtime 1x ./talos/upgrade/
+func BenchmarkKubernetesUpgrade53Nodes(b *testing.B) {
+	e := newSagaEnv(b, 3, 50, nil)
+	e.startSaga(func(c *upgrade.Config) { c.PollInterval = 2 * time.Millisecond })
+	var run, steps time.Duration
+	machines := 0
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("bench-%d", i)
+		e.createUpgrade(name, fmt.Sprintf(`{"kubernetesVersion":"v1.34.%d"}`, i+3))
+		u := e.waitUpgrade(name, "finished", finished)
+		require.Equal(b, domain.UpgradeSucceeded, u.Status.Phase, u.Status.Reason)
+		run += u.Status.EndTime.Sub(*u.Status.StartTime)
+		for _, m := range u.Status.Machines {
+			steps += m.Finished.Sub(*m.Started)
+		}
+		machines += len(u.Status.Machines)
+	}
+	b.StopTimer()
+	perMachine := run / time.Duration(machines)
+	perStep := steps / time.Duration(machines)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(perMachine), "ms-overhead/machine")
+	b.ReportMetric(ms(perStep), "ms-step/machine")
+	b.ReportMetric(ms(perMachine-perStep), "ms-between-machines")
+}

@@ -28,10 +28,15 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
-// The versions the saga tests upgrade between.
+// The versions the saga tests upgrade between. The tenant's configs carry
+// Kubernetes sagaKube, which both Talos versions run (machinery's matrix:
+// Talos 1.12 runs 1.30-1.35, 1.13 runs 1.31-1.36); Kubernetes runs go to
+// sagaKubeTo.
 const (
-	sagaFrom = "v1.12.0"
-	sagaTo   = "v1.13.0"
+	sagaFrom   = "v1.12.0"
+	sagaTo     = "v1.13.0"
+	sagaKube   = "v1.34.2"
+	sagaKubeTo = "v1.35.0"
 )
 
 // sagaEnv is a tenant "acme" of emulated Talos nodes booted on sagaFrom with
@@ -53,17 +58,28 @@ type sagaEnv struct {
 	sagas int
 }
 
-// upgradeCalls counts MachineService.Upgrade calls by target address.
+// upgradeCalls counts MachineService.Upgrade calls (and the installer
+// images they name) and ApplyConfiguration calls by target address.
 type upgradeCalls struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu     sync.Mutex
+	n      map[string]int
+	images map[string][]string
+	apply  map[string]int
 }
 
 func (c *upgradeCalls) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if method == "/machine.MachineService/Upgrade" {
-		host, _, _ := net.SplitHostPort(strings.TrimPrefix(cc.Target(), "dns:///"))
+	host, _, _ := net.SplitHostPort(strings.TrimPrefix(cc.Target(), "dns:///"))
+	switch method {
+	case "/machine.MachineService/Upgrade":
 		c.mu.Lock()
 		c.n[host]++
+		if r, ok := req.(*machine.UpgradeRequest); ok {
+			c.images[host] = append(c.images[host], r.GetImage())
+		}
+		c.mu.Unlock()
+	case "/machine.MachineService/ApplyConfiguration":
+		c.mu.Lock()
+		c.apply[host]++
 		c.mu.Unlock()
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
@@ -120,9 +136,12 @@ func newSagaEnv(t testing.TB, cps, workers int, nodeDelays func(*emulator.Config
 	}
 
 	e := &sagaEnv{t: t, ctx: ctx, store: env.Store, cache: cache, pki: pki, em: em, tenant: "acme",
-		calls: &upgradeCalls{n: map[string]int{}}, ips: map[string]string{}}
+		calls: &upgradeCalls{n: map[string]int{}, images: map[string][]string{}, apply: map[string]int{}}, ips: map[string]string{}}
 	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant},
-		Object: &domain.Object{Spec: json.RawMessage(`{"talosVersion":"` + sagaFrom + `"}`)}})
+		Object: &domain.Object{Spec: json.RawMessage(`{"talosVersion":"` + sagaFrom + `","kubernetesVersion":"` + sagaKube + `"}`)}})
+	// The configs carry sagaKube, as the first apply records it.
+	e.execute(domain.Command{Op: domain.OpUpdateStatus, Ref: domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant},
+		Object: &domain.Object{Status: json.RawMessage(`{"kubernetesVersion":"` + sagaKube + `"}`)}})
 	e.execute(domain.Command{Op: domain.OpCreate, Ref: e.ref(domain.NodeGroupKind, "cp"),
 		Object: &domain.Object{Spec: json.RawMessage(fmt.Sprintf(`{"role":"controlplane","count":%d,"provider":"emu"}`, cps))}})
 	e.execute(domain.Command{Op: domain.OpCreate, Ref: e.ref(domain.NodeGroupKind, "workers"),
@@ -284,7 +303,7 @@ func stepIs(machine, phase string) func(domain.Upgrade) bool {
 func (e *sagaEnv) startSaga(mutate func(*upgrade.Config)) (saga *upgrade.Saga, stop func()) {
 	e.t.Helper()
 	e.sagas++
-	cfg := upgrade.Config{Store: e.store, Cache: e.cache, Bundles: e.pki, Holder: "saga-" + strconv.Itoa(e.sagas),
+	cfg := upgrade.Config{Store: e.store, Cache: e.cache, Bundles: e.pki, Configs: talos.NewService(e.cache, e.pki), Holder: "saga-" + strconv.Itoa(e.sagas),
 		CallTimeout: 2 * time.Second, PollInterval: 5 * time.Millisecond, PrecheckTimeout: 10 * time.Second,
 		RebootTimeout: 10 * time.Second, HealthTimeout: 10 * time.Second, Resync: 200 * time.Millisecond, RetryBackoff: 100 * time.Millisecond,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.calls.interceptor)}}

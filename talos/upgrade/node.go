@@ -27,9 +27,6 @@ import (
 // upgradeAPIPort is the port of apid on every Talos node.
 const upgradeAPIPort = 50000
 
-// InstallerImage is the installer of a Talos version that upgrades use.
-func InstallerImage(version string) string { return "ghcr.io/siderolabs/installer:" + version }
-
 // sagaCertTTL bounds the client certificate one run of the saga holds in memory.
 const sagaCertTTL = 7 * 24 * time.Hour
 
@@ -112,13 +109,29 @@ func (ns *sagaNodes) upgrade(ctx context.Context, m *domain.Machine, image strin
 	})
 }
 
+// applyConfig hands the node a machine config with mode AUTO (in place when
+// Talos can, a reboot when it must) and answers the mode Talos chose and its
+// details.
+func (ns *sagaNodes) applyConfig(ctx context.Context, m *domain.Machine, cfg []byte) (machine.ApplyConfigurationRequest_Mode, string, error) {
+	var msg *machine.ApplyConfiguration
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: machine.ApplyConfigurationRequest_AUTO})
+		if err != nil {
+			return err
+		}
+		msg = firstMessage(resp.GetMessages())
+		return nil
+	})
+	return msg.GetMode(), msg.GetModeDetails(), err
+}
+
 // rollback asks the node to boot its previous installation.
 func (ns *sagaNodes) rollback(ctx context.Context, m *domain.Machine) error {
 	return ns.with(ctx, m, func(ctx context.Context, c *client.Client) error { return c.Rollback(ctx) })
 }
 
 // health says what keeps the node from being healthy on version want ("" when
-// it is): every service running and healthy and, on a control plane, its
+// it is; want "" takes any version): every service running and healthy and, on a control plane, its
 // etcd member in the member list and without errors.
 func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string) string {
 	problem := ""
@@ -127,7 +140,7 @@ func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string)
 		if err != nil {
 			return err
 		}
-		if got := firstMessage(v.GetMessages()).GetVersion().GetTag(); got != want {
+		if got := firstMessage(v.GetMessages()).GetVersion().GetTag(); want != "" && got != want {
 			problem = fmt.Sprintf("runs %s, not %s", got, want)
 			return nil
 		}

@@ -45,14 +45,16 @@ func planUpgrade(machines []domain.Machine, to, leader string, from map[string]s
 }
 
 // pathProblems explains why the run may not start ("" when it may): a
-// machine that would be downgraded across a minor version or skip one.
-func upgradePathProblems(steps []domain.UpgradeMachine) string {
+// machine whose move the rule refuses (problem: from, to → why, as
+// talos.TalosUpgradeProblem: a downgrade across a minor version, a skipped
+// one, a target that does not run the configs' Kubernetes version).
+func upgradePathProblems(steps []domain.UpgradeMachine, problem func(from, to string) string) string {
 	var bad []string
 	for _, s := range steps {
 		if s.From == s.To {
 			continue
 		}
-		if p := domain.UpgradePathProblem(s.From, s.To); p != "" {
+		if p := problem(s.From, s.To); p != "" {
 			bad = append(bad, s.Name+": "+p)
 		}
 	}

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,8 +56,8 @@ func TestUpgradePathProblems(t *testing.T) {
 		}
 		return out
 	}
-	require.Empty(t, upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.13.0", "v1.13.0", "v1.13.1", "v1.13.0")))
-	p := upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.11.0", "v1.13.0", "v1.14.0", "v1.13.0"))
+	require.Empty(t, upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.13.0", "v1.13.0", "v1.13.1", "v1.13.0"), domain.UpgradePathProblem))
+	p := upgradePathProblems(steps("v1.12.0", "v1.13.0", "v1.11.0", "v1.13.0", "v1.14.0", "v1.13.0"), domain.UpgradePathProblem)
 	require.Contains(t, p, "refused: m2: v1.11.0 to v1.13.0 skips a minor version")
 	require.Contains(t, p, "m3: v1.14.0 to v1.13.0 is a downgrade")
 	require.NotContains(t, p, "m1")
@@ -64,7 +65,7 @@ func TestUpgradePathProblems(t *testing.T) {
 	for range 8 {
 		many = append(many, "v1.10.0", "v1.13.0")
 	}
-	require.Contains(t, upgradePathProblems(steps(many...)), "(and 3 more machines)")
+	require.Contains(t, upgradePathProblems(steps(many...), domain.UpgradePathProblem), "(and 3 more machines)")
 }
 
 func TestNextStepAction(t *testing.T) {
@@ -130,9 +131,58 @@ func TestEtcdQuorumProblem(t *testing.T) {
 }
 
 func TestUpgradeName(t *testing.T) {
-	require.Equal(t, "talos-v1-13-0-42", upgradeName("v1.13.0", 42))
-	require.Equal(t, "talos-v1-14-0-beta-0-7", upgradeName("v1.14.0-beta.0", 7))
-	long := upgradeName("v1.14.0-alpha.1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18.19.20", 123456789)
-	require.LessOrEqual(t, len(long), domain.MaxNameLength)
-	require.Empty(t, domain.ValidateName(long, "name"))
+	require.Equal(t, "talos-v1-13-0-42", upgradeName("talos-", "v1.13.0", 42))
+	require.Equal(t, "talos-v1-14-0-beta-0-7", upgradeName("talos-", "v1.14.0-beta.0", 7))
+	require.Equal(t, "kubernetes-v1-36-1-9", upgradeName("kubernetes-", "v1.36.1", 9))
+	for _, prefix := range []string{"talos-", "kubernetes-"} {
+		long := upgradeName(prefix, "v1.14.0-alpha.1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17.18.19.20", 123456789)
+		require.LessOrEqual(t, len(long), domain.MaxNameLength)
+		require.Empty(t, domain.ValidateName(long, "name"))
+	}
+}
+
+func TestInstallImageFor(t *testing.T) {
+	for _, tc := range []struct{ image, version, want string }{
+		{"ghcr.io/siderolabs/installer:v1.12.0", "v1.13.0", "ghcr.io/siderolabs/installer:v1.13.0"},
+		{"factory.talos.dev/installer/376567988ad3:v1.12.0", "v1.13.1", "factory.talos.dev/installer/376567988ad3:v1.13.1"},
+		{"registry.local:5000/custom/installer:v1.12.0", "v1.13.0", "registry.local:5000/custom/installer:v1.13.0"},
+		{"registry.local:5000/custom/installer", "v1.13.0", "registry.local:5000/custom/installer:v1.13.0"},
+		{"ghcr.io/acme/installer:v1.12.0@sha256:0123abcd", "v1.13.0", "ghcr.io/acme/installer:v1.13.0"},
+		{"ghcr.io/acme/installer@sha256:0123abcd", "v1.13.0", "ghcr.io/acme/installer:v1.13.0"},
+		{"installer", "v1.13.0", "installer:v1.13.0"},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			require.Equal(t, tc.want, InstallImageFor(tc.image, tc.version))
+		})
+	}
+}
+
+func TestTalosWriteBack(t *testing.T) {
+	group := func(name, version string) domain.NodeGroup {
+		return domain.NodeGroup{Metadata: domain.ObjectMeta{Name: name}, Spec: domain.NodeGroupSpec{TalosVersion: version}}
+	}
+	groups := []domain.NodeGroup{group("cp", ""), group("workers", ""), group("gpu", "v1.12.5")}
+	covering := func(names ...string) func(string) bool {
+		return func(ng string) bool { return len(names) == 0 || slices.Contains(names, ng) }
+	}
+	for _, tc := range []struct {
+		name       string
+		groups     []domain.NodeGroup
+		covers     func(string) bool
+		tenant     bool
+		nodeGroups []string
+	}{
+		{"every group: the tenant and the override", groups, covering(), true, []string{"gpu"}},
+		{"every group that follows the tenant", groups, covering("cp", "workers"), true, nil},
+		{"one group that follows the tenant", groups, covering("workers"), false, []string{"workers"}},
+		{"the override alone", groups, covering("gpu"), false, []string{"gpu"}},
+		{"only overrides", []domain.NodeGroup{group("a", "v1.12.0"), group("b", "v1.12.1")}, covering(), false, []string{"a", "b"}},
+		{"no groups", nil, covering(), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tenant, ngs := talosWriteBack(tc.groups, tc.covers)
+			require.Equal(t, tc.tenant, tenant)
+			require.Equal(t, tc.nodeGroups, ngs)
+		})
+	}
 }

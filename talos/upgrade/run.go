@@ -13,6 +13,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // upgradeRun carries out one Upgrade. Its status is kept here and written whole
@@ -23,11 +24,16 @@ type upgradeRun struct {
 	ref   domain.Ref
 	spec  domain.UpgradeSpec
 	nodes *sagaNodes
+	// explicit: a user created the run (it carries no trigger label); a
+	// Succeeded explicit run writes its version into the spec it covered.
+	explicit bool
 
-	// mu guards st and orders the writes of it.
+	// mu guards st and configs, and orders the writes of st.
 	mu      sync.Mutex
 	st      domain.UpgradeStatus
 	lastSeq uint64
+	// configs renders a Kubernetes run's configs (loaded once, see desired).
+	configs *talos.Desired
 
 	canceled atomic.Bool
 	// failed is set by the first step that fails; no step starts after it.
@@ -71,6 +77,7 @@ func (r *upgradeRun) executeSteps(ctx context.Context) error {
 		return nil
 	}
 	r.spec, r.st = u.Spec, u.Status
+	r.explicit = u.Metadata.Labels[LabelTrigger] == ""
 	r.canceled.Store(u.Spec.CancelRequested)
 	for _, e := range r.st.Machines {
 		if e.Phase == domain.StepRollingBack || e.Phase == domain.StepRolledBack || e.Phase == domain.StepFailed || (e.Phase == domain.StepPending && e.Error != "") {
@@ -91,18 +98,25 @@ func (r *upgradeRun) executeSteps(ctx context.Context) error {
 		return err
 	}
 	if r.st.Phase == domain.UpgradePending {
-		r.s.cfg.Log.Info("upgrade starting", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.spec.TalosVersion)
-		if err := r.plan(ctx); err != nil {
+		r.s.cfg.Log.Info("upgrade starting", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.target())
+		plan := r.plan
+		if r.spec.Kubernetes() {
+			plan = r.planKubernetes
+		}
+		if err := plan(ctx); err != nil {
 			return err
 		}
 		if r.st.Final() {
 			return nil
 		}
 	} else {
-		r.s.cfg.Log.Info("upgrade resuming", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.spec.TalosVersion)
+		r.s.cfg.Log.Info("upgrade resuming", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.target())
 	}
 	return r.carryOut(ctx)
 }
+
+// target is the version the run moves machines to (Talos or Kubernetes).
+func (r *upgradeRun) target() string { return r.spec.Target() }
 
 func upgradeJSON(v any) []byte {
 	b, _ := json.Marshal(v)

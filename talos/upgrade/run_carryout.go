@@ -58,7 +58,7 @@ func (r *upgradeRun) end(ctx context.Context) error {
 		}
 	}
 	r.mu.Unlock()
-	tally := fmt.Sprintf("%d of %d machines on %s", done, total, r.spec.TalosVersion)
+	tally := fmt.Sprintf("%d of %d machines on %s", done, total, r.target())
 	switch {
 	case r.failed.Load():
 		if reason == "" {
@@ -69,6 +69,9 @@ func (r *upgradeRun) end(ctx context.Context) error {
 		return r.finish(ctx, domain.UpgradeCanceled, "canceled on request after the current step; "+tally)
 	case pending:
 		return fmt.Errorf("upgrade %s stopped with machines left", r.ref.Name)
+	}
+	if err := r.writeBack(ctx); err != nil {
+		return err
 	}
 	return r.finish(ctx, domain.UpgradeSucceeded, tally)
 }

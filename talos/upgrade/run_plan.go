@@ -8,6 +8,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // plan reads the version every machine runs, refuses a run that would skip
@@ -51,7 +52,11 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 	}
 	leader := r.leader(ctx, machines)
 	steps := planUpgrade(machines, r.spec.TalosVersion, leader, from)
-	if p := upgradePathProblems(steps); p != "" {
+	k8s := ""
+	if t, ok, err := projections.Get[domain.Tenant](r.s.cfg.Cache, domain.TenantRef(r.ref.Tenant)); err == nil && ok {
+		k8s = talos.KubernetesVersionOf(t)
+	}
+	if p := upgradePathProblems(steps, func(from, to string) string { return talos.TalosUpgradeProblem(from, to, k8s) }); p != "" {
 		return r.record(ctx, func(st *domain.UpgradeStatus) {
 			st.Phase, st.Machines, st.Reason, st.StartTime, st.EndTime = domain.UpgradeFailed, steps, p, r.now(), r.now()
 		})

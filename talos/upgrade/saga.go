@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // Lease makes one replica at a time run the upgrade saga.
@@ -34,6 +35,13 @@ const Actor = "system:upgrade-saga"
 // (the controller runtime's queue of the saga).
 const Queue = "rezus-upgrade-queue"
 
+// ConfigSource renders a tenant's machine configs (a *talos.Service): the
+// Kubernetes run renders each machine's next and previous config through it,
+// as the day-2 config controller does, so both agree byte for byte.
+type ConfigSource interface {
+	Desired(ctx context.Context, tenant string) (*talos.Desired, error)
+}
+
 // BundleSource gives a tenant's secrets bundle.
 type BundleSource interface {
 	Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error)
@@ -46,6 +54,9 @@ type Config struct {
 	Cache *projections.Cache
 	// Bundles gives each tenant's PKI (a *talos.PKI).
 	Bundles BundleSource
+	// Configs renders machine configs for Kubernetes runs (a *talos.Service);
+	// without it a Kubernetes run fails before it touches a machine.
+	Configs ConfigSource
 	// Holder names this replica in the saga's lease.
 	Holder string
 	// Log defaults to slog.Default().
@@ -53,7 +64,9 @@ type Config struct {
 	// Endpoint is the Talos API (host:port) of a machine; default its
 	// spec.address on port 50000.
 	Endpoint func(m *domain.Machine) (string, error)
-	// Installer is the installer image of a Talos version; default InstallerImage.
+	// Installer is the installer image of a Talos version for a node group
+	// whose providerConfig names no installImage (one that does is used with
+	// the version as its tag, InstallImageFor); default InstallerImage.
 	Installer func(version string) string
 	// CallTimeout bounds one Talos API call; default 10s.
 	CallTimeout time.Duration

@@ -45,8 +45,8 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	// consumer still has the change when a saga starts again.
 	stop()
 	tenantRef := domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}
-	e.updateSpec(tenantRef, `{"talosVersion":"`+sagaTo+`"}`)
-	e.execute(domain.Command{Op: domain.OpUpdateStatus, Ref: tenantRef, Object: &domain.Object{Status: json.RawMessage(`{"phase":"Ready","machines":{"total":6,"ready":6,"controlPlane":3,"workers":3}}`)}})
+	e.updateSpec(tenantRef, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`"}`)
+	e.execute(domain.Command{Op: domain.OpUpdateStatus, Ref: tenantRef, Object: &domain.Object{Status: json.RawMessage(`{"phase":"Ready","kubernetesVersion":"` + sagaKube + `","machines":{"total":6,"ready":6,"controlPlane":3,"workers":3}}`)}})
 	saga, _ = e.startSaga(nil)
 	var run string
 	sagaEventually(t, 10*time.Second, "a run started by the version change", func() bool {
@@ -99,7 +99,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	require.False(t, saga.ActiveUpgrade(e.tenant))
 
 	// A change that is not a version change starts nothing.
-	e.updateSpec(domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"v1.36.1"}`)
+	e.updateSpec(domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`","controlPlane":{"endpoint":"https://10.0.0.1:6443"}}`)
 	// A node group's override upgrades that group alone.
 	e.updateSpec(e.ref(domain.NodeGroupKind, "workers"), `{"role":"worker","count":3,"provider":"emu","talosVersion":"v1.13.1","updateStrategy":{"maxParallelism":2}}`)
 	var second string
@@ -117,7 +117,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	require.Equal(t, 2, u.Spec.MaxParallelism, "the group's update strategy")
 	require.Equal(t, "nodegroup", u.Metadata.Labels[upgrade.LabelTrigger])
 	require.Equal(t, []string{"w-1", "w-2", "w-3"}, names(u))
-	require.Len(t, e.upgrades(), 2, "the kubernetesVersion change started no run")
+	require.Len(t, e.upgrades(), 2, "the endpoint change started no run")
 	calls = e.upgradeCalls()
 	for _, n := range e.nodes {
 		want, version := 2, "v1.13.1"

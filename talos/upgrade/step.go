@@ -15,6 +15,9 @@ import (
 // stage and the node's answer now (nextAction), so it is safe to run again
 // after a restart. It returns an error only when the saga could not go on.
 func (r *upgradeRun) step(ctx context.Context, name string) error {
+	if r.spec.Kubernetes() {
+		return r.kubernetesStep(ctx, name)
+	}
 	m, err := r.machine(name)
 	if err != nil {
 		r.failed.Store(true)
@@ -117,7 +120,7 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 		return actNone, r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase, e.Started = domain.StepPending, nil })
 	}
 	r.observeMachine(ctx, m, "", "Upgrading", false)
-	err := r.nodes.upgrade(ctx, m, r.s.cfg.Installer(e.To))
+	err := r.nodes.upgrade(ctx, m, r.installer(m, e.To))
 	if err != nil && ctx.Err() != nil {
 		return actNone, ctx.Err()
 	}
@@ -138,7 +141,8 @@ func (r *upgradeRun) refuse(ctx context.Context, name, why string) error {
 	return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Error = clipBytes(why, domain.MaxUpgradeErrorBytes) })
 }
 
-// failStep records why a step failed and rolls the machine back.
+// failStep records why a step failed and rolls the machine back (a
+// Kubernetes step by applying its previous config back).
 func (r *upgradeRun) failStep(ctx context.Context, m *domain.Machine, why string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -150,6 +154,9 @@ func (r *upgradeRun) failStep(ctx context.Context, m *domain.Machine, why string
 		e.Phase, e.Error = domain.StepRollingBack, why
 	}); err != nil {
 		return err
+	}
+	if r.spec.Kubernetes() {
+		return r.kubernetesRollback(ctx, m, why)
 	}
 	return r.rollback(ctx, m, why)
 }
@@ -193,7 +200,7 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 			rerr := r.nodes.rollback(ctx, m)
 			if talosUnimplemented(rerr) {
 				how = "an upgrade to " + e.From
-				rerr = r.nodes.upgrade(ctx, m, r.s.cfg.Installer(e.From))
+				rerr = r.nodes.upgrade(ctx, m, r.installer(m, e.From))
 			}
 			if rerr != nil && ctx.Err() != nil {
 				return ctx.Err()

@@ -18,10 +18,16 @@ import (
 )
 
 // VersionsBucket remembers the Talos version each node group was last
-// declared at (key "<tenant>.<nodegroup>"), so the saga tells a change of a
-// tenant's or node group's talosVersion from their other changes, and starts
-// one run per change even when the event is delivered twice.
+// declared at (key "<tenant>.<nodegroup>") and the Kubernetes version each
+// tenant was (key "<tenant>._kubernetes": "_" is in no object name, so it
+// never meets a node group's key), so the saga tells a change of a tenant's or
+// node group's version from their other changes, and starts one run per
+// change even when the event is delivered twice.
 const VersionsBucket = "rezus-upgrade-versions"
+
+// kubernetesKey is the versions bucket's key suffix of a tenant's declared
+// Kubernetes version.
+const kubernetesKey = "_kubernetes"
 
 // Labels and annotations of the runs the saga starts itself.
 const (
@@ -82,26 +88,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 	if tenant.Metadata.DeletionTimestamp != nil {
 		return nil
 	}
-	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenantName})
-	if err != nil {
-		return err
-	}
-	if obj.Kind == domain.NodeGroupKind.Kind {
-		var ng domain.NodeGroup
-		if err := objectAs(obj, &ng); err != nil {
-			return err
-		}
-		found := false
-		for i := range groups {
-			if groups[i].Metadata.Name == ng.Metadata.Name {
-				groups[i], found = ng, true
-			}
-		}
-		if !found {
-			groups = append(groups, ng)
-		}
-	}
-	machines, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenantName})
+	groups, total, machines, err := s.triggerScope(obj, tenantName)
 	if err != nil {
 		return err
 	}
@@ -147,7 +134,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 	for _, v := range versions {
 		// Groups without machines yet are built on the new version: no run.
 		if hasMachines(changed[v], machines) {
-			if err := s.startRun(ctx, ev, seq, tenantName, v, changed[v], len(groups)); err != nil {
+			if err := s.startRun(ctx, ev, seq, tenantName, talosRunSpec(v, changed[v], total)); err != nil {
 				return err
 			}
 		}
@@ -159,11 +146,43 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 			}
 		}
 	}
+	// A Kubernetes run goes after the Talos runs of the same change: a
+	// Kubernetes version the old Talos does not run may need the new one.
+	if obj.Kind == domain.TenantKind.Kind {
+		return s.triggerKubernetes(ctx, kv, ev, seq, tenant, groups, machines)
+	}
 	return nil
 }
 
-// rememberVersions records the version of every node group not remembered
-// yet, as the read model has it.
+// triggerScope reads what an event can change: a node group event its own
+// group (as the event has it) and that group's machines, so its cost does not
+// grow with the tenant; a tenant event every group of the tenant and its
+// machines (a tenant's version reaches all of them). total is how many
+// groups the tenant has.
+func (s *Saga) triggerScope(obj *domain.Object, tenant string) (groups []domain.NodeGroup, total int, machines []domain.Machine, err error) {
+	if obj.Kind == domain.NodeGroupKind.Kind {
+		var ng domain.NodeGroup
+		if err := objectAs(obj, &ng); err != nil {
+			return nil, 0, nil, err
+		}
+		total = s.cfg.Cache.Count(domain.NodeGroupKind.Kind, tenant)
+		if _, ok := s.cfg.Cache.Get(obj.Ref()); !ok {
+			total++ // deleted since: the event still counts it
+		}
+		machines, err = projections.InGroup[domain.Machine](s.cfg.Cache, domain.MachineKind, tenant, ng.Metadata.Name)
+		return []domain.NodeGroup{ng}, total, machines, err
+	}
+	groups, err = projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	machines, err = projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	return groups, len(groups), machines, err
+}
+
+// rememberVersions records the Talos version of every node group and the
+// Kubernetes version of every tenant not remembered yet, as the read model
+// has them.
 func (s *Saga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) error {
 	tenants, err := projections.List[domain.Tenant](s.cfg.Cache, domain.TenantKind, projections.ListOptions{})
 	if err != nil {
@@ -172,6 +191,11 @@ func (s *Saga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) erro
 	versions := map[string]string{}
 	for _, t := range tenants {
 		versions[t.Metadata.Name] = t.Spec.TalosVersion
+		if v := t.Spec.KubernetesVersion; v != "" {
+			if _, err := kv.Create(ctx, t.Metadata.Name+"."+kubernetesKey, []byte(v)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+				return err
+			}
+		}
 	}
 	groups, err := projections.List[domain.NodeGroup](s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
 	if err != nil {
@@ -214,23 +238,41 @@ func groupDrifted(group, desired string, machines []domain.Machine) bool {
 	return false
 }
 
-// startRun creates the Upgrade for groups whose version changed to version.
-// Its name comes from the event, so a redelivered event finds it made.
-func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenant, version string, groups []domain.NodeGroup, total int) error {
+// talosRunSpec is the spec of a run for groups whose version changed to
+// version: the smallest maxParallelism of their worker groups, and no node
+// groups when they are all of the tenant's (total).
+func talosRunSpec(version string, groups []domain.NodeGroup, total int) domain.UpgradeSpec {
 	spec := domain.UpgradeSpec{TalosVersion: version, MaxParallelism: 0}
 	for _, ng := range groups {
 		spec.NodeGroups = append(spec.NodeGroups, ng.Metadata.Name)
-		if ng.Spec.Role == domain.RoleWorker {
-			if mp := ng.Spec.UpdateStrategy.MaxParallelism; mp > 0 && (spec.MaxParallelism == 0 || mp < spec.MaxParallelism) {
-				spec.MaxParallelism = mp
-			}
-		}
+		spec.MaxParallelism = minParallelism(spec.MaxParallelism, ng)
 	}
 	if len(groups) == total {
 		spec.NodeGroups = nil
 	}
+	return spec
+}
+
+// minParallelism is the smaller of mp and a worker group's maxParallelism (0: none yet).
+func minParallelism(mp int, ng domain.NodeGroup) int {
+	if ng.Spec.Role == domain.RoleWorker {
+		if g := ng.Spec.UpdateStrategy.MaxParallelism; g > 0 && (mp == 0 || g < mp) {
+			return g
+		}
+	}
+	return mp
+}
+
+// startRun creates the Upgrade for a version change. Its name comes from the
+// event, so a redelivered event finds it made.
+func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenant string, spec domain.UpgradeSpec) error {
 	trigger := strings.ToLower(ev.Object.Kind)
-	name := upgradeName(version, seq)
+	prefix := "talos-"
+	if spec.Kubernetes() {
+		prefix = "kubernetes-"
+	}
+	version := spec.Target()
+	name := upgradeName(prefix, version, seq)
 	obj := &domain.Object{
 		Metadata: domain.ObjectMeta{Name: name, Tenant: tenant,
 			Labels:      map[string]string{LabelTrigger: trigger},
@@ -252,8 +294,41 @@ func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenan
 	return nil
 }
 
-// upgradeName is "talos-<version>-<seq>" with the version made a DNS label.
-func upgradeName(version string, seq uint64) string {
+// triggerKubernetes starts a Kubernetes run when a tenant event changed its
+// declared kubernetesVersion from the one remembered, and the machines'
+// configs carry another (status.kubernetesVersion: a tenant whose configs
+// were never applied has nothing to move; the first apply renders the
+// declared version). A tenant seen for the first time starts a run only when
+// its configs carry another version than the declared one (the saga was not
+// running when it changed).
+func (s *Saga) triggerKubernetes(ctx context.Context, kv jetstream.KeyValue, ev *domain.Event, seq uint64, tenant *domain.Tenant, groups []domain.NodeGroup, machines []domain.Machine) error {
+	name := tenant.Metadata.Name
+	key := name + "." + kubernetesKey
+	desired, carried := tenant.Spec.KubernetesVersion, tenant.Status.KubernetesVersion
+	e, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return err
+	case string(e.Value()) == desired:
+		return nil
+	}
+	if len(machines) > 0 && carried != "" && carried != desired {
+		spec := domain.UpgradeSpec{KubernetesVersion: desired}
+		for _, ng := range groups {
+			spec.MaxParallelism = minParallelism(spec.MaxParallelism, ng)
+		}
+		if err := s.startRun(ctx, ev, seq, name, spec); err != nil {
+			return err
+		}
+	}
+	// Remembered only once the run exists (see trigger).
+	_, err = kv.Put(ctx, key, []byte(desired))
+	return err
+}
+
+// upgradeName is "<prefix><version>-<seq>" with the version made a DNS label.
+func upgradeName(prefix, version string, seq uint64) string {
 	var b strings.Builder
 	for _, c := range strings.ToLower(version) {
 		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
@@ -264,10 +339,10 @@ func upgradeName(version string, seq uint64) string {
 	}
 	suffix := "-" + strconv.FormatUint(seq, 10)
 	v := strings.Trim(b.String(), "-")
-	if room := domain.MaxNameLength - len("talos-") - len(suffix); len(v) > room {
+	if room := domain.MaxNameLength - len(prefix) - len(suffix); len(v) > room {
 		v = strings.Trim(v[:room], "-")
 	}
-	return "talos-" + v + suffix
+	return prefix + v + suffix
 }
 
 func forgetTenantVersions(ctx context.Context, kv jetstream.KeyValue, tenant string) error {

@@ -1,0 +1,59 @@
+package projections
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// nodeGroupRecord is the creation (or deletion) event of one node group.
+func nodeGroupRecord(seq uint64, tenant, name string, deleted bool) *eventstore.Record {
+	action, typ := domain.ActionCreated, "NodeGroupCreated"
+	if deleted {
+		action, typ = domain.ActionDeleted, "NodeGroupDeleted"
+	}
+	created := time.Unix(1700000000, 0).UTC()
+	obj := &domain.Object{
+		APIVersion: domain.APIVersion, Kind: domain.NodeGroupKind.Kind,
+		Metadata: domain.ObjectMeta{Name: name, Tenant: tenant, UID: fmt.Sprintf("uid-%d", seq),
+			Labels: map[string]string{"pool": "a"}, CreationTimestamp: &created},
+		Spec: []byte(`{"role":"worker","count":3,"provider":"emu"}`),
+	}
+	return &eventstore.Record{Seq: seq, Event: &domain.Event{Type: typ, Action: action, Object: obj}}
+}
+
+// BenchmarkCacheEventThenRead is the read model's cost per event as the
+// stream's consumers see it: an object created and one deleted (so the
+// tenant keeps its size), each followed by a count and a first page of the
+// tenant's node groups, as the triggers and the API read after a write. The
+// cost must not grow with the number of objects in the tenant.
+func BenchmarkCacheEventThenRead(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			c := NewCache(nil, nil)
+			seq := uint64(0)
+			for i := 0; i < n; i++ {
+				seq++
+				c.apply(nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", i), false))
+			}
+			c.Count(domain.NodeGroupKind.Kind, "acme")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				seq++
+				c.apply(nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", n+i), false))
+				if c.Count(domain.NodeGroupKind.Kind, "acme") != n+1 {
+					b.Fatal("count")
+				}
+				seq++
+				c.apply(nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", i), true))
+				if res, err := c.List(domain.NodeGroupKind.Kind, ListOptions{Tenant: "acme", Limit: 1}); err != nil || len(res.Items) != 1 {
+					b.Fatal("list", err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,75 @@
+package talos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+)
+
+// EtcdMember is one member of a cluster's etcd as a control plane lists it.
+type EtcdMember struct {
+	ID       uint64
+	Hostname string
+	// PeerURLs are the member's peer URLs (https://<address>:2380).
+	PeerURLs []string
+}
+
+// EtcdMembers lists the cluster's etcd members through the control plane at address.
+func (a NodeAPI) EtcdMembers(ctx context.Context, b *secrets.Bundle, address string) ([]EtcdMember, error) {
+	var out []EtcdMember
+	err := a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
+		if err != nil {
+			return fmt.Errorf("listing etcd members through %s: %w", address, err)
+		}
+		for _, msg := range resp.GetMessages() {
+			for _, m := range msg.GetMembers() {
+				out = append(out, EtcdMember{ID: m.GetId(), Hostname: m.GetHostname(), PeerURLs: m.GetPeerUrls()})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// EtcdHealth says whether the control plane at address serves etcd: nil when
+// its member answers with no errors.
+func (a NodeAPI) EtcdHealth(ctx context.Context, b *secrets.Bundle, address string) error {
+	return a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.EtcdStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("etcd status of %s: %w", address, err)
+		}
+		for _, msg := range resp.GetMessages() {
+			if errs := msg.GetMemberStatus().GetErrors(); len(errs) > 0 {
+				return fmt.Errorf("etcd member %s reports errors: %s", address, strings.Join(errs, "; "))
+			}
+		}
+		return nil
+	})
+}
+
+// EtcdLeave makes the control plane at address leave etcd (its etcd stops).
+func (a NodeAPI) EtcdLeave(ctx context.Context, b *secrets.Bundle, address string) error {
+	return a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		if err := c.EtcdLeaveCluster(ctx, &machine.EtcdLeaveClusterRequest{}); err != nil {
+			return fmt.Errorf("leaving etcd on %s: %w", address, err)
+		}
+		return nil
+	})
+}
+
+// EtcdRemoveMember removes the member with id (an unreachable one) through
+// the control plane at through, itself a member.
+func (a NodeAPI) EtcdRemoveMember(ctx context.Context, b *secrets.Bundle, through string, id uint64) error {
+	return a.call(ctx, b, through, func(ctx context.Context, c *client.Client) error {
+		if err := c.EtcdRemoveMemberByID(ctx, &machine.EtcdRemoveMemberByIDRequest{MemberId: id}); err != nil {
+			return fmt.Errorf("removing etcd member %x through %s: %w", id, through, err)
+		}
+		return nil
+	})
+}
