@@ -73,22 +73,27 @@ func NewPKI(cfg PKIConfig) *PKI {
 	return &PKI{cfg: cfg, known: map[string]bool{}}
 }
 
-// Run makes a pass whenever the read model moves, until ctx ends: every tenant
-// gets a bundle as soon as it is created, and a bundle is removed once its
-// tenant no longer exists. The tenant finalizer removes a tenant only after its
-// objects are gone; when infrastructure teardown (tofu destroy) holds the
-// tenant by a finalizer, the bundle therefore outlives the infrastructure.
+// Run makes a pass whenever the read model moves, until ctx ends: a tenant
+// gets its bundle once it has a node group (the first thing that needs one;
+// Bundle creates it on demand before that, for a credential download), and a
+// bundle is removed once its tenant no longer exists. Generating a bundle
+// costs RSA key generation (tens to hundreds of milliseconds of CPU), so
+// tenants created without node groups cost nothing here. The tenant
+// finalizer removes a tenant only after its objects are gone; when
+// infrastructure teardown (tofu destroy) holds the tenant by a finalizer, the
+// bundle therefore outlives the infrastructure.
 func (p *PKI) Run(ctx context.Context) error {
-	var seen uint64
+	var seenTenants, seenGroups uint64
 	passed := false
 	for {
-		// Only a tenant created or deleted changes what a pass does.
+		// Only a tenant or a node group created or deleted changes what a pass does.
 		if p.cfg.Cache.Ready() {
-			if m := p.cfg.Cache.Members(domain.TenantKind.Kind); !passed || m != seen {
+			mt, mg := p.cfg.Cache.Members(domain.TenantKind.Kind), p.cfg.Cache.Members(domain.NodeGroupKind.Kind)
+			if !passed || mt != seenTenants || mg != seenGroups {
 				if err := p.Pass(ctx); err != nil && ctx.Err() == nil {
 					p.cfg.Log.Warn("pki pass", "err", err)
 				} else {
-					seen, passed = m, true
+					seenTenants, seenGroups, passed = mt, mg, true
 				}
 			}
 		}
@@ -102,8 +107,8 @@ func (p *PKI) Run(ctx context.Context) error {
 	}
 }
 
-// Pass ensures every tenant has a bundle and removes the bundles of tenants
-// that are gone. It is safe to run twice and on several replicas at once. It
+// Pass ensures every tenant with a node group has a bundle and removes the
+// bundles of tenants that are gone. It is safe to run twice and on several replicas at once. It
 // decodes only the tenants this replica has not seen, so a pass over many
 // tenants costs little more than reading their names.
 func (p *PKI) Pass(ctx context.Context) error {
@@ -126,7 +131,7 @@ func (p *PKI) Pass(ctx context.Context) error {
 		p.mu.Lock()
 		ok := p.known[name]
 		p.mu.Unlock()
-		if ok {
+		if ok || p.cfg.Cache.Count(domain.NodeGroupKind.Kind, name) == 0 {
 			continue
 		}
 		t, found, err := projections.Get[domain.Tenant](p.cfg.Cache, domain.TenantRef(name))

@@ -39,11 +39,5 @@ func enqueue(ctx context.Context, kv jetstream.KeyValue, tenant, source string, 
 	return controller.Enqueue(ctx, kv, tenant, source, now, domain.MaxApplySources)
 }
 
-// tenantEventSubjects are the events that can change what a tenant's apply builds.
-func tenantEventSubjects() []string {
-	var out []string
-	for _, k := range []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.ProviderKind} {
-		out = append(out, domain.SubjectPrefix+"."+k.Subject+".>")
-	}
-	return out
-}
+// tenantEventKinds are the kinds whose events can change what a tenant's apply builds.
+var tenantEventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.ProviderKind}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -218,8 +219,9 @@ func NewWorker(cfg Config) *Worker {
 		Consumer: jetstream.ConsumerConfig{
 			Durable: WorkerConsumer, Description: "queues tenants for the apply worker",
 			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			FilterSubjects: tenantEventSubjects(), AckWait: 15 * time.Second, MaxAckPending: 256,
+			AckWait: 15 * time.Second, MaxAckPending: 256,
 		},
+		Kinds: tenantEventKinds,
 		Queue: QueueBucket, QueueDescription: queueDescription, MaxSources: domain.MaxApplySources,
 		Concurrency: cfg.Concurrency, Backoff: w.backoff, Resync: resync,
 		Clock: cfg.Clock, Log: cfg.Log,
@@ -293,8 +295,25 @@ func (w *Worker) recover(ctx context.Context, q *controller.Queue) error {
 
 // Keys are the tenants whose infrastructure an event may change; the
 // worker's own writes and status changes change none.
-func (c applyController) Keys(_ context.Context, ev *domain.Event, _ uint64) ([]string, error) {
+func (c applyController) Keys(ctx context.Context, ev *domain.Event, seq uint64) ([]string, error) {
 	if ev.Actor == WorkerActor || strings.HasSuffix(ev.Type, "StatusUpdated") {
+		return nil, nil
+	}
+	// Decided on a read model that has the event; and a run that starts
+	// after this event is queued (or absorbed into a queued key) reads one
+	// that has it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := c.w.cfg.Cache.WaitFor(wctx, seq)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if o := ev.Object; o.Kind == domain.TenantKind.Kind && ev.Action != domain.ActionDeleted &&
+		o.Metadata.DeletionTimestamp == nil && !slices.Contains(o.Metadata.Finalizers, InfraFinalizer) &&
+		!c.w.hasNodeGroups(o.Metadata.Name) {
+		// Never applied (the finalizer comes before the first apply) and
+		// nothing to build: a run would do nothing (decideRun), and the node
+		// group that comes first queues the tenant.
 		return nil, nil
 	}
 	return c.w.affected(ev), nil

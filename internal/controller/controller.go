@@ -13,7 +13,10 @@ import (
 type Controller interface {
 	// Keys names the keys an event of the consumer touches; seq is the
 	// event's stream sequence. It may act on the event too (cancel a run,
-	// say). An error redelivers the event.
+	// say). An error redelivers the event. It returns only once the read
+	// model the runs read has the event (Cache.WaitFor(seq)): an event for
+	// a key already queued is absorbed into that entry without a queue
+	// write, and the run that takes the entry must see it.
 	Keys(ctx context.Context, ev *domain.Event, seq uint64) ([]string, error)
 	// Due is when a queued key may run, from its entry (a debounce, or the
 	// entry's Last for no delay); a backoff or a Later comes on top.

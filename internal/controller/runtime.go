@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,16 @@ type Config struct {
 	Holder string
 	// Consumer is the durable consumer of the event stream whose events go
 	// to Controller.Keys; it is created or updated as given, unless Provision
-	// is set. Its name is a constant: renaming it replays everything.
+	// is set. Its name is a constant: renaming it replays everything. Leave
+	// its filter empty: the runtime filters every event (AllEvents) and
+	// hands Keys only those of Kinds.
 	Consumer jetstream.ConsumerConfig
+	// Kinds are the kinds whose events reach Keys (all when empty). They are
+	// told apart by subject, before decoding, and not by the consumer's
+	// filter: JetStream scans a consumer filtered on the stream's one
+	// subject linearly, while several filter subjects cost it a walk of the
+	// block's subjects for every message (a third of a loaded server's CPU).
+	Kinds []*domain.KindInfo
 	// Provision, when set, provisions the consumer instead (a controller
 	// that creates it once, from a position of its own).
 	Provision func(ctx context.Context) error
@@ -76,6 +85,10 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	leading bool
+
+	// absorbed are the changes to queued keys kept in memory; a new one for
+	// each term as leader.
+	absorbed *absorber
 }
 
 // New returns the runtime of c; Run starts it.
@@ -106,8 +119,12 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	if r.cfg.Provision != nil {
 		err = r.cfg.Provision(ctx)
-	} else if _, err = r.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, r.cfg.Consumer); err != nil {
-		err = fmt.Errorf("provisioning consumer %s: %w", r.cfg.Consumer.Durable, err)
+	} else {
+		cc := r.cfg.Consumer
+		cc.FilterSubject, cc.FilterSubjects = AllEvents, nil
+		if _, err = r.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, cc); err != nil {
+			err = fmt.Errorf("provisioning consumer %s: %w", cc.Durable, err)
+		}
 	}
 	if err != nil {
 		return err
@@ -123,6 +140,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 }
 
 func (r *Runtime) lead(ctx context.Context, q *Queue) error {
+	r.absorbed = newAbsorber(r.cfg.MaxSources)
 	r.setLeading(true)
 	defer r.setLeading(false)
 	if l, ok := r.c.(Leader); ok {
@@ -146,9 +164,35 @@ func (r *Runtime) lead(ctx context.Context, q *Queue) error {
 	return g.Wait()
 }
 
+// AllEvents is the filter subject of a controller's consumer: the event
+// stream's one subject.
+const AllEvents = domain.SubjectPrefix + ".>"
+
+// wants reports whether events on subject reach Keys.
+func (r *Runtime) wants(subject string) bool {
+	if len(r.cfg.Kinds) == 0 {
+		return true
+	}
+	// rezus.evt.<kind>.<scope>.<name>
+	rest, ok := strings.CutPrefix(subject, domain.SubjectPrefix+".")
+	if !ok {
+		return false
+	}
+	kind, _, _ := strings.Cut(rest, ".")
+	for _, k := range r.cfg.Kinds {
+		if k.Subject == kind {
+			return true
+		}
+	}
+	return false
+}
+
 // consume queues the keys each event touches.
 func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 	return r.cfg.Store.ConsumeDurable(ctx, r.cfg.Consumer.Durable, r.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
+		if !r.wants(msg.Subject()) {
+			return nil
+		}
 		ev := &domain.Event{}
 		if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
 			return nil
@@ -163,7 +207,11 @@ func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 			return err
 		}
 		source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)
+		now := r.cfg.Clock.Now()
 		for _, k := range keys {
+			if r.absorbed.absorb(k, source, now) {
+				continue
+			}
 			if err := q.Add(ctx, k, source); err != nil {
 				return err
 			}

@@ -43,6 +43,7 @@ type start struct {
 	key     string
 	attempt int
 	ctx     context.Context
+	entry   controller.Entry
 }
 
 func newFake() *fake {
@@ -68,7 +69,7 @@ func (f *fake) Keys(_ context.Context, ev *domain.Event, _ uint64) ([]string, er
 
 func (f *fake) Due(_ string, e controller.Entry) time.Time { return e.Last.Add(f.debounce) }
 
-func (f *fake) Reconcile(ctx context.Context, key string, _ controller.Entry, attempt int) controller.Result {
+func (f *fake) Reconcile(ctx context.Context, key string, e controller.Entry, attempt int) controller.Result {
 	f.mu.Lock()
 	f.active[key]++
 	f.overlap = f.overlap || f.active[key] > 1
@@ -82,7 +83,7 @@ func (f *fake) Reconcile(ctx context.Context, key string, _ controller.Entry, at
 		f.finished = append(f.finished, key)
 		f.mu.Unlock()
 	}()
-	f.started <- start{key: key, attempt: attempt, ctx: ctx}
+	f.started <- start{key: key, attempt: attempt, ctx: ctx, entry: e}
 	if f.gated {
 		select {
 		case <-f.gate(key):
@@ -110,7 +111,8 @@ func newHarness(t *testing.T) *harness {
 	return &harness{env: env, clock: controllertest.NewClock(t0), cfg: controller.Config{
 		Store: env.Store, Lease: "test", Holder: "replica-1", Queue: "test-queue",
 		Consumer: jetstream.ConsumerConfig{Durable: "test", DeliverPolicy: jetstream.DeliverAllPolicy,
-			AckPolicy: jetstream.AckExplicitPolicy, FilterSubjects: []string{domain.SubjectPrefix + "." + domain.TenantKind.Subject + ".>"}},
+			AckPolicy: jetstream.AckExplicitPolicy},
+		Kinds: []*domain.KindInfo{domain.TenantKind},
 	}}
 }
 
@@ -397,4 +399,108 @@ func TestExponentialBackoff(t *testing.T) {
 			require.LessOrEqual(t, d, want, "retry %d", n)
 		}
 	}
+}
+
+// The runtime hands Keys only the events of its Kinds, told apart by
+// subject; the consumer takes the whole stream through one filter (a
+// consumer left with several filter subjects by an older version is
+// changed in place and keeps its position).
+func TestKindsFilterEventsBySubject(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	old := h.cfg.Consumer
+	old.FilterSubjects = []string{domain.SubjectFilter(domain.TenantKind, "", ""), domain.SubjectFilter(domain.ProviderKind, "", "")}
+	_, err := h.env.Store.JetStream().CreateConsumer(ctx, eventstore.StreamName, old)
+	require.NoError(t, err)
+
+	ref := domain.Ref{Kind: domain.ProviderKind.Kind, Name: "p1"}
+	_, err = h.env.Store.Update(ctx, ref, eventstore.UpdateOptions{}, func(state *domain.Object) ([]domain.Event, error) {
+		obj := &domain.Object{Metadata: domain.ObjectMeta{Name: "p1"}, Spec: json.RawMessage(`{"type":"emulated"}`)}
+		return domain.Decide(nil, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: "test", Now: t0, NewUID: "uid-p1"})
+	})
+	require.NoError(t, err)
+	h.touch(t, "acme")
+
+	f := newFake()
+	h.run(t, f)
+	require.Equal(t, "acme", recv(t, f.started, "a run").key)
+	cons, err := h.env.Store.JetStream().Consumer(ctx, eventstore.StreamName, "test")
+	require.NoError(t, err)
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, controller.AllEvents, info.Config.FilterSubject)
+	require.Empty(t, info.Config.FilterSubjects)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, 10*time.Second, 10*time.Millisecond, "both events consumed")
+	require.False(t, h.queued(t, "p1"), "a Provider event reached Keys")
+	select {
+	case s := <-f.started:
+		t.Fatalf("unexpected run of %s", s.key)
+	default:
+	}
+}
+
+// queueWrites is how many writes the queue bucket has taken.
+func (h *harness) queueWrites(t *testing.T) uint64 {
+	info, err := h.env.Store.JetStream().Stream(context.Background(), "KV_"+h.cfg.Queue)
+	require.NoError(t, err)
+	return info.CachedInfo().State.LastSeq
+}
+
+// consumed waits until the runtime's consumer has handled every event.
+func (h *harness) consumed(t *testing.T) {
+	cons, err := h.env.Store.JetStream().Consumer(context.Background(), eventstore.StreamName, h.cfg.Consumer.Durable)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// Events for a key that is queued and not taken by a run cost no queue
+// write: the run reads the read model when it starts, and gets the events'
+// times (the debounce counts from the last) and sources with its entry. An
+// event during a run still writes the bucket: that is the follow-up.
+func TestEventsForAQueuedKeyAreAbsorbed(t *testing.T) {
+	h := newHarness(t)
+	f := newFake()
+	f.debounce = 2 * time.Second
+	f.gated = true
+	_, stop := h.run(t, f)
+
+	h.touch(t, "a")
+	// The scheduler has seen the entry once it waits for its debounce.
+	require.Eventually(t, func() bool { return h.clock.Waiting().Equal(t0.Add(2 * time.Second)) }, 10*time.Second, 5*time.Millisecond)
+	writes := h.queueWrites(t)
+	h.clock.Advance(time.Second)
+	for range 5 {
+		h.touch(t, "a")
+	}
+	h.consumed(t)
+	require.Equal(t, writes, h.queueWrites(t), "events for a queued key wrote the bucket")
+
+	// The debounce counts from the last event: not due at t0+2s.
+	h.clock.Advance(time.Second)
+	require.Eventually(t, func() bool { return h.clock.Waiting().Equal(t0.Add(3 * time.Second)) }, 10*time.Second, 5*time.Millisecond)
+	require.Empty(t, f.started)
+	h.clock.Advance(time.Second)
+	s := recv(t, f.started, "the run")
+	require.Len(t, s.entry.Sources, 6, "every event's source reaches the run: %v", s.entry.Sources)
+	require.Equal(t, t0, s.entry.First)
+	require.Equal(t, t0.Add(time.Second), s.entry.Last)
+
+	// During the run, an event writes the bucket: a follow-up run comes.
+	h.touch(t, "a")
+	h.consumed(t)
+	require.Greater(t, h.queueWrites(t), writes)
+	f.release("a")
+	require.Eventually(t, func() bool { return !h.clock.Waiting().IsZero() }, 10*time.Second, 5*time.Millisecond)
+	h.clock.Advance(h.clock.Waiting().Sub(h.clock.Now()))
+	s = recv(t, f.started, "the follow-up")
+	require.Equal(t, "Tenant/a@7", s.entry.Sources[len(s.entry.Sources)-1])
+	f.release("a")
+	require.Eventually(t, func() bool { return !h.queued(t, "a") }, 10*time.Second, 5*time.Millisecond, "done: dequeued")
+	require.NoError(t, stop())
 }

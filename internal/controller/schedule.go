@@ -53,7 +53,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			if running[k] {
 				continue
 			}
-			at := r.c.Due(k, p.entry)
+			at := r.c.Due(k, r.absorbed.peek(k, p.entry))
 			if nb := notBefore[k]; nb.After(at) {
 				at = nb
 			}
@@ -76,10 +76,13 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			}
 			p := queue[k]
 			running[k] = true
+			// Changes absorbed from here on would be missed by the run: the
+			// next event writes the bucket, which the run's dequeue sees.
+			entry, _ := r.absorbed.take(k, p.entry)
 			runs.Add(1)
 			go func(attempt int) {
 				defer runs.Done()
-				res := r.c.Reconcile(ctx, k, p.entry, attempt)
+				res := r.c.Reconcile(ctx, k, entry, attempt)
 				select {
 				case results <- ended{key: k, rev: p.rev, result: res}:
 				case <-ctx.Done():
@@ -103,11 +106,15 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				delete(queue, e.Key())
+				r.unabsorb(ctx, q, e.Key())
 				continue
 			}
 			var entry Entry
 			if json.Unmarshal(e.Value(), &entry) == nil {
 				queue[e.Key()] = queued{rev: e.Revision(), entry: entry}
+				// A put is never the entry a run in flight started from
+				// (that one came before): it is untaken.
+				r.absorbed.open(e.Key())
 			}
 		case e := <-results:
 			delete(running, e.key)
@@ -122,6 +129,27 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				attempts[e.key]++
 				notBefore[e.key] = clock.Now().Add(r.cfg.Backoff(attempts[e.key]))
 			}
+		}
+	}
+}
+
+// unabsorb closes a key whose entry left the bucket. A run's dequeue
+// succeeds only when nothing was written since the run took the key, and an
+// untaken entry is not dequeued, so nothing is absorbed here; should that
+// ever be wrong, the absorbed changes go back to the bucket rather than be lost.
+func (r *Runtime) unabsorb(ctx context.Context, q *Queue, key string) {
+	e, had := r.absorbed.take(key, Entry{})
+	if !had {
+		return
+	}
+	for _, src := range e.Sources {
+		if err := q.Add(ctx, key, src); err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("queueing absorbed changes again", "queue", r.cfg.Queue, "key", key, "err", err)
+		}
+	}
+	if len(e.Sources) == 0 {
+		if err := q.Add(ctx, key, ""); err != nil && ctx.Err() == nil {
+			r.cfg.Log.Warn("queueing absorbed changes again", "queue", r.cfg.Queue, "key", key, "err", err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package configsync
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,8 +40,9 @@ func New(cfg Config) *Controller {
 		Consumer: jetstream.ConsumerConfig{
 			Durable: Consumer, Description: "queues tenants whose machine configs may have changed",
 			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			FilterSubjects: eventSubjects(), AckWait: 30 * time.Second, MaxAckPending: 256,
+			AckWait: 30 * time.Second, MaxAckPending: 256,
 		},
+		Kinds: eventKinds,
 		Queue: Queue, QueueDescription: "tenants whose machine configs are to be looked at", MaxSources: 16,
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.BackoffBase, cfg.BackoffMax),
 		Clock: cfg.Clock, Log: cfg.Log,
@@ -54,15 +56,9 @@ func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
 // Leading reports whether this replica holds the controller's lease.
 func (c *Controller) Leading() bool { return c.rt.Leading() }
 
-// eventSubjects are the events that can change a tenant's rendered configs
-// or what its machines hold.
-func eventSubjects() []string {
-	var out []string
-	for _, k := range []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.MachineKind, domain.UpgradeKind} {
-		out = append(out, domain.SubjectPrefix+"."+k.Subject+".>")
-	}
-	return out
-}
+// eventKinds are the kinds whose events can change a tenant's rendered
+// configs or what its machines hold.
+var eventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.MachineKind, domain.UpgradeKind}
 
 // runtimeController is the controller as the runtime drives it: keys are tenants.
 type runtimeController struct{ c *Controller }
@@ -102,6 +98,12 @@ func (r runtimeController) Keys(ctx context.Context, ev *domain.Event, seq uint6
 			}
 			return nil, err
 		}
+		// A tenant without machines has no config to apply: the machine
+		// that comes first queues it (a tenant created without node groups
+		// costs no queue write).
+		keys = slices.DeleteFunc(keys, func(tenant string) bool {
+			return r.c.cfg.Cache.Count(domain.MachineKind.Kind, tenant) == 0
+		})
 	}
 	return keys, nil
 }

@@ -159,6 +159,7 @@ func New(cfg Config) *Saga {
 		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
 		Consumer:  jetstream.ConsumerConfig{Durable: Consumer},
 		Provision: func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
+		Kinds:     eventKinds,
 		Queue:     Queue, QueueDescription: "tenants with an upgrade to start or resume",
 		Concurrency: cfg.Concurrency, Backoff: func(int) time.Duration { return cfg.RetryBackoff },
 		Resync: cfg.Resync, Clock: controller.RealClock(cfg.Now), Log: cfg.Log,
@@ -222,14 +223,25 @@ func (s *Saga) Run(ctx context.Context) error {
 	return s.rt.Run(ctx)
 }
 
+// eventKinds are the kinds whose events start, steer or trigger upgrades.
+var eventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.UpgradeKind}
+
 // provisionConsumer creates the durable consumer the first time: the node
 // groups' versions are remembered as the read model has them at a sequence,
 // and the consumer delivers the events after it, so that no version change is
 // missed nor taken for one. Later starts find it and go on where it was.
 func (s *Saga) provisionConsumer(ctx context.Context, kv jetstream.KeyValue) error {
 	js := s.cfg.Store.JetStream()
-	_, err := js.Consumer(ctx, eventstore.StreamName, Consumer)
+	cons, err := js.Consumer(ctx, eventstore.StreamName, Consumer)
 	if err == nil {
+		// One made with several filter subjects (before the runtime
+		// filtered by kind) takes every event from where it is.
+		if cc := cons.CachedInfo().Config; cc.FilterSubject != controller.AllEvents {
+			cc.FilterSubject, cc.FilterSubjects = controller.AllEvents, nil
+			if _, err := js.UpdateConsumer(ctx, eventstore.StreamName, cc); err != nil {
+				return fmt.Errorf("updating consumer %s: %w", Consumer, err)
+			}
+		}
 		return nil
 	}
 	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -242,14 +254,10 @@ func (s *Saga) provisionConsumer(ctx context.Context, kv jetstream.KeyValue) err
 	if err := s.rememberVersions(ctx, kv); err != nil {
 		return err
 	}
-	var subjects []string
-	for _, k := range []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.UpgradeKind} {
-		subjects = append(subjects, domain.SubjectPrefix+"."+k.Subject+".>")
-	}
 	_, err = js.CreateConsumer(ctx, eventstore.StreamName, jetstream.ConsumerConfig{
 		Durable: Consumer, Description: "starts and steers Talos upgrade runs",
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq + 1, AckPolicy: jetstream.AckExplicitPolicy,
-		FilterSubjects: subjects, AckWait: 30 * time.Second, MaxAckPending: 256,
+		FilterSubject: controller.AllEvents, AckWait: 30 * time.Second, MaxAckPending: 256,
 	})
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
 		return fmt.Errorf("provisioning consumer %s: %w", Consumer, err)

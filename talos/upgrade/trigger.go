@@ -302,6 +302,13 @@ func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenan
 // its configs carry another version than the declared one (the saga was not
 // running when it changed).
 func (s *Saga) triggerKubernetes(ctx context.Context, kv jetstream.KeyValue, ev *domain.Event, seq uint64, tenant *domain.Tenant, groups []domain.NodeGroup, machines []domain.Machine) error {
+	if len(machines) == 0 {
+		// Nothing runs Kubernetes yet: machines are built on the version
+		// declared. Nothing to remember either: the decision below is made
+		// on what the machines carry (status), the record only spares a
+		// second run for one change.
+		return nil
+	}
 	name := tenant.Metadata.Name
 	key := name + "." + kubernetesKey
 	desired, carried := tenant.Spec.KubernetesVersion, tenant.Status.KubernetesVersion
@@ -313,7 +320,7 @@ func (s *Saga) triggerKubernetes(ctx context.Context, kv jetstream.KeyValue, ev 
 	case string(e.Value()) == desired:
 		return nil
 	}
-	if len(machines) > 0 && carried != "" && carried != desired {
+	if carried != "" && carried != desired {
 		spec := domain.UpgradeSpec{KubernetesVersion: desired}
 		for _, ng := range groups {
 			spec.MaxParallelism = minParallelism(spec.MaxParallelism, ng)
