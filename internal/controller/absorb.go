@@ -23,6 +23,9 @@ type absorber struct {
 	keys map[string]*absorbed
 	// max bounds the sources kept (0: all).
 	max int
+	// moved wakes the scheduler when an absorbed change moves a key's
+	// Last: its debounce counts from there.
+	moved chan struct{}
 }
 
 // absorbed are the changes of one open key.
@@ -32,7 +35,7 @@ type absorbed struct {
 }
 
 func newAbsorber(maxSources int) *absorber {
-	return &absorber{keys: map[string]*absorbed{}, max: maxSources}
+	return &absorber{keys: map[string]*absorbed{}, max: maxSources, moved: make(chan struct{}, 1)}
 }
 
 // absorb records a change to key when key is open, and reports whether it did.
@@ -45,6 +48,10 @@ func (a *absorber) absorb(key, source string, now time.Time) bool {
 	}
 	if now.After(k.last) {
 		k.last = now
+		select {
+		case a.moved <- struct{}{}:
+		default:
+		}
 	}
 	if source != "" && !slices.Contains(k.sources, source) {
 		k.sources = append(k.sources, source)

@@ -97,6 +97,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer:
+		case <-r.absorbed.moved:
 		case e, ok := <-watch.Updates():
 			if !ok {
 				return nil
