@@ -84,6 +84,8 @@ type Store struct {
 
 	appended  atomic.Uint64
 	conflicts atomic.Uint64
+
+	shared sharedEvents
 }
 
 // Open provisions the event stream (idempotently; an existing stream gets the

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -193,15 +192,15 @@ func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 		if !r.wants(msg.Subject()) {
 			return nil
 		}
-		ev := &domain.Event{}
-		if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
-			return nil
-		}
 		md, err := msg.Metadata()
 		if err != nil {
 			return err
 		}
 		seq := md.Sequence.Stream
+		ev, err := r.cfg.Store.SharedEvent(seq, msg.Data())
+		if err != nil {
+			return nil // undecodable: nothing to queue
+		}
 		keys, err := r.c.Keys(ctx, ev, seq)
 		if err != nil {
 			return err

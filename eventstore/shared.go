@@ -1,0 +1,52 @@
+package eventstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// sharedSlots is how many recently decoded events the store keeps: more
+// than the largest backlog its in-process consumers pull at once (256
+// unacknowledged each), so they find one another's decodes.
+const sharedSlots = 4096
+
+// sharedEvents are the recently decoded events of the stream, by sequence.
+type sharedEvents struct {
+	mu    sync.Mutex
+	slots [sharedSlots]sharedSlot
+}
+
+type sharedSlot struct {
+	seq uint64
+	ev  *domain.Event
+}
+
+// SharedEvent decodes the event at stream sequence seq (data is its
+// message), or returns the one decoded before by another in-process
+// consumer: the controllers each take every event, and decoding it once
+// instead of once per controller is a cost per event saved. The event is
+// shared: callers must not change it (domain.Evolve copies it).
+func (s *Store) SharedEvent(seq uint64, data []byte) (*domain.Event, error) {
+	slot := &s.shared.slots[seq%sharedSlots]
+	s.shared.mu.Lock()
+	if slot.seq == seq && slot.ev != nil {
+		ev := slot.ev
+		s.shared.mu.Unlock()
+		return ev, nil
+	}
+	s.shared.mu.Unlock()
+	ev := &domain.Event{}
+	if err := json.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("decoding event %d: %w", seq, err)
+	}
+	if ev.Object == nil {
+		return nil, fmt.Errorf("event %d has no object", seq)
+	}
+	s.shared.mu.Lock()
+	slot.seq, slot.ev = seq, ev
+	s.shared.mu.Unlock()
+	return ev, nil
+}
