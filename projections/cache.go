@@ -206,6 +206,9 @@ func (c *Cache) Run(ctx context.Context) error {
 	}
 	if last < from {
 		c.ready.Store(true)
+		c.log.Info("cache caught up", "seq", last, "replayed", 0)
+	} else {
+		c.log.Info("cache replaying the stream", "from", from, "to", last)
 	}
 	cur, err := c.store.Follow(ctx, from, nil)
 	if err != nil {
