@@ -30,7 +30,7 @@ const snapshotMagic = "rezus-emulated-etcd-snapshot/v1\n"
 // Bounds on what a snapshot may hold. The keyspace lives in memory, so it is
 // small; padding stands for a large database and is never held.
 const (
-	// maxKeyspaceBytes bounds the keys and values of a cluster (their lengths summed).
+	// maxKeyspaceBytes bounds the keys and values of a cluster (keyspaceBytes).
 	maxKeyspaceBytes = 8 << 20
 	// maxSnapshotMeta bounds the JSON line of a snapshot: the keyspace with
 	// JSON's escaping (at most 6 bytes per byte).
@@ -52,11 +52,16 @@ type etcdState struct {
 	Padding  int64             `json:"padding,omitempty"`
 }
 
-// keyspaceBytes is the summed length of the keys and values.
+// keyOverhead is what each key costs beyond its bytes, so that many tiny
+// keys are bounded too: with it, the JSON of a full keyspace (at most 6
+// bytes per byte escaped, 6 more per key) stays under maxSnapshotMeta.
+const keyOverhead = 16
+
+// keyspaceBytes is the summed length of the keys and values, with keyOverhead per key.
 func (s *etcdState) keyspaceBytes() int {
 	n := 0
 	for k, v := range s.Keys {
-		n += len(k) + len(v)
+		n += len(k) + len(v) + keyOverhead
 	}
 	return n
 }
@@ -170,6 +175,12 @@ func readSnapshot(r io.Reader) (*etcdState, error) {
 	}
 	if s.Keys == nil {
 		s.Keys = map[string]string{}
+	}
+	if n := s.keyspaceBytes(); n > maxKeyspaceBytes {
+		return nil, snapshotErrorf("its keyspace (%d bytes) exceeds the emulator's %d", n, maxKeyspaceBytes)
+	}
+	if _, ok := s.Keys[""]; ok {
+		return nil, snapshotErrorf("it holds an empty key")
 	}
 	if err := checkPadding(br, h, s.Padding); err != nil {
 		return nil, err

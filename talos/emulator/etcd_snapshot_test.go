@@ -85,6 +85,8 @@ func TestSnapshotRefused(t *testing.T) {
 		"unknown field":       resealed([]byte(snapshotMagic + `{"cluster":"c","revision":1,"keys":{},"extra":1}` + "\n")),
 		"padding not filler":  resealed([]byte(snapshotMagic + `{"cluster":"c","revision":1,"keys":{},"padding":3}` + "\nabc")),
 		"meta without a line": []byte(snapshotMagic + strings.Repeat("x", 100)),
+		"empty key":           resealed([]byte(snapshotMagic + `{"cluster":"c","revision":1,"keys":{"":"v"}}` + "\n")),
+		"keyspace over limit": resealed([]byte(snapshotMagic + `{"cluster":"c","revision":1,"keys":{"k":"` + strings.Repeat("v", maxKeyspaceBytes) + `"}}` + "\n")),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := readSnapshot(bytes.NewReader(b))

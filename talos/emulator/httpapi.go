@@ -44,8 +44,9 @@ import (
 //	DELETE /v1/clusters/{cluster}/etcd             disaster    204: every control plane loses its etcd data; the cluster
 //	                                               is no longer bootstrapped, members answer EtcdMemberList, EtcdStatus and
 //	                                               EtcdSnapshot with FailedPrecondition until Bootstrap{recover_etcd}
-//	PUT    /v1/clusters/{cluster}/etcd/keys/{key…} write a key 200 EtcdData; body: the value (UTF-8, ≤ 1.5 MiB); revision +1;
-//	                                               the key is the rest of the path, unescaped (%2F for a leading "/")
+//	PUT    /v1/clusters/{cluster}/etcd/keys/{key…} write a key 200 EtcdData; body: the value (UTF-8, ≤ 1.5 MiB, else 422); revision
+//	                                               +1; 403 past 8 MiB of keyspace (16 bytes counted per key); the key is the
+//	                                               rest of the path, unescaped (%2F for a leading "/")
 //	DELETE /v1/clusters/{cluster}/etcd/keys/{key…} delete it   200 EtcdData; revision +1; 404 if the key is not there
 //	PUT    /v1/clusters/{cluster}/etcd/padding?bytes=N         200 EtcdData: snapshots carry N filler bytes (≤ 8 GiB, made
 //	                                               as they stream) to test large snapshots; not a write (revision stays)
