@@ -178,9 +178,9 @@ func (e *Emulator) mayBootstrapLocked(st NodeStatus, fromSnapshot, uploaded bool
 		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on a control plane")
 	case st.Phase != PhaseRunning && st.Phase != PhaseBooting:
 		return status.Errorf(codes.Unavailable, "node is %s", st.Phase)
-	case st.EtcdLeft:
-		return status.Error(codes.FailedPrecondition, "etcd is stopped on this node: it left the etcd cluster")
 	}
+	// AlreadyExists comes first, for any node: callers (talos.NodeAPI.Bootstrap)
+	// take it as "bootstrapped, whoever did it".
 	for _, cp := range e.controlPlanesLocked(st.ClusterID) {
 		cp.mu.Lock()
 		b := cp.st.Bootstrapped
@@ -189,7 +189,11 @@ func (e *Emulator) mayBootstrapLocked(st NodeStatus, fromSnapshot, uploaded bool
 			return status.Errorf(codes.AlreadyExists, "etcd is already bootstrapped (on %s)", cp.st.Name)
 		}
 	}
-	if fromSnapshot && !uploaded {
+	switch {
+	case st.EtcdLeft:
+		// It would be a bootstrapped node that is not a member.
+		return status.Error(codes.FailedPrecondition, "etcd is stopped on this node: it left the etcd cluster")
+	case fromSnapshot && !uploaded:
 		return status.Error(codes.FailedPrecondition, "no etcd snapshot to recover from: upload one with EtcdRecover first")
 	}
 	return nil

@@ -191,6 +191,20 @@ func TestEtcdSnapshotRefusals(t *testing.T) {
 	require.NoError(t, admin2.EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{}))
 	_, err = takeSnapshot(t, admin2)
 	requireCode(t, codes.FailedPrecondition, err)
+	requireCode(t, codes.AlreadyExists, admin2.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+
+	// After a wipe it may not bootstrap either (it would lead a cluster it
+	// is not in); a member starts etcd afresh, at revision 1.
+	id := clusterOf(t, em, "cp-1")
+	_, err = em.PutEtcdKey(id, "k", "v")
+	require.NoError(t, err)
+	require.NoError(t, em.WipeEtcd(id))
+	requireCode(t, codes.FailedPrecondition, admin2.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	require.NoError(t, admin1.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	d, err := em.EtcdData(id)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), d.Revision)
+	require.Empty(t, d.Keys)
 }
 
 // TestEtcdSnapshotLarge streams a 200 MiB padded snapshot through
