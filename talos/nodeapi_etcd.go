@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -72,4 +73,62 @@ func (a NodeAPI) EtcdRemoveMember(ctx context.Context, b *secrets.Bundle, throug
 		}
 		return nil
 	})
+}
+
+// EtcdSnapshot streams a snapshot of the cluster's etcd from the control
+// plane at address (Talos lets os:etcd:backup take one). Read it to the end:
+// it is checked there (SnapshotReader), and an error of the call, such as
+// FailedPrecondition where etcd does not run, shows on the first Read.
+// Close ends the call. Only ctx bounds it, not the call timeout: a large
+// snapshot takes as long as it takes.
+func (a NodeAPI) EtcdSnapshot(ctx context.Context, b *secrets.Bundle, address string) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rc, err := c.EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
+	if err != nil {
+		cancel()
+		c.Close()
+		return nil, fmt.Errorf("etcd snapshot from %s: %w", address, err)
+	}
+	return &snapshotStream{SnapshotReader: NewSnapshotReader(rc), close: func() error {
+		err := rc.Close()
+		cancel()
+		c.Close()
+		return err
+	}}, nil
+}
+
+type snapshotStream struct {
+	*SnapshotReader
+	close func() error
+}
+
+func (s *snapshotStream) Close() error { return s.close() }
+
+// EtcdRecover recovers a cluster whose etcd is lost from a snapshot: it
+// uploads the snapshot to the control plane at address (EtcdRecover) and
+// bootstraps etcd there from it (Bootstrap with recover_etcd); the other
+// control planes then join. Talos answers AlreadyExists (kept in the
+// returned error's status) when the cluster's etcd holds data. Only ctx
+// bounds the upload; the call timeout bounds the bootstrap. Uploading again
+// is harmless, so a recovery cut short is retried whole.
+func (a NodeAPI) EtcdRecover(ctx context.Context, b *secrets.Bundle, address string, snapshot io.Reader) error {
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.EtcdRecover(ctx, snapshot); err != nil {
+		return fmt.Errorf("uploading an etcd snapshot to %s: %w", address, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	if err := c.Bootstrap(bctx, &machine.BootstrapRequest{RecoverEtcd: true}); err != nil {
+		return fmt.Errorf("bootstrapping etcd on %s from the snapshot: %w", address, err)
+	}
+	return nil
 }

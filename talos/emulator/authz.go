@@ -24,6 +24,10 @@ var (
 	readers   = role.MakeSet(role.Admin, role.Operator, role.Reader)
 	operators = role.MakeSet(role.Admin, role.Operator)
 	admins    = role.MakeSet(role.Admin)
+	// etcdReaders and etcdBackups add os:etcd:backup, which Talos grants the
+	// etcd calls a backup job needs: finding a healthy member and snapshotting it.
+	etcdReaders = role.MakeSet(role.Admin, role.Operator, role.Reader, role.EtcdBackup)
+	etcdBackups = role.MakeSet(role.Admin, role.Operator, role.EtcdBackup)
 )
 
 // methodRoles are the roles allowed to call each method, following Talos's
@@ -31,7 +35,9 @@ var (
 var methodRoles = map[string]role.Set{
 	svc + "Version":                     readers,
 	svc + "ServiceList":                 readers,
-	svc + "EtcdMemberList":              readers,
+	svc + "EtcdMemberList":              etcdReaders,
+	svc + "EtcdStatus":                  etcdReaders,
+	svc + "EtcdSnapshot":                etcdBackups,
 	svc + "Dmesg":                       readers,
 	svc + "Logs":                        readers,
 	svc + "Reboot":                      operators,
@@ -41,6 +47,7 @@ var methodRoles = map[string]role.Set{
 	svc + "Bootstrap":                   admins,
 	svc + "EtcdLeaveCluster":            admins,
 	svc + "EtcdRemoveMemberByID":        admins,
+	svc + "EtcdRecover":                 admins,
 	svc + "Kubeconfig":                  admins,
 	"/machine.LifecycleService/Upgrade": admins,
 }

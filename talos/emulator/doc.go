@@ -49,6 +49,25 @@
 // another member when its node leaves, is reset or is deleted), else the first
 // member up by name. A deleted node simply stops being a member.
 //
+// Each bootstrapped cluster also has etcd data (etcd_data.go): keys with
+// UTF-8 values and a store revision, 1 after bootstrap and +1 per write,
+// persisted in the state dir. Tests read and write it over HTTP (Handler),
+// pad its snapshots with filler to test large ones, and wipe it: the
+// disaster in which every control plane loses its etcd data, after which the
+// cluster is no longer bootstrapped, etcd shows "Preparing" (waiting for
+// bootstrap) and EtcdMemberList, EtcdStatus and EtcdSnapshot answer
+// FailedPrecondition, as every etcd call does where etcd does not run.
+// EtcdSnapshot (os:admin, os:operator or os:etcd:backup) streams a member's
+// snapshot in 1 MiB chunks: a deterministic format ending, like etcd's, in
+// the SHA-256 of the bytes before it (etcd_snapshot.go). EtcdRecover
+// (os:admin) uploads one to a control plane, checked as it arrives (damaged,
+// truncated or oversized: InvalidArgument) and kept across restarts until a
+// Reset; Bootstrap with recover_etcd then starts the cluster's etcd from it,
+// with its keys and revision, and the other control planes join as after any
+// bootstrap. As in Talos, Bootstrap answers AlreadyExists while the cluster
+// holds etcd data (a recover on a healthy cluster included), and
+// FailedPrecondition with recover_etcd but no upload.
+//
 // Who imports it: tests of the talos packages, the `emulated` provider and
 // `rezusctl boot`. It depends on domain (for the error vocabulary) and on
 // machinery; nothing in it reaches for handlers or the event store.

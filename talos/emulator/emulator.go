@@ -11,8 +11,6 @@ import (
 	"sync"
 
 	"github.com/siderolabs/crypto/x509"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -37,6 +35,11 @@ type Emulator struct {
 	running   bool
 	// scanFrom is where this emulator starts looking for a free loopback IP.
 	scanFrom int
+	// etcd holds each bootstrapped cluster's etcd data by cluster id; a
+	// stored etcdState is replaced, never modified (etcd_data.go).
+	etcd map[string]*etcdState
+	// closed is set once Run is stopping: nothing more is persisted.
+	closed bool
 
 	// writes counts state writes in flight, so Run returns only after the
 	// last one: nothing touches StateDir once Run has returned.
@@ -50,7 +53,7 @@ func New(cfg Config) (*Emulator, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Emulator{cfg: cfg, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
-		scanFrom: loopbackScanStart(cfg.StateDir)}, nil
+		etcd: map[string]*etcdState{}, scanFrom: loopbackScanStart(cfg.StateDir)}, nil
 }
 
 // osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
@@ -99,7 +102,11 @@ func (e *Emulator) Run(ctx context.Context) error {
 		n.shutdown(false)
 	}
 	e.closeReservations()
-	// A stopped node writes no more (persist checks stopped under its lock).
+	// A stopped node writes no more (persist checks stopped under its lock),
+	// nor does a closed emulator's etcd data (persistEtcd checks closed).
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
 	e.writes.Wait()
 	return nil
 }
@@ -269,7 +276,7 @@ func (e *Emulator) Delete(name string) error {
 	e.releaseNodeAddress(name, n.status().Address)
 	if e.cfg.StateDir != "" {
 		dir := filepath.Join(e.cfg.StateDir, "nodes")
-		for _, f := range []string{name + ".json", name + configSuffix, name + stagedSuffix} {
+		for _, f := range []string{name + ".json", name + configSuffix, name + stagedSuffix, name + uploadSuffix} {
 			if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("deleting node %s: %w", name, err)
 			}
@@ -299,36 +306,4 @@ func (e *Emulator) controlPlanesLocked(clusterID string) []*node {
 		n.mu.Unlock()
 	}
 	return out
-}
-
-// bootstrap marks n as the node etcd was bootstrapped on, once per cluster.
-func (e *Emulator) bootstrap(n *node) error {
-	e.mu.Lock()
-	n.mu.Lock()
-	st := n.st
-	n.mu.Unlock()
-	if st.Role != "controlplane" {
-		e.mu.Unlock()
-		return status.Error(codes.FailedPrecondition, "bootstrap is only possible on a control plane")
-	}
-	if st.Phase != PhaseRunning && st.Phase != PhaseBooting {
-		e.mu.Unlock()
-		return status.Errorf(codes.Unavailable, "node is %s", st.Phase)
-	}
-	for _, cp := range e.controlPlanesLocked(st.ClusterID) {
-		cp.mu.Lock()
-		b := cp.st.Bootstrapped
-		cp.mu.Unlock()
-		if b {
-			e.mu.Unlock()
-			return status.Errorf(codes.AlreadyExists, "etcd is already bootstrapped (on %s)", cp.st.Name)
-		}
-	}
-	n.mu.Lock()
-	n.st.Bootstrapped = true
-	n.logf("etcd bootstrapped")
-	n.mu.Unlock()
-	e.mu.Unlock()
-	e.persist(n)
-	return nil
 }

@@ -72,6 +72,7 @@ func startEmulator(t *testing.T, cfg Config) (em *Emulator, stop func()) {
 type testCluster struct {
 	controlPlane, worker []byte
 	admin, reader        *clientconfig.Config
+	backup               *clientconfig.Config // os:etcd:backup only
 }
 
 func newTestCluster(t testing.TB, name string) testCluster {
@@ -96,7 +97,9 @@ func newTestCluster(t testing.TB, name string) testCluster {
 	require.NoError(t, err)
 	rc, err := input(role.MakeSet(role.Reader)).Talosconfig()
 	require.NoError(t, err)
-	return testCluster{controlPlane: render(machine.TypeControlPlane), worker: render(machine.TypeWorker), admin: tc, reader: rc}
+	bc, err := input(role.MakeSet(role.EtcdBackup)).Talosconfig()
+	require.NoError(t, err)
+	return testCluster{controlPlane: render(machine.TypeControlPlane), worker: render(machine.TypeWorker), admin: tc, reader: rc, backup: bc}
 }
 
 // connect opens a machinery client to one node with a talosconfig (mTLS).

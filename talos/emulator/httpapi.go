@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -32,6 +33,23 @@ import (
 //	                                body AddressSpec: {"name":"cp"} (403 in ports mode)
 //	GET    /v1/addresses/{name}     one reservation        200 Address (with "node" when a node is on it)
 //	DELETE /v1/addresses/{name}     release it             204 (409 while a node is on it)
+//
+// A cluster's etcd, for tests. {cluster} is the clusterID its nodes report
+// (cluster.id of the machine config, else cluster.clusterName; path-escape
+// it); 404 when no configured control plane has it. Writes need the
+// cluster bootstrapped (409 before bootstrap, and after a wipe until a recovery).
+//
+//	GET    /v1/clusters/{cluster}/etcd             read it     200 EtcdData: {"cluster","bootstrapped","revision","keys":{…},
+//	                                               "padding","snapshotSize"} (revision 0, no keys while not bootstrapped)
+//	DELETE /v1/clusters/{cluster}/etcd             disaster    204: every control plane loses its etcd data; the cluster
+//	                                               is no longer bootstrapped, members answer EtcdMemberList, EtcdStatus and
+//	                                               EtcdSnapshot with FailedPrecondition until Bootstrap{recover_etcd}
+//	PUT    /v1/clusters/{cluster}/etcd/keys/{key…} write a key 200 EtcdData; body: the value (UTF-8, ≤ 1.5 MiB, else 422); revision
+//	                                               +1; 403 past 8 MiB of keyspace (16 bytes counted per key); the key is the
+//	                                               rest of the path, unescaped (%2F for a leading "/")
+//	DELETE /v1/clusters/{cluster}/etcd/keys/{key…} delete it   200 EtcdData; revision +1; 404 if the key is not there
+//	PUT    /v1/clusters/{cluster}/etcd/padding?bytes=N         200 EtcdData: snapshots carry N filler bytes (≤ 8 GiB, made
+//	                                               as they stream) to test large snapshots; not a write (revision stays)
 func (e *Emulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +127,53 @@ func (e *Emulator) Handler() http.Handler {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	e.etcdRoutes(mux)
 	return mux
+}
+
+// etcdRoutes adds the etcd data API documented on Handler.
+func (e *Emulator) etcdRoutes(mux *http.ServeMux) {
+	answer := func(w http.ResponseWriter, d EtcdData, err error) {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
+	}
+	mux.HandleFunc("GET /v1/clusters/{cluster}/etcd", func(w http.ResponseWriter, r *http.Request) {
+		d, err := e.EtcdData(r.PathValue("cluster"))
+		answer(w, d, err)
+	})
+	mux.HandleFunc("DELETE /v1/clusters/{cluster}/etcd", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.WipeEtcd(r.PathValue("cluster")); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("PUT /v1/clusters/{cluster}/etcd/keys/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		// One byte past the limit, so PutEtcdKey sees a value that is too long.
+		value, err := io.ReadAll(io.LimitReader(r.Body, maxEtcdValue+1))
+		if err != nil {
+			writeError(w, domain.NewBadRequest("reading the value: "+err.Error()))
+			return
+		}
+		d, err := e.PutEtcdKey(r.PathValue("cluster"), r.PathValue("key"), string(value))
+		answer(w, d, err)
+	})
+	mux.HandleFunc("DELETE /v1/clusters/{cluster}/etcd/keys/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		d, err := e.DeleteEtcdKey(r.PathValue("cluster"), r.PathValue("key"))
+		answer(w, d, err)
+	})
+	mux.HandleFunc("PUT /v1/clusters/{cluster}/etcd/padding", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.URL.Query().Get("bytes"), 10, 64)
+		if err != nil {
+			writeError(w, domain.NewBadRequest("bytes must be a whole number of bytes: "+err.Error()))
+			return
+		}
+		d, err := e.SetEtcdPadding(r.PathValue("cluster"), n)
+		answer(w, d, err)
+	})
 }
 
 // maxBody bounds a request: a machine config is tens of KiB.

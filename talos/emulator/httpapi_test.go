@@ -3,10 +3,14 @@ package emulator
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -68,4 +72,65 @@ func TestHTTPAPI(t *testing.T) {
 	require.Equal(t, domain.ReasonNotFound, st.Reason)
 	call(http.MethodDelete, "/v1/nodes/n1", nil, http.StatusNotFound, nil)
 	call(http.MethodPut, "/v1/nodes/n1/faults", Faults{}, http.StatusNotFound, nil)
+}
+
+// TestHTTPEtcd drives a cluster's etcd through the HTTP API: keys (with a
+// leading "/" escaped), revisions, padding, bad input, and the wipe.
+func TestHTTPEtcd(t *testing.T) {
+	t.Parallel()
+	em, _ := startEmulator(t, fastConfig(""))
+	srv := httptest.NewServer(em.Handler())
+	t.Cleanup(srv.Close)
+	cl := newTestCluster(t, "httpetcd")
+	st := configuredNode(t, em, "cp-1", cl.controlPlane)
+	base := "/v1/clusters/" + url.PathEscape(clusterOf(t, em, "cp-1")) + "/etcd"
+
+	call := func(method, path, body string, want int) EtcdData {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, want, resp.StatusCode, "%s %s: %s", method, path, b)
+		var d EtcdData
+		if want == http.StatusOK {
+			require.NoError(t, json.Unmarshal(b, &d))
+		}
+		return d
+	}
+
+	call(http.MethodGet, "/v1/clusters/nope/etcd", "", http.StatusNotFound)
+	call(http.MethodDelete, "/v1/clusters/nope/etcd", "", http.StatusNotFound)
+	require.False(t, call(http.MethodGet, base, "", http.StatusOK).Bootstrapped)
+	call(http.MethodPut, base+"/keys/a", "1", http.StatusConflict) // not bootstrapped
+
+	require.NoError(t, connect(t, cl.admin, st.Address).Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	call(http.MethodPut, base+"/keys/%2Fregistry%2Fpods%2Fx", "pod", http.StatusOK)
+	call(http.MethodPut, base+"/keys/plain/nested", "v1", http.StatusOK)
+	d := call(http.MethodPut, base+"/keys/plain/nested", "v2", http.StatusOK)
+	require.Equal(t, int64(4), d.Revision)
+	require.Equal(t, map[string]string{"/registry/pods/x": "pod", "plain/nested": "v2"}, d.Keys)
+	d = call(http.MethodDelete, base+"/keys/plain/nested", "", http.StatusOK)
+	require.Equal(t, int64(5), d.Revision)
+	call(http.MethodDelete, base+"/keys/plain/nested", "", http.StatusNotFound)
+
+	call(http.MethodPut, base+"/keys/", "v", http.StatusUnprocessableEntity)
+	call(http.MethodPut, base+"/keys/big", strings.Repeat("x", maxEtcdValue+1), http.StatusUnprocessableEntity)
+	call(http.MethodPut, base+"/keys/bin", "\xff\xfe", http.StatusUnprocessableEntity)
+	call(http.MethodPut, base+"/padding?bytes=lots", "", http.StatusBadRequest)
+	call(http.MethodPut, base+"/padding?bytes=-1", "", http.StatusUnprocessableEntity)
+	call(http.MethodPut, base+"/padding?bytes=99999999999999", "", http.StatusUnprocessableEntity)
+	d = call(http.MethodPut, base+"/padding?bytes=1000", "", http.StatusOK)
+	require.Equal(t, int64(1000), d.Padding)
+	require.Equal(t, int64(5), d.Revision, "padding is not a write")
+	got := call(http.MethodGet, base, "", http.StatusOK)
+	require.Equal(t, d, got)
+	require.Greater(t, got.SnapshotSize, int64(1000))
+
+	call(http.MethodDelete, base, "", http.StatusNoContent)
+	require.Equal(t, EtcdData{Cluster: d.Cluster, Keys: map[string]string{}}, call(http.MethodGet, base, "", http.StatusOK))
+	call(http.MethodPut, base+"/keys/a", "1", http.StatusConflict)
 }

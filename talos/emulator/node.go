@@ -83,6 +83,7 @@ type node struct {
 	cfgBytes []byte
 	cfg      config.Provider
 	staged   []byte        // a STAGED config the next reboot boots with
+	upload   *etcdState    // a snapshot uploaded by EtcdRecover, for Bootstrap to recover from
 	tryPrev  *triedFrom    // the config a TRY config reverts to; nil when no try runs
 	tryGen   int           // bumped on every config change so a stale try timer does nothing
 	lis      net.Listener  // bound for the node's life

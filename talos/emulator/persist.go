@@ -33,12 +33,21 @@ func (e *Emulator) persist(n *node) {
 		n.mu.Unlock()
 		return
 	}
-	st, cfg, staged := n.st, n.durableConfigLocked(), n.staged
+	st, cfg, staged, upload := n.st, n.durableConfigLocked(), n.staged, n.upload
 	e.writes.Add(1)
 	n.mu.Unlock()
 	defer e.writes.Done()
+	var uploaded []byte
+	if upload != nil {
+		b, err := json.Marshal(upload)
+		if err != nil {
+			e.cfg.Logf("persisting node %s: %v", st.Name, err)
+			return
+		}
+		uploaded = b
+	}
 	dir := filepath.Join(e.cfg.StateDir, "nodes")
-	if err := writeFiles(dir, st, cfg, staged); err != nil {
+	if err := writeFiles(dir, st, cfg, staged, uploaded); err != nil {
 		e.cfg.Logf("persisting node %s: %v", st.Name, err)
 	}
 }
@@ -46,7 +55,7 @@ func (e *Emulator) persist(n *node) {
 var persistMu sync.Mutex // orders snapshots and writes of the state files
 
 // writeFiles writes a node's files; the caller holds persistMu.
-func writeFiles(dir string, st NodeStatus, cfg, staged []byte) error {
+func writeFiles(dir string, st NodeStatus, cfg, staged, upload []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -57,7 +66,7 @@ func writeFiles(dir string, st NodeStatus, cfg, staged []byte) error {
 	for _, f := range []struct {
 		suffix string
 		b      []byte
-	}{{configSuffix, cfg}, {stagedSuffix, staged}} {
+	}{{configSuffix, cfg}, {stagedSuffix, staged}, {uploadSuffix, upload}} {
 		if err := writeOrRemove(filepath.Join(dir, st.Name+f.suffix), f.b); err != nil {
 			return err
 		}
@@ -65,10 +74,12 @@ func writeFiles(dir string, st NodeStatus, cfg, staged []byte) error {
 	return writeAtomic(filepath.Join(dir, st.Name+".json"), b)
 }
 
-// The files beside a node's JSON: its config, and a config staged for its next reboot.
+// The files beside a node's JSON: its config, a config staged for its next
+// reboot, and an etcd snapshot uploaded for recovery (its decoded content).
 const (
 	configSuffix = ".config.yaml"
 	stagedSuffix = ".staged.yaml"
+	uploadSuffix = ".etcd-upload.json"
 )
 
 func writeOrRemove(path string, b []byte) error {
@@ -101,6 +112,9 @@ func (e *Emulator) restore() error {
 	if err := e.restoreAddressesLocked(); err != nil {
 		return err
 	}
+	if err := e.restoreEtcdLocked(); err != nil {
+		return err
+	}
 	dir := filepath.Join(e.cfg.StateDir, "nodes")
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -128,6 +142,9 @@ func (e *Emulator) restore() error {
 			n.st.Version, n.st.Staged, n.st.RebootingInto = v, "", ""
 		}
 		if err := n.restoreConfigLocked(dir); err != nil {
+			return err
+		}
+		if err := n.restoreUploadLocked(dir); err != nil {
 			return err
 		}
 		e.nodes[p.Name] = n
@@ -189,5 +206,25 @@ func (n *node) restoreConfigLocked(dir string) error {
 			n.rebootConfigLocked()
 		}
 	}
+	return nil
+}
+
+// restoreUploadLocked loads the etcd snapshot uploaded to the node, if any.
+func (n *node) restoreUploadLocked(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, n.st.Name+uploadSuffix))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the etcd upload of node %s: %w", n.st.Name, err)
+	}
+	var s etcdState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("reading the etcd upload of node %s: %w", n.st.Name, err)
+	}
+	if s.Keys == nil {
+		s.Keys = map[string]string{}
+	}
+	n.upload = &s
 	return nil
 }

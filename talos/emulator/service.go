@@ -83,9 +83,11 @@ func (m *machineServer) ServiceList(ctx context.Context, _ *emptypb.Empty) (*mac
 	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: m.meta(), Services: list}}}, nil
 }
 
-// Bootstrap starts etcd on one control plane of a cluster, once.
-func (m *machineServer) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
-	if err := m.n.em.bootstrap(m.n); err != nil {
+// Bootstrap starts etcd on one control plane of a cluster, once; with
+// recover_etcd, from the snapshot uploaded by EtcdRecover (etcd_recover.go).
+// recover_skip_hash_check is ignored: an upload is always checked.
+func (m *machineServer) Bootstrap(_ context.Context, req *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	if err := m.n.em.bootstrap(m.n, req.GetRecoverEtcd()); err != nil {
 		return nil, err
 	}
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{Metadata: m.meta()}}}, nil
@@ -157,6 +159,7 @@ func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.
 	n.em.handOverBootstrap(n)
 	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
 		n.wipeConfigLocked()
+		n.upload = nil // EPHEMERAL, where Talos keeps it, is wiped too
 		n.logf("reset: config wiped")
 	})
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
