@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -285,4 +286,20 @@ func ClusterNotReady(err error) bool {
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.ErrorCode(server.JSClusterNoPeersErrF) ||
 		apiErr.ErrorCode == jetstream.ErrorCode(server.JSClusterNotAvailErr) ||
 		apiErr.ErrorCode == jetstream.ErrorCode(server.JSInsufficientResourcesErr))
+}
+
+// UntilClusterReady runs op until it succeeds, fails for another reason than
+// ClusterNotReady, or ctx ends, pausing a second between tries. Long-running
+// parts provision with it, so a cluster that is slow to answer for a while
+// (an election, a loaded machine) does not stop the server.
+func UntilClusterReady(ctx context.Context, op func() error) error {
+	for {
+		err := op()
+		if err == nil || !ClusterNotReady(err) || ctx.Err() != nil {
+			return err
+		}
+		if sleepCtx(ctx, time.Second) != nil {
+			return err
+		}
+	}
 }
