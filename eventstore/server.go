@@ -186,7 +186,8 @@ func (e *Embedded) connectAs(account nkeys.KeyPair, name string, opts ...nats.Op
 	return nats.Connect("", opts...)
 }
 
-// ClientURL is the URL external clients use, or "" when no listener was asked for.
+// ClientURL is the URL external clients use, or "" when no listener was
+// asked for (a cluster node always has one, on loopback unless Listen says otherwise).
 func (e *Embedded) ClientURL() string {
 	if e.srv.Addr() == nil {
 		return ""

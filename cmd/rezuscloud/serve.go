@@ -42,7 +42,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"REZUSCLOUD_NATS_URL"}, Usage: "external NATS cluster URL instead of the embedded server"},
 			&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"REZUSCLOUD_NATS_CREDS"}, Usage: "credentials file for --nats-url"},
 			&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"REZUSCLOUD_NATS_LISTEN"}, Usage: "open a client listener on the embedded NATS server (host:port); off by default"},
-			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
+			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster; with --cluster-listen the default is min(3, nodes))"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "break-glass admin bearer token for automation bootstrap; off unless set"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"REZUSCLOUD_TLS_CERT"}, Usage: "serve HTTPS with this certificate (PEM)"},
