@@ -62,12 +62,25 @@ type watchEvent struct {
 // watchProviders follows the providers from resourceVersion rv on p until
 // ctx ends, sending each event.
 func watchProviders(ctx context.Context, t *testing.T, p *proc, rv uint64, out chan<- watchEvent) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/providers?watch=true&resourceVersion=%d", p.url, rv), nil)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	var resp *http.Response
+	// A replica whose read model is behind answers 503 with Retry-After, as
+	// clients are told to expect; they retry.
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/providers?watch=true&resourceVersion=%d", p.url, rv), nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			break
+		}
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -75,7 +88,9 @@ func watchProviders(ctx context.Context, t *testing.T, p *proc, rv uint64, out c
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var lines int
 	for sc.Scan() {
+		lines++
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue
@@ -96,7 +111,10 @@ func watchProviders(ctx context.Context, t *testing.T, p *proc, rv uint64, out c
 			return nil
 		}
 	}
-	return nil
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("the watch on %s ended after %d lines: %v", p.url, lines, sc.Err())
 }
 
 // providerNames lists the providers a replica serves.
@@ -186,8 +204,9 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	require.NoError(t, err)
 	events := make(chan watchEvent, 1024)
 	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchErr := make(chan error, 2)
 	watchDone := make(chan struct{})
-	go func() { defer close(watchDone); _ = watchProviders(watchCtx, t, survivors[0], listRV, events) }()
+	go func() { defer close(watchDone); watchErr <- watchProviders(watchCtx, t, survivors[0], listRV, events) }()
 
 	// Kill the applying replica while writes keep coming to the survivors.
 	killed := time.Now()
@@ -264,6 +283,10 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 				require.Greater(t, ev.RV, last, "events in order, none twice")
 				last = ev.RV
 				seen[ev.Name] = true
+			case err := <-watchErr:
+				if err != nil {
+					t.Fatalf("the watch ended: %v", err)
+				}
 			case <-deadline:
 				t.Fatalf("the watch did not deliver: seen %d names, last %d", len(seen), last)
 			}
@@ -272,10 +295,11 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	drain(func() bool { return seen[firstAfterKill] })
 	stopWatch()
 	<-watchDone
+	<-watchErr
 	events = make(chan watchEvent, 1024)
 	watchCtx, stopWatch = context.WithCancel(context.Background())
 	defer stopWatch()
-	go func() { _ = watchProviders(watchCtx, t, survivors[1], last, events) }()
+	go func() { watchErr <- watchProviders(watchCtx, t, survivors[1], last, events) }()
 	for n := range 5 {
 		require.True(t, write(survivors[n%2], fmt.Sprintf("resumed-%d", n)))
 	}
