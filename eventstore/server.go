@@ -139,11 +139,14 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	e.srv = srv
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	// A cluster node reads its error lines for refused routes, with or
+	// without a logger; a single server without one logs nothing, as before.
+	if logger := cfg.Logger; logger != nil || cfg.Cluster != nil {
+		if logger == nil {
+			logger = slog.New(slog.DiscardHandler)
+		}
+		srv.SetLoggerV2(&slogAdapter{l: logger.With("component", "nats"), observe: routeRefusals{&e.refusedRoutes}.observe}, false, false, false)
 	}
-	srv.SetLoggerV2(&slogAdapter{l: logger.With("component", "nats"), observe: routeRefusals{&e.refusedRoutes}.observe}, false, false, false)
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
