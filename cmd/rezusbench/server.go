@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -168,11 +169,30 @@ type benchEnv struct {
 	created map[string][]int
 }
 
+// request sends one request; an answer of 503 with Retry-After (a replica
+// whose read model is behind, a cluster electing a leader) is retried after
+// the pause it asks for, as a client would, a few times; the wait counts in
+// the request's latency.
 func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string) (int, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		code, b, retryAfter, err := e.requestOnce(ctx, method, path, ctype, body)
+		if err != nil || code != http.StatusServiceUnavailable || retryAfter == "" || attempt == 4 {
+			return code, b, err
+		}
+		secs, _ := strconv.Atoi(retryAfter)
+		select {
+		case <-ctx.Done():
+			return code, b, ctx.Err()
+		case <-time.After(time.Duration(max(secs, 1)) * time.Second):
+		}
+	}
+}
+
+func (e *benchEnv) requestOnce(ctx context.Context, method, path, ctype, body string) (int, []byte, string, error) {
 	url := e.urls[int(e.next.Add(1)%uint64(len(e.urls)))]
 	req, err := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+e.token)
 	if body != "" {
@@ -180,11 +200,11 @@ func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string
 	}
 	resp, err := e.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header.Get("Retry-After"), err
 }
 
 func (e *benchEnv) count(ctx context.Context, path string) (int, error) {
