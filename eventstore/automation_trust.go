@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -117,15 +118,18 @@ type trust struct {
 // loadTrust reads the seeds under dir, creating what is missing, and signs
 // the account JWTs. The seeds are the server's own bootstrap secrets, like a
 // CA key: anyone holding the operator or an account seed can mint users, so
-// they are written 0600 in a 0700 directory and never leave it.
-func loadTrust(dir string) (*trust, error) {
+// they are written 0600 in a 0700 directory and never leave it. derived,
+// when not nil, are the seeds a cluster node must use (by file name,
+// derivedSeeds): a missing file gets its derived seed, and a file holding
+// another is refused, since that node would sign other accounts than its peers.
+func loadTrust(dir string, derived map[string][]byte) (*trust, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, err
 	}
-	op, err := loadOrCreateSeed(filepath.Join(dir, "operator.nk"), nkeys.PrefixByteOperator)
+	op, err := loadOrCreateSeed(filepath.Join(dir, "operator.nk"), nkeys.PrefixByteOperator, derived["operator.nk"])
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +145,7 @@ func loadTrust(dir string) (*trust, error) {
 		{"automation.nk", &t.automation, &t.automationPub},
 		{"automation-signer.nk", &t.signer, &t.signerPub},
 	} {
-		if *k.kp, err = loadOrCreateSeed(filepath.Join(dir, k.file), nkeys.PrefixByteAccount); err != nil {
+		if *k.kp, err = loadOrCreateSeed(filepath.Join(dir, k.file), nkeys.PrefixByteAccount, derived[k.file]); err != nil {
 			return nil, err
 		}
 		if *k.pub, err = (*k.kp).PublicKey(); err != nil {
@@ -417,12 +421,19 @@ func userJWT(account nkeys.KeyPair, name string, configure func(*jwt.UserClaims)
 	return userPub, token, append([]byte(nil), s...), nil
 }
 
-// loadOrCreateSeed reads an nkey seed of the given type, or generates one and
-// writes it 0600 (atomically, so a crash never leaves half a key).
-func loadOrCreateSeed(path string, prefix nkeys.PrefixByte) (nkeys.KeyPair, error) {
+// loadOrCreateSeed reads an nkey seed of the given type, or writes one 0600
+// (atomically, so a crash never leaves half a key): want when given, else a
+// generated one. A file holding another seed than want is refused.
+func loadOrCreateSeed(path string, prefix nkeys.PrefixByte, want []byte) (nkeys.KeyPair, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {
-		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(raw))))
+		seed := []byte(strings.TrimSpace(string(raw)))
+		if want != nil && !bytes.Equal(seed, want) {
+			return nil, fmt.Errorf("%s holds another seed than the cluster's (derived from the secrets key): "+
+				"this data dir was started alone or with another secrets key, and a node signing other accounts cannot join; "+
+				"start the node with an empty data dir, or give it the key the data dir was started with", path)
+		}
+		kp, err := nkeys.FromSeed(seed)
 		if err != nil {
 			return nil, fmt.Errorf("reading the seed in %s: %w", path, err)
 		}
@@ -434,7 +445,12 @@ func loadOrCreateSeed(path string, prefix nkeys.PrefixByte) (nkeys.KeyPair, erro
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	kp, err := nkeys.CreatePair(prefix)
+	var kp nkeys.KeyPair
+	if want != nil {
+		kp, err = nkeys.FromSeed(want)
+	} else {
+		kp, err = nkeys.CreatePair(prefix)
+	}
 	if err != nil {
 		return nil, err
 	}

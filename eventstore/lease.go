@@ -36,15 +36,19 @@ func OpenLeases(ctx context.Context, s *Store, ttl time.Duration) (*Leases, erro
 
 // RunWhileHeld acquires the lease name for holder (waiting while someone else
 // holds it), runs work with a context that ends when the lease is lost, and
-// repeats until ctx ends. It returns work's error, if any.
+// repeats until ctx ends. It returns work's error, if any, except one of a
+// cluster slow to answer (ClusterNotReady): then it waits and leads again.
 func (l *Leases) RunWhileHeld(ctx context.Context, name, holder string, work func(context.Context) error) error {
 	for {
 		err := l.Do(ctx, name, holder, work)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
+		if err != nil && !ClusterNotReady(err) {
 			return err
+		}
+		if err != nil && sleepCtx(ctx, time.Second) != nil {
+			return nil // the cluster did not answer in time: wait and lead again
 		}
 	}
 }
@@ -80,10 +84,21 @@ func (l *Leases) acquire(ctx context.Context, name, holder string) (uint64, erro
 		if err == nil {
 			return rev, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+		wait := l.ttl / 4
+		switch {
+		case errors.Is(err, jetstream.ErrKeyExists):
+		case ClusterNotReady(err) && ctx.Err() == nil:
+			// A create that timed out may have been stored: then the
+			// lease is ours. Otherwise try again soon; a cluster electing
+			// a leader answers within seconds.
+			if e, gerr := l.kv.Get(ctx, name); gerr == nil && string(e.Value()) == holder {
+				return e.Revision(), nil
+			}
+			wait = time.Second
+		default:
 			return 0, fmt.Errorf("acquiring lease %s: %w", name, err)
 		}
-		t := time.NewTimer(l.ttl / 4)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

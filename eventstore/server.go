@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -30,6 +32,10 @@ type EmbeddedConfig struct {
 	MaxPayload int32
 	// Logger receives the server's notices and errors; nil means discard.
 	Logger *slog.Logger
+	// Cluster, when set, makes this server one node of a NATS cluster
+	// (cluster.go); ServerName then defaults to <host name>-<route port>,
+	// which must be unique in the cluster and stable across restarts.
+	Cluster *ClusterConfig
 }
 
 // Embedded is a running in-process NATS server with JetStream, in operator
@@ -45,6 +51,10 @@ type Embedded struct {
 	sys *nats.Conn
 	// updates serialises account updates so the server sees them in order.
 	updates sync.Mutex
+	// clusterSize is the number of nodes of the cluster, 0 for a single server.
+	clusterSize int
+	// refusedRoutes counts routes refused for bad credentials (cluster.go).
+	refusedRoutes atomic.Int64
 }
 
 // DefaultMaxPayload lets a 32 MiB Terraform state blob (MaxStateSize) fit in one
@@ -58,13 +68,28 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("embedded nats: data dir is required")
 	}
+	var derived map[string][]byte
+	if cfg.Cluster != nil {
+		if err := cfg.Cluster.Validate(); err != nil {
+			return nil, err
+		}
+		if cfg.ServerName == "" {
+			host, _ := os.Hostname()
+			_, port, _ := net.SplitHostPort(cfg.Cluster.Listen)
+			cfg.ServerName = host + "-" + port
+		}
+		var err error
+		if derived, err = derivedSeeds(cfg.Cluster.Secret); err != nil {
+			return nil, fmt.Errorf("embedded nats: deriving the cluster's seeds: %w", err)
+		}
+	}
 	if cfg.ServerName == "" {
 		cfg.ServerName = "rezuscloud"
 	}
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
-	tr, err := loadTrust(filepath.Join(cfg.DataDir, KeysDir))
+	tr, err := loadTrust(filepath.Join(cfg.DataDir, KeysDir), derived)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
@@ -96,19 +121,37 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		}
 		opts.Host, opts.Port = host, port
 	}
+	e := &Embedded{trust: tr}
+	if cfg.Cluster != nil {
+		if err := clusterOptions(opts, *cfg.Cluster); err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+		e.clusterSize = len(cfg.Cluster.Peers) + 1
+		if cfg.Listen == "" {
+			// The server starts routing only once its client listener is
+			// open; a loopback one on any port takes no outside clients
+			// (and every client needs a user JWT of our accounts).
+			opts.DontListen, opts.Host, opts.Port = false, "127.0.0.1", server.RANDOM_PORT
+		}
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLoggerV2(&slogAdapter{l: cfg.Logger.With("component", "nats")}, false, false, false)
+	e.srv = srv
+	// A cluster node reads its error lines for refused routes, with or
+	// without a logger; a single server without one logs nothing, as before.
+	if logger := cfg.Logger; logger != nil || cfg.Cluster != nil {
+		if logger == nil {
+			logger = slog.New(slog.DiscardHandler)
+		}
+		srv.SetLoggerV2(&slogAdapter{l: logger.With("component", "nats"), observe: routeRefusals{&e.refusedRoutes}.observe}, false, false, false)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
 		return nil, errors.New("embedded nats: not ready after 30s")
 	}
-	e := &Embedded{srv: srv, trust: tr}
 	if _, e.appJWT, e.appSeed, err = userJWT(tr.app, "rezuscloud", nil); err != nil {
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -146,7 +189,8 @@ func (e *Embedded) connectAs(account nkeys.KeyPair, name string, opts ...nats.Op
 	return nats.Connect("", opts...)
 }
 
-// ClientURL is the URL external clients use, or "" when no listener was asked for.
+// ClientURL is the URL external clients use, or "" when no listener was
+// asked for (a cluster node always has one, on loopback unless Listen says otherwise).
 func (e *Embedded) ClientURL() string {
 	if e.srv.Addr() == nil {
 		return ""
@@ -186,12 +230,22 @@ func splitHostPort(addr string) (string, int, error) {
 	return host, port, nil
 }
 
-// slogAdapter routes the NATS server's log lines into slog.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter routes the NATS server's log lines into slog; observe, when
+// set, sees every error line.
+type slogAdapter struct {
+	l       *slog.Logger
+	observe func(line string)
+}
 
 func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Tracef(format string, v ...any)  {}
+func (a *slogAdapter) Errorf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	if a.observe != nil {
+		a.observe(line)
+	}
+	a.l.Error(line)
+}
+func (a *slogAdapter) Debugf(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Tracef(format string, v ...any) {}

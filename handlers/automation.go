@@ -13,7 +13,8 @@ import (
 
 // AutomationIssuer issues and revokes NATS credentials for external
 // automation (eventstore.Automation). nil in Deps means the server has none to
-// give: it runs on an external NATS cluster (--nats-url).
+// give: it runs on an external NATS cluster (--nats-url) or as a node of an
+// embedded cluster (--cluster-listen).
 type AutomationIssuer interface {
 	Issue(ctx context.Context, name, creator string) (eventstore.IssuedAutomationCredential, error)
 	Get(ctx context.Context, name string) (eventstore.AutomationCredential, error)
@@ -68,7 +69,8 @@ func (a *API) automationRoutes(g *authed) {
 func (a *API) requireAutomation() error {
 	if a.automation == nil {
 		return domain.NewBadRequest("this server issues no NATS credentials: it runs on an external NATS cluster (--nats-url), " +
-			"whose operator issues credentials for automation (for example with nsc); see docs/events.md")
+			"whose operator issues credentials for automation (for example with nsc), or as a node of an embedded cluster " +
+			"(--cluster-listen), which does not issue them yet; see docs/events.md and docs/operations.md")
 	}
 	return nil
 }

@@ -84,10 +84,16 @@ func (p *Projector) CaughtUp() bool { return p.caughtUp.Load() }
 // Run writes the projections while this replica holds the projector lease,
 // until ctx ends.
 func (p *Projector) Run(ctx context.Context) error {
-	if err := p.Provision(ctx); err != nil {
+	// Provisioning is idempotent: on a cluster slow to answer, try again.
+	var leases *eventstore.Leases
+	err := eventstore.UntilClusterReady(ctx, func() error {
+		if err := p.Provision(ctx); err != nil {
+			return err
+		}
+		var err error
+		leases, err = eventstore.OpenLeases(ctx, p.store, eventstore.LeaseTTL)
 		return err
-	}
-	leases, err := eventstore.OpenLeases(ctx, p.store, eventstore.LeaseTTL)
+	})
 	if err != nil {
 		return err
 	}

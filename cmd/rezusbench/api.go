@@ -39,6 +39,7 @@ func apiCommand() *cli.Command {
 			&cli.StringFlag{Name: "record", Usage: "write this run's figures as JSON to FILE (docs/benchmarks.json records the last full run)"},
 			&cli.StringFlag{Name: "compare", Usage: "compare this run's ratios (API over raw publish) with those recorded in FILE, and fail when one falls below --floor times its recorded value"},
 			&cli.Float64Flag{Name: "floor", Value: 0.6, Usage: "with --compare: the smallest acceptable ratio, as a fraction of the recorded one"},
+			&cli.IntFlag{Name: "cluster", Value: 1, Usage: "start this many replicas forming an embedded NATS cluster (streams at min(3, n) replicas) and spread requests over them round robin; 1 is one process"},
 		},
 		Action: runAPI,
 	}
@@ -77,7 +78,7 @@ func runAPI(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	env, stop, err := startBenchServer(ctx, exe, dir, c.String("server-cpu-profile"), c.String("server-memory-limit"))
+	env, stop, err := startBenchCluster(ctx, exe, dir, c.Int("cluster"), c.String("server-cpu-profile"), c.String("server-memory-limit"))
 	if err != nil {
 		return err
 	}
@@ -90,6 +91,10 @@ func runAPI(c *cli.Context) error {
 	figs := newFigures(machine, "")
 	figs.Command = fmt.Sprintf("rezusbench api --duration %s --tenants %d --nodegroups %d --rate %d --clients %s",
 		dur, c.Int("tenants"), c.Int("nodegroups"), c.Int("rate"), c.String("clients"))
+	if n := c.Int("cluster"); n > 1 {
+		figs.Command += fmt.Sprintf(" --cluster %d", n)
+		fmt.Printf("%d replicas in one embedded NATS cluster (R%d), requests round robin; RSS is the first replica's\n\n", n, env.replicas)
+	}
 	if err := env.ensureBenchTenant(ctx); err != nil {
 		return err
 	}
@@ -211,7 +216,7 @@ func (e *benchEnv) ensureBenchTenant(ctx context.Context) error {
 // with the expected last subject sequence, as the event store does.
 func (e *benchEnv) rawPublish(ctx context.Context, n int, d time.Duration) (*result, error) {
 	name := fmt.Sprintf("BENCH_RAW_%d", n)
-	if _, err := e.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench" + strconv.Itoa(n) + ".>"}, Storage: jetstream.FileStorage}); err != nil {
+	if _, err := e.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"bench" + strconv.Itoa(n) + ".>"}, Storage: jetstream.FileStorage, Replicas: e.replicas}); err != nil {
 		return nil, err
 	}
 	defer e.js.DeleteStream(context.Background(), name)

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,96 +26,173 @@ import (
 // startBenchServer runs `exe serve` as a child process on dir, with the
 // embedded NATS on loopback, and waits until it is ready.
 func startBenchServer(ctx context.Context, exe, dir, profile, memLimit string, extra ...string) (*benchEnv, func(), error) {
-	httpAddr, natsAddr, err := twoFreePorts()
+	return startBenchCluster(ctx, exe, dir, 1, profile, memLimit, extra...)
+}
+
+// startBenchCluster runs nodes `exe serve` processes; with more than one,
+// they form an embedded NATS cluster on loopback (streams at min(3, nodes)
+// replicas), each under dir/node<i>, sharing a secrets key written in dir.
+// Requests go to the replicas round robin; the raw JetStream phase and the
+// RSS figure use the first.
+func startBenchCluster(ctx context.Context, exe, dir string, nodes int, profile, memLimit string, extra ...string) (*benchEnv, func(), error) {
+	if nodes < 1 {
+		return nil, nil, fmt.Errorf("--cluster %d: want at least 1", nodes)
+	}
+	addrs, err := freePorts(3 * nodes)
 	if err != nil {
 		return nil, nil, err
 	}
+	httpAddrs, natsAddrs, routes := addrs[:nodes], addrs[nodes:2*nodes], addrs[2*nodes:]
 	buf := make([]byte, 16)
 	_, _ = rand.Read(buf)
 	token := hex.EncodeToString(buf)
-	args := []string{"serve", "--listen", httpAddr, "--data-dir", dir, "--nats-listen", natsAddr, "--admin-token", token, "--log-level", "warn"}
-	if profile != "" {
-		args = append(args, "--cpu-profile", profile+".cpu", "--mem-profile", profile+".heap")
-	}
-	args = append(args, extra...)
-	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Stderr = os.Stderr
-	cmd.Env = os.Environ()
-	if memLimit != "" {
-		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+memLimit)
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
+	dirs := []string{dir}
+	var clusterArgs [][]string
+	if nodes > 1 {
+		key := filepath.Join(dir, "cluster-secrets.key")
+		secret := make([]byte, 32)
+		_, _ = rand.Read(secret)
+		if err := os.WriteFile(key, secret, 0o600); err != nil {
+			return nil, nil, err
+		}
+		dirs = nil
+		for i := range nodes {
+			var peers []string
+			for j, r := range routes {
+				if j != i {
+					peers = append(peers, r)
+				}
+			}
+			dirs = append(dirs, filepath.Join(dir, fmt.Sprintf("node%d", i)))
+			clusterArgs = append(clusterArgs, []string{"--cluster-name", "bench", "--cluster-listen", routes[i],
+				"--peers", strings.Join(peers, ","), "--secrets-key-file", key})
 		}
 	}
-	env := &benchEnv{url: "http://" + httpAddr, token: token, pid: cmd.Process.Pid,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := env.http.Get(env.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
+	var cmds []*exec.Cmd
+	stop := func() {
+		for _, cmd := range cmds {
+			_ = cmd.Process.Signal(os.Interrupt)
+		}
+		for _, cmd := range cmds {
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
 			}
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("bench: server not ready in 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	env.nc, err = nats.Connect("nats://"+natsAddr, nats.UserCredentials(eventstore.ServerCredentialsPath(dir)))
+	env := &benchEnv{token: token, http: &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}}
+	for i := range nodes {
+		args := []string{"serve", "--listen", httpAddrs[i], "--data-dir", dirs[i], "--nats-listen", natsAddrs[i], "--admin-token", token, "--log-level", "warn"}
+		if profile != "" && i == 0 {
+			args = append(args, "--cpu-profile", profile+".cpu", "--mem-profile", profile+".heap")
+		}
+		if nodes > 1 {
+			args = append(args, clusterArgs[i]...)
+		}
+		args = append(args, extra...)
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.Stderr = os.Stderr
+		cmd.Env = os.Environ()
+		if memLimit != "" {
+			cmd.Env = append(cmd.Env, "GOMEMLIMIT="+memLimit)
+		}
+		if err := cmd.Start(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		cmds = append(cmds, cmd)
+		env.urls = append(env.urls, "http://"+httpAddrs[i])
+	}
+	env.pid = cmds[0].Process.Pid
+	deadline := time.Now().Add(30 * time.Second * time.Duration(nodes))
+	for _, url := range env.urls {
+		for {
+			resp, err := env.http.Get(url + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				stop()
+				return nil, nil, fmt.Errorf("bench: server %s not ready in time", url)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	env.nc, err = nats.Connect("nats://"+natsAddrs[0], nats.UserCredentials(eventstore.ServerCredentialsPath(dirs[0])))
 	if err != nil {
 		stop()
 		return nil, nil, err
 	}
 	env.js, _ = jetstream.New(env.nc)
+	env.replicas = min(3, nodes)
 	return env, func() { env.nc.Close(); stop() }, nil
 }
 
-func twoFreePorts() (string, string, error) {
+func freePorts(n int) ([]string, error) {
 	var addrs []string
 	var lns []net.Listener
-	for range 2 {
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return "", "", err
+			return nil, err
 		}
 		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return addrs[0], addrs[1], nil
+	return addrs, nil
 }
 
 type benchEnv struct {
-	url   string
-	token string
-	http  *http.Client
-	js    jetstream.JetStream
-	nc    *nats.Conn
-	pid   int
+	// urls are the replicas' HTTP addresses; requests take them round robin.
+	urls []string
+	next atomic.Uint64
+	// replicas of the raw phase's stream, as the server's.
+	replicas int
+	token    string
+	http     *http.Client
+	js       jetstream.JetStream
+	nc       *nats.Conn
+	pid      int
 	// created[prefix][client] is how many tenants that client created, so
 	// updates touch only tenants that exist.
 	created map[string][]int
 }
 
+// request sends one request; an answer of 503 with Retry-After (a replica
+// whose read model is behind, a cluster electing a leader) is retried after
+// the pause it asks for, as a client would, a few times; the wait counts in
+// the request's latency.
 func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
+	for attempt := 0; ; attempt++ {
+		code, b, retryAfter, err := e.requestOnce(ctx, method, path, ctype, body)
+		if err != nil || code != http.StatusServiceUnavailable || retryAfter == "" || attempt == 4 {
+			return code, b, err
+		}
+		secs, _ := strconv.Atoi(retryAfter)
+		select {
+		case <-ctx.Done():
+			return code, b, ctx.Err()
+		case <-time.After(time.Duration(max(secs, 1)) * time.Second):
+		}
+	}
+}
+
+func (e *benchEnv) requestOnce(ctx context.Context, method, path, ctype, body string) (int, []byte, string, error) {
+	url := e.urls[int(e.next.Add(1)%uint64(len(e.urls)))]
+	req, err := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+e.token)
 	if body != "" {
@@ -120,11 +200,11 @@ func (e *benchEnv) request(ctx context.Context, method, path, ctype, body string
 	}
 	resp, err := e.http.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, resp.Header.Get("Retry-After"), err
 }
 
 func (e *benchEnv) count(ctx context.Context, path string) (int, error) {

@@ -55,6 +55,7 @@ type apply struct {
 		StartTime *time.Time `json:"startTime"`
 		EndTime   *time.Time `json:"endTime"`
 		Error     string     `json:"error"`
+		Holder    string     `json:"holder"`
 		Resources struct {
 			Added, Changed, Destroyed int
 		} `json:"resources"`

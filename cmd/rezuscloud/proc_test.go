@@ -62,7 +62,15 @@ func freePort(t *testing.T) string {
 
 func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	addr := freePort(t)
+	p := launchServer(t, freePort(t), dataDir, extra...)
+	p.waitReady(dataDir)
+	return p
+}
+
+// launchServer starts a server process listening on addr without waiting for
+// it: replicas of a cluster get ready only together.
+func launchServer(t *testing.T, addr, dataDir string, extra ...string) *proc {
+	t.Helper()
 	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
@@ -85,6 +93,12 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 			t.Logf("server log:\n%s", p.log())
 		}
 	})
+	return p
+}
+
+// waitReady waits until the server answers /readyz with 200.
+func (p *proc) waitReady(dataDir string) {
+	p.t.Helper()
 	deadline := time.Now().Add(startWithin)
 	for {
 		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
@@ -98,11 +112,11 @@ func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server not ready in %s:\n%s", startWithin, p.log())
+			p.t.Fatalf("server not ready in %s:\n%s", startWithin, p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -42,7 +42,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "nats-url", EnvVars: []string{"REZUSCLOUD_NATS_URL"}, Usage: "external NATS cluster URL instead of the embedded server"},
 			&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"REZUSCLOUD_NATS_CREDS"}, Usage: "credentials file for --nats-url"},
 			&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"REZUSCLOUD_NATS_LISTEN"}, Usage: "open a client listener on the embedded NATS server (host:port); off by default"},
-			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster)"},
+			&cli.IntFlag{Name: "replicas", Value: 1, EnvVars: []string{"REZUSCLOUD_REPLICAS"}, Usage: "JetStream replicas for streams and buckets (3 on a NATS cluster; with --cluster-listen the default is min(3, nodes))"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"REZUSCLOUD_LOG_LEVEL"}, Usage: "debug, info, warn or error"},
 			&cli.StringFlag{Name: "admin-token", EnvVars: []string{"REZUSCLOUD_ADMIN_TOKEN"}, Usage: "break-glass admin bearer token for automation bootstrap; off unless set"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"REZUSCLOUD_TLS_CERT"}, Usage: "serve HTTPS with this certificate (PEM)"},
@@ -59,7 +59,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
-		}, infraFlags()...),
+		}, append(infraFlags(), clusterFlags()...)...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c.String("log-level"))
 			if err != nil {
@@ -92,6 +92,7 @@ func serveCommand() *cli.Command {
 			return serve(ctx, log, serveConfig{
 				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
 				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
+				ReplicasSet: c.IsSet("replicas"), Cluster: clusterFlagsFrom(c),
 				TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
 				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
 				AuditMaxBytes:   c.Int64("audit-max-bytes"),
@@ -130,7 +131,12 @@ type serveConfig struct {
 	// MaxWatches and MaxWatchesPerUser bound open watches and follows
 	// (handlers.Config); MaxWatches also sets the event stream's consumer limit.
 	MaxWatches, MaxWatchesPerUser int
-	Replicas                      int
+	// Replicas of streams and buckets; with Cluster and not ReplicasSet
+	// (--replicas not given) it becomes min(3, nodes).
+	Replicas    int
+	ReplicasSet bool
+	// Cluster makes the embedded NATS server one node of a cluster.
+	Cluster clusterFlagsConfig
 	// Infra configures the apply worker and the emulator.
 	Infra infraConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
@@ -164,54 +170,108 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
 		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
 	}
+	if err := checkCluster(&cfg, cfg.ReplicasSet); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
 	}
+	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
+	if err != nil {
+		return err
+	}
+	// The HTTP server listens before NATS is ready: a replica waiting for
+	// its cluster answers probes (/readyz 503 with what it waits for).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	starting := handlers.NewStarting()
+	srv := &http.Server{Handler: starting, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
+	defer srv.Close()
+	httpErr := make(chan error, 1)
+	go func() {
+		if tlsConfig != nil {
+			httpErr <- srv.ServeTLS(ln, "", "")
+		} else {
+			httpErr <- srv.Serve(ln)
+		}
+	}()
 	nc, emb, closeNATS, err := connectNATS(ctx, log, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeNATS()
 
-	store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log})
-	if err != nil {
-		return err
-	}
-	audit, err := eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log})
-	if err != nil {
-		return err
-	}
-	// NATS credentials for external automation are issued only on the
-	// embedded server; with --nats-url, that cluster's operator issues them
-	// and the API says so.
-	var automation handlers.AutomationIssuer
-	if emb != nil {
-		a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log, MaxConsumers: cfg.AutomationMaxConsumers})
+	var (
+		store      *eventstore.Store
+		audit      *eventstore.AuditLog
+		automation handlers.AutomationIssuer
+		sealed     *eventstore.SealedSecrets
+		stateStore *eventstore.StateStore
+		applyLogs  *tfrunner.Logs
+	)
+	err = untilProvisioned(ctx, log, emb, starting, func() error {
+		var err error
+		if store, err = eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log}); err != nil {
+			return err
+		}
+		if audit, err = eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log}); err != nil {
+			return err
+		}
+		// NATS credentials for external automation are issued only on a
+		// single embedded server; with --nats-url, that cluster's operator
+		// issues them, and the API says so. A cluster of embedded nodes
+		// does not issue them yet: an account minted on one node would
+		// be unknown to the others (docs/operations.md).
+		if emb != nil && cfg.Cluster.Listen == "" {
+			a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log, MaxConsumers: cfg.AutomationMaxConsumers})
+			if err != nil {
+				return err
+			}
+			automation = a // not a nil *Automation in a non-nil interface
+		}
+		plainSecrets, err := eventstore.OpenSecrets(ctx, store)
 		if err != nil {
 			return err
 		}
-		automation = a // not a nil *Automation in a non-nil interface
+		if sealed, err = eventstore.OpenSealedSecrets(ctx, plainSecrets, sealerConfig(cfg)); err != nil {
+			if errors.Is(err, eventstore.ErrWrongSealKey) {
+				return fmt.Errorf("opening sealed secrets: %w; every replica needs the key the first one was given: "+
+					"the same --secrets-key-file (REZUSCLOUD_SECRETS_KEY_FILE) or REZUSCLOUD_SECRETS_PASSPHRASE", err)
+			}
+			return fmt.Errorf("opening sealed secrets: %w", err)
+		}
+		if stateStore, err = eventstore.OpenStateStore(ctx, store); err != nil {
+			return err
+		}
+		applyLogs, err = tfrunner.OpenLogs(ctx, store)
+		return err
+	})
+	if errors.Is(err, errStopped) {
+		log.Info("stopped before the server was ready")
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
 	cache := projections.NewCache(store, log)
 	projector := projections.NewProjector(store, log, holder)
 	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
-	plainSecrets, err := eventstore.OpenSecrets(ctx, store)
-	if err != nil {
+	var ids *identity.Service
+	err = untilProvisioned(ctx, log, emb, starting, func() error {
+		var err error
+		ids, err = identity.NewService(ctx, identity.Config{SecureCookies: tlsConfig != nil, Secrets: sealed,
+			SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
+		}, store, cache)
 		return err
+	})
+	if errors.Is(err, errStopped) {
+		log.Info("stopped before the server was ready")
+		return nil
 	}
-	sealed, err := eventstore.OpenSealedSecrets(ctx, plainSecrets, sealerConfig(cfg))
-	if err != nil {
-		return fmt.Errorf("opening sealed secrets: %w", err)
-	}
-	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
-	if err != nil {
-		return err
-	}
-	ids, err := identity.NewService(ctx, identity.Config{SecureCookies: tlsConfig != nil, Secrets: sealed,
-		SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
-	}, store, cache)
 	if err != nil {
 		return err
 	}
@@ -219,14 +279,6 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	talosSvc := talos.NewService(cache, pki)
 	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log})
 	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log})
-	stateStore, err := eventstore.OpenStateStore(ctx, store)
-	if err != nil {
-		return err
-	}
-	applyLogs, err := tfrunner.OpenLogs(ctx, store)
-	if err != nil {
-		return err
-	}
 	if p := cfg.Infra.StatePassphrase; p != "" {
 		if _, err := tfrunner.EncryptionConfig(p); err != nil {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
@@ -240,15 +292,10 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := apiDeps.Validate(); err != nil {
 		return err
 	}
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "", RequireEncryptedState: true,
+	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser}, apiDeps)
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
 	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache})
-	srv := &http.Server{Handler: handlers.BodyReadTimeout(ui.Handler(api.Handler()), cfg.BodyReadTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
@@ -307,14 +354,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		defer close(samplerDone)
 		_ = api.RunAuditSampler(samplerCtx)
 	}()
-	httpErr := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			httpErr <- srv.ServeTLS(ln, "", "")
-		} else {
-			httpErr <- srv.Serve(ln)
-		}
-	}()
+	starting.Ready(handlers.BodyReadTimeout(ui.Handler(api.Handler()), cfg.BodyReadTimeout))
 	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "tls", tlsConfig != nil, "certificate", certFile)
 	if cfg.ready != nil {
 		cfg.ready(ln.Addr().String())
@@ -393,7 +433,12 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 		var once sync.Once
 		return nc, nil, func() { once.Do(func() { drain(log, nc) }) }, nil
 	}
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log})
+	cluster, err := embeddedCluster(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: cfg.DataDir, Listen: cfg.NATSListen, Logger: log,
+		ServerName: cfg.Cluster.NodeName, Cluster: cluster})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -402,7 +447,12 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 		emb.Shutdown(ctx)
 		return nil, nil, nil, fmt.Errorf("connecting to embedded NATS: %w", err)
 	}
-	log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
+	if cluster != nil {
+		log.Info("embedded NATS started as a cluster node", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL(),
+			"cluster", cluster.Name, "routes", cluster.Listen, "peers", cluster.Peers, "replicas", cfg.Replicas)
+	} else {
+		log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
+	}
 	var once sync.Once
 	return nc, emb, func() {
 		once.Do(func() {

@@ -112,23 +112,29 @@ func (r *Runtime) setLeading(v bool) {
 // Run provisions the queue and the consumer and works while this replica
 // holds the lease, until ctx ends; runs in flight end with it.
 func (r *Runtime) Run(ctx context.Context) error {
-	kv, err := OpenQueue(ctx, r.cfg.Store, r.cfg.Queue, r.cfg.QueueDescription)
-	if err != nil {
-		return err
-	}
-	if r.cfg.Provision != nil {
-		err = r.cfg.Provision(ctx)
-	} else {
-		cc := r.cfg.Consumer
-		cc.FilterSubject, cc.FilterSubjects = AllEvents, nil
-		if _, err = r.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, cc); err != nil {
-			err = fmt.Errorf("provisioning consumer %s: %w", cc.Durable, err)
+	var kv jetstream.KeyValue
+	var leases *eventstore.Leases
+	// Provisioning is idempotent: on a cluster slow to answer, try again.
+	err := eventstore.UntilClusterReady(ctx, func() error {
+		var err error
+		if kv, err = OpenQueue(ctx, r.cfg.Store, r.cfg.Queue, r.cfg.QueueDescription); err != nil {
+			return err
 		}
-	}
-	if err != nil {
+		if r.cfg.Provision != nil {
+			err = r.cfg.Provision(ctx)
+		} else {
+			cc := r.cfg.Consumer
+			cc.FilterSubject, cc.FilterSubjects = AllEvents, nil
+			if _, err = r.cfg.Store.JetStream().CreateOrUpdateConsumer(ctx, eventstore.StreamName, cc); err != nil {
+				err = fmt.Errorf("provisioning consumer %s: %w", cc.Durable, err)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		leases, err = eventstore.OpenLeases(ctx, r.cfg.Store, r.cfg.LeaseTTL)
 		return err
-	}
-	leases, err := eventstore.OpenLeases(ctx, r.cfg.Store, r.cfg.LeaseTTL)
+	})
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,12 @@ func unfinishedUpgrades(cache *projections.Cache, tenant string) []domain.Upgrad
 // Run provisions the consumer and the trigger's bucket and runs the saga
 // while this replica holds the lease, until ctx ends.
 func (s *Saga) Run(ctx context.Context) error {
-	kv, err := openVersionsBucket(ctx, s.cfg.Store)
+	var kv jetstream.KeyValue
+	err := eventstore.UntilClusterReady(ctx, func() error {
+		var err error
+		kv, err = openVersionsBucket(ctx, s.cfg.Store)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,171 @@
+package eventstore_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestClusterConfigValidate(t *testing.T) {
+	secret := bytes.Repeat([]byte{7}, 32)
+	ok := eventstore.ClusterConfig{Name: "rz", Listen: "0.0.0.0:6222", Peers: []string{"host1:6222", "host2:6222"}, Secret: secret}
+	require.NoError(t, ok.Validate())
+	host, _ := os.Hostname()
+	for _, tc := range []struct {
+		name string
+		edit func(*eventstore.ClusterConfig)
+		want string
+	}{
+		{"no name", func(c *eventstore.ClusterConfig) { c.Name = "" }, "--cluster-name"},
+		{"dotted name", func(c *eventstore.ClusterConfig) { c.Name = "a.b" }, "--cluster-name"},
+		{"bad listen", func(c *eventstore.ClusterConfig) { c.Listen = "6222" }, "--cluster-listen"},
+		{"no peers", func(c *eventstore.ClusterConfig) { c.Peers = nil }, "--peers is required"},
+		{"peer without port", func(c *eventstore.ClusterConfig) { c.Peers = []string{"host1"} }, `--peers: "host1" is not host:port`},
+		{"peer with a bad port", func(c *eventstore.ClusterConfig) { c.Peers = []string{"host1:http"} }, "bad port"},
+		{"peer twice", func(c *eventstore.ClusterConfig) { c.Peers = []string{"host1:6222", "host1:6222"} }, "given twice"},
+		{"own loopback", func(c *eventstore.ClusterConfig) { c.Peers = []string{"127.0.0.1:6222", "host2:6222"} }, "own --cluster-listen"},
+		{"own name", func(c *eventstore.ClusterConfig) { c.Peers = []string{host + ":6222"} }, "own --cluster-listen"},
+		{"own address", func(c *eventstore.ClusterConfig) { c.Listen = "10.0.0.1:6222"; c.Peers = []string{"10.0.0.1:6222"} }, "own --cluster-listen"},
+		{"no secret", func(c *eventstore.ClusterConfig) { c.Secret = nil }, "--secrets-key-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			c.Peers = append([]string(nil), ok.Peers...)
+			tc.edit(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+	other := ok
+	other.Listen, other.Peers = "10.0.0.1:6222", []string{"10.0.0.2:6222", "10.0.0.1:7222"}
+	require.NoError(t, other.Validate(), "another port or host is a peer")
+}
+
+// node is one embedded cluster node of a test.
+type node struct {
+	emb *eventstore.Embedded
+	nc  *nats.Conn
+}
+
+func startNode(t *testing.T, dir, listen string, peers []string, secret []byte) *node {
+	t.Helper()
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir, ServerName: "n-" + listen,
+		Cluster: &eventstore.ClusterConfig{Name: "rz", Listen: listen, Peers: peers, Secret: secret}})
+	require.NoError(t, err)
+	nc, err := emb.Connect("test")
+	require.NoError(t, err)
+	n := &node{emb: emb, nc: nc}
+	t.Cleanup(func() {
+		nc.Close()
+		emb.Shutdown(context.Background())
+	})
+	return n
+}
+
+// openStore retries Open until the cluster can place an R3 stream, the way
+// serve does, and fails on any other error.
+func openStore(t *testing.T, n *node) *eventstore.Store {
+	t.Helper()
+	var store *eventstore.Store
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := eventstore.Open(ctx, n.nc, eventstore.Config{Replicas: 3})
+		if err != nil {
+			require.True(t, eventstore.ClusterNotReady(err), "%v", err)
+			return false
+		}
+		store = s
+		return true
+	}, 2*time.Minute, 100*time.Millisecond)
+	return store
+}
+
+func TestEmbeddedClusterOfThree(t *testing.T) {
+	t.Parallel()
+	secret := bytes.Repeat([]byte{42}, 32)
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	others := func(i int) []string {
+		var p []string
+		for j, a := range addrs {
+			if j != i {
+				p = append(p, a)
+			}
+		}
+		return p
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	first := startNode(t, dirs[0], addrs[0], others(0), secret)
+	st := first.emb.ClusterStatus()
+	require.True(t, st.Clustered)
+	require.Equal(t, 3, st.Size)
+	require.Empty(t, st.MetaLeader, "one node of three has no quorum")
+	require.Contains(t, st.String(), "waiting for the JetStream cluster to elect a meta leader (1 of 3 peers connected)")
+
+	// A node given another secret is refused by the others and says why.
+	stranger := startNode(t, t.TempDir(), freeAddr(t), []string{addrs[0]}, bytes.Repeat([]byte{1}, 32))
+	require.Eventually(t, func() bool { return first.emb.ClusterStatus().RefusedRoutes > 0 }, time.Minute, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return stranger.emb.ClusterStatus().RefusedRoutes > 0 }, time.Minute, 50*time.Millisecond)
+	require.Contains(t, stranger.emb.ClusterStatus().String(), "--secrets-key-file")
+	require.Zero(t, first.emb.ClusterStatus().Connected)
+
+	nodes := []*node{first, startNode(t, dirs[1], addrs[1], others(1), secret), startNode(t, dirs[2], addrs[2], others(2), secret)}
+	stores := make([]*eventstore.Store, 3)
+	for i, n := range nodes {
+		stores[i] = openStore(t, n)
+	}
+	st = first.emb.ClusterStatus()
+	require.Equal(t, 2, st.Connected)
+	require.NotEmpty(t, st.MetaLeader)
+
+	// The three nodes signed the same accounts from the shared secret: a
+	// write through one is read through the others.
+	ctx := context.Background()
+	ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: "acme"}
+	seq, _, err := stores[0].Append(ctx, ref, 0, "", domain.Event{Type: "TenantCreated", Object: &domain.Object{Metadata: domain.ObjectMeta{Name: "acme"}}})
+	require.NoError(t, err)
+	for _, s := range stores[1:] {
+		require.Eventually(t, func() bool {
+			rec, err := s.Load(ctx, ref)
+			return err == nil && rec.Seq == seq
+		}, 30*time.Second, 50*time.Millisecond)
+	}
+	seeds := func(dir string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, eventstore.KeysDir, "operator.nk"))
+		require.NoError(t, err)
+		return b
+	}
+	require.Equal(t, seeds(dirs[0]), seeds(dirs[2]))
+	require.True(t, strings.HasPrefix(string(seeds(dirs[0])), "SO"), "an operator seed")
+}
+
+func TestClusterNodeRefusesAnotherDataDirsSeeds(t *testing.T) {
+	dir := t.TempDir()
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir})
+	require.NoError(t, err)
+	emb.Shutdown(context.Background())
+	_, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir,
+		Cluster: &eventstore.ClusterConfig{Name: "rz", Listen: freeAddr(t), Peers: []string{"10.255.0.1:6222"}, Secret: bytes.Repeat([]byte{3}, 32)}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "holds another seed than the cluster's")
+}
