@@ -426,8 +426,8 @@ func VerifyBackup(r io.Reader) (*BackupManifest, error) {
 
 type nopVisitor struct{}
 
-func (nopVisitor) manifest(*BackupManifest) error { return nil }
-func (nopVisitor) key(string, []byte) error       { return nil }
+func (nopVisitor) manifest(*BackupManifest) error  { return nil }
+func (nopVisitor) key(string, []byte) error        { return nil }
 func (nopVisitor) streamStart(*BackupStream) error { return nil }
 func (nopVisitor) streamData([]byte) error         { return nil }
 func (nopVisitor) streamEnd(*BackupStream) error   { return nil }

@@ -180,5 +180,3 @@ func TestVerifyBackupReadsAGoodArchive(t *testing.T) {
 	require.Equal(t, "online", m.Source.Mode)
 	require.NotEmpty(t, m.Source.NATSServer)
 }
-
-
