@@ -2,11 +2,11 @@ package handlers_test
 
 import (
 	"context"
-	"io"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
