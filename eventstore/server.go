@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -45,6 +46,8 @@ type Embedded struct {
 	sys *nats.Conn
 	// updates serialises account updates so the server sees them in order.
 	updates sync.Mutex
+	// unlock releases the data dir's lock once the server has stopped.
+	unlock func()
 }
 
 // DefaultMaxPayload lets a 32 MiB Terraform state blob (MaxStateSize) fit in one
@@ -64,6 +67,23 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded nats: creating the data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	e, err := startEmbedded(cfg)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	e.unlock = unlock
+	return e, nil
+}
+
+func startEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	tr, err := loadTrust(filepath.Join(cfg.DataDir, KeysDir))
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -163,6 +183,9 @@ func (e *Embedded) Shutdown(ctx context.Context) {
 		}
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()
+		if e.unlock != nil {
+			e.unlock()
+		}
 		close(done)
 	}()
 	select {
