@@ -118,6 +118,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	p2 := startServer(t, dst, "--secrets-key-file", keyFile)
 	got, _ = tenantVersions(t, p2)
 	require.Equal(t, want, got, "the restored server serves every tenant at its resourceVersion")
+	require.Contains(t, p2.log(), "cache: loaded the projections", "the read model started from the restored projections")
 
 	// A watch from before the backup resumes exactly after it.
 	req, err := http.NewRequest(http.MethodGet, p2.url+"/api/v1/tenants?watch=true&resourceVersion="+rv0, nil)
