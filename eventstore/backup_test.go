@@ -4,12 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -19,11 +21,19 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 )
 
+// backupCtx bounds a backup or restore test: they copy several MiB through
+// the server, which takes a while on a loaded machine with -race.
+func backupCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // backupOf fills a server with events, a KV bucket and an object store and
 // returns an archive of it, taken while it runs, and the server.
 func backupOf(t *testing.T) ([]byte, *eventstoretest.Env) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := backupCtx(t)
 	env := eventstoretest.Start(t)
 	env.Populate(t, domain.TenantKind, "", "t", 40, `{}`)
 	js := env.Store.JetStream()
@@ -56,7 +66,7 @@ func backupOf(t *testing.T) ([]byte, *eventstoretest.Env) {
 
 func TestBackupRestoreRoundTrip(t *testing.T) {
 	archive, src := backupOf(t)
-	ctx := testCtx(t)
+	ctx := backupCtx(t)
 	_, srcLast, err := src.Store.Bounds(ctx)
 	require.NoError(t, err)
 
@@ -71,6 +81,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 				require.NoError(t, zw.Close())
 				in = gz.Bytes()
 			}
+			ctx := backupCtx(t)
 			dir := filepath.Join(t.TempDir(), "restored")
 			sum, err := eventstore.Restore(ctx, bytes.NewReader(in), eventstore.RestoreConfig{DataDir: dir})
 			require.NoError(t, err)
@@ -113,7 +124,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 func TestRestoreRefusesANonEmptyDataDir(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o600))
-	_, err := eventstore.Restore(testCtx(t), strings.NewReader("whatever"), eventstore.RestoreConfig{DataDir: dir})
+	_, err := eventstore.Restore(backupCtx(t), strings.NewReader("whatever"), eventstore.RestoreConfig{DataDir: dir})
 	require.ErrorContains(t, err, "is not empty")
 	data, err := os.ReadFile(filepath.Join(dir, "keep"))
 	require.NoError(t, err)
@@ -164,7 +175,7 @@ func TestRestoreRefusesBadArchives(t *testing.T) {
 
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "new")
-			_, err = eventstore.Restore(testCtx(t), bytes.NewReader(tc.data), eventstore.RestoreConfig{DataDir: dir})
+			_, err = eventstore.Restore(backupCtx(t), bytes.NewReader(tc.data), eventstore.RestoreConfig{DataDir: dir})
 			require.ErrorContains(t, err, tc.want)
 			_, statErr := os.Stat(dir)
 			require.True(t, os.IsNotExist(statErr), "a failed restore leaves no data dir behind")
