@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -110,7 +111,16 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	restoreTook := time.Since(started)
 	require.Contains(t, out, "secrets are still sealed")
 
-	// The sealing key travels on its own, never in the archive.
+	// The sealing key travels on its own, never in the archive: without it
+	// the restored server refuses to start.
+	ctx, cancel := context.WithTimeout(t.Context(), startWithin)
+	defer cancel()
+	wrong := exec.CommandContext(ctx, os.Args[0], "serve", "--data-dir", dst, "--listen", freePort(t),
+		"--secrets-key-file", filepath.Join(t.TempDir(), "new.key"))
+	wrong.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
+	wrongOut, err := wrong.CombinedOutput()
+	require.Error(t, err, string(wrongOut))
+	require.Contains(t, string(wrongOut), "does not open with this key")
 	keyFile := filepath.Join(t.TempDir(), "secrets.key")
 	key, err := os.ReadFile(filepath.Join(src, "secrets.key"))
 	require.NoError(t, err)
