@@ -1,4 +1,7 @@
-//go:build !e2e && !browser
+//go:build e2e
+
+// The backup of 10,000 tenants and its restore take over two minutes with
+// the race detector on a shared machine: an end-to-end test.
 
 package main
 
@@ -64,6 +67,7 @@ func tenantVersions(t *testing.T, p *proc) (map[string]string, string) {
 // there: the same objects at the same resourceVersions, and a watch from a
 // resourceVersion taken before the backup resumes right after it.
 func TestBackupWhileServingAndRestore(t *testing.T) {
+	t.Parallel() // its own data dirs and free ports
 	const tenants = 10_000
 	src := filepath.Join(t.TempDir(), "src")
 	env := eventstoretest.Start(t, src)
