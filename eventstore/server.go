@@ -55,6 +55,8 @@ type Embedded struct {
 	clusterSize int
 	// refusedRoutes counts routes refused for bad credentials (cluster.go).
 	refusedRoutes atomic.Int64
+	// unlock releases the data dir's lock once the server has stopped.
+	unlock func()
 }
 
 // DefaultMaxPayload lets a 32 MiB Terraform state blob (MaxStateSize) fit in one
@@ -89,6 +91,23 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if cfg.MaxPayload == 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded nats: creating the data dir: %w", err)
+	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	e, err := startEmbedded(cfg, derived)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	e.unlock = unlock
+	return e, nil
+}
+
+func startEmbedded(cfg EmbeddedConfig, derived map[string][]byte) (*Embedded, error) {
 	tr, err := loadTrust(filepath.Join(cfg.DataDir, KeysDir), derived)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -207,6 +226,9 @@ func (e *Embedded) Shutdown(ctx context.Context) {
 		}
 		e.srv.Shutdown()
 		e.srv.WaitForShutdown()
+		if e.unlock != nil {
+			e.unlock()
+		}
 		close(done)
 	}()
 	select {

@@ -152,6 +152,8 @@ type API struct {
 
 	// machineLog reads machines' logs; nil answers its routes with ServiceUnavailable.
 	machineLog MachineLogReader
+	// backup writes archives of the server's data; nil answers its route with ServiceUnavailable.
+	backup Backuper
 
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
@@ -168,7 +170,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs}
+		machineLog: d.MachineLogs, backup: d.Backup}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -223,6 +225,7 @@ func (a *API) routes() {
 	a.healthRoutes(g)
 	a.machineLogRoutes(g)
 	a.upgradeRoutes(g)
+	a.backupRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

@@ -51,12 +51,17 @@ type Deps struct {
 	// API for /tenants/{t}/machines/{m}/logs and /dmesg; nil answers those
 	// routes with ServiceUnavailable.
 	MachineLogs MachineLogReader
+
+	// Backup writes archives of the server's data for GET
+	// /api/v1/admin/backup (admin only); nil answers that route with
+	// ServiceUnavailable.
+	Backup Backuper
 }
 
 // Validate reports every part of d that the API cannot be built without, or
 // that is set in a way that would be silently ignored. The optional parts
 // (Audit, Automation, Talos, State, ApplyLogs, CancelApply, Health,
-// MachineLogs) leave their routes out or answer ServiceUnavailable when nil.
+// MachineLogs, Backup) leave their routes out or answer ServiceUnavailable when nil.
 func (d Deps) Validate() error {
 	var errs []error
 	if d.Store == nil {

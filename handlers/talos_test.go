@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -49,7 +50,10 @@ func newTalosStack(t *testing.T) *talosStack {
 	s.srv.Close()
 	s.api.StopWatches()
 	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: s.env.Store, Cache: s.cache, Projector: s.projector,
-		Identity: s.identity, Audit: audit, Talos: svc})
+		Identity: s.identity, Audit: audit, Talos: svc, Backup: handlers.BackupFunc(func(ctx context.Context, w io.Writer) error {
+			_, err := eventstore.WriteBackup(ctx, s.env.Conn, w, eventstore.BackupConfig{Mode: "online"})
+			return err
+		})})
 	s.srv = httptest.NewServer(s.api.Handler())
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

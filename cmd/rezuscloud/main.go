@@ -26,6 +26,8 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			rebuildCommand(),
+			backupCommand(),
+			restoreCommand(),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -288,6 +289,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: ids, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
 		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
+		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 	}
 	if err := apiDeps.Validate(); err != nil {
 		return err
@@ -462,6 +464,19 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 			emb.Shutdown(shCtx)
 		})
 	}, nil
+}
+
+// onlineBackup writes a backup of the running server's data for the admin
+// API: through its own connection, with the embedded server's trust material.
+func onlineBackup(nc *nats.Conn, emb *eventstore.Embedded, dataDir string) func(context.Context, io.Writer) error {
+	keysDir := ""
+	if emb != nil {
+		keysDir = filepath.Join(dataDir, eventstore.KeysDir)
+	}
+	return func(ctx context.Context, w io.Writer) error {
+		_, err := eventstore.WriteBackup(ctx, nc, w, backupConfig("online", keysDir))
+		return err
+	}
 }
 
 // drain flushes what the connection has pending and closes it.
