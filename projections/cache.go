@@ -192,7 +192,7 @@ func (c *Cache) Run(ctx context.Context) error {
 	from := uint64(1)
 	if last > 0 {
 		started := time.Now()
-		objects, ckpt, err := c.loadSnapshot(ctx)
+		objects, ckpt, err := c.loadSnapshot(ctx, last)
 		switch {
 		case err != nil:
 			if ctx.Err() != nil {
@@ -240,7 +240,7 @@ type snapshotEntry struct {
 // loadSnapshot reads every projection bucket and the projector's checkpoint,
 // and fills the empty cache with them; ckpt 0 means there was none (nothing
 // loaded). An error leaves the cache empty.
-func (c *Cache) loadSnapshot(ctx context.Context) (objects int, ckpt uint64, err error) {
+func (c *Cache) loadSnapshot(ctx context.Context, last uint64) (objects int, ckpt uint64, err error) {
 	js := c.store.JetStream()
 	ckv, err := js.KeyValue(ctx, CheckpointBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -259,6 +259,13 @@ func (c *Cache) loadSnapshot(ctx context.Context) (objects int, ckpt uint64, err
 	}
 	if ckpt, err = strconv.ParseUint(string(ce.Value()), 10, 64); err != nil || ckpt == 0 {
 		return 0, 0, fmt.Errorf("checkpoint %q is not a sequence", ce.Value())
+	}
+	if ckpt > last {
+		// The stream lost its tail (a kill -9 before JetStream wrote its
+		// buffered messages out) while the projections kept theirs: they
+		// hold states no event has, and the next events will reuse those
+		// sequences. Only the stream is the truth.
+		return 0, 0, fmt.Errorf("the projections (checkpoint %d) are ahead of the event stream (last %d)", ckpt, last)
 	}
 	var all []snapshotEntry
 	for _, k := range domain.Kinds() {

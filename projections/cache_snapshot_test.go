@@ -2,7 +2,9 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +86,83 @@ func TestCacheStartsFromTheProjections(t *testing.T) {
 		require.Equal(t, full.Children("t01"), c.Children("t01"))
 		require.Equal(t, full.Terminating("Tenant"), c.Terminating("Tenant"))
 	}
+}
+
+// A cache started from projections that hold the whole stream (nothing to
+// replay) follows the events written after it started, as a restarted
+// server's read model must: two kill -9 tests saw a restarted server serve
+// the state at its checkpoint for minutes.
+func TestCacheFromTheProjectionsFollowsNewEvents(t *testing.T) {
+	env := eventstoretest.Start(t)
+	store := env.Store
+	writeHistory(t, store)
+	p := projections.NewProjector(store, nil, "test")
+	pr := run(t, p.Run)
+	_, last, err := store.Bounds(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Checkpoint() >= last }, 10*time.Second, 2*time.Millisecond)
+	pr.stop()
+
+	c := startCache(t, store)
+	require.Zero(t, c.Applied(), "nothing after the checkpoint")
+	for i := range 3 {
+		res := exec(t, store, domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: "Tenant", Name: fmt.Sprintf("after-%d", i)},
+			Object: obj("Tenant", "", fmt.Sprintf("after-%d", i), `{}`, nil)})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, c.WaitFor(ctx, res.Seq), "event %d after the start", i)
+		cancel()
+		_, ok := c.Get(domain.Ref{Kind: "Tenant", Name: fmt.Sprintf("after-%d", i)})
+		require.True(t, ok)
+	}
+}
+
+// After a crash the event stream can have lost its last messages (JetStream
+// writes them out asynchronously) while the projections kept them: a
+// checkpoint beyond the stream's end. The read model then replays the
+// stream, the projector rebuilds the buckets from it, and the events that
+// reuse the lost sequences are seen by both.
+func TestProjectionsAheadOfTheStreamAreRebuilt(t *testing.T) {
+	env := eventstoretest.Start(t)
+	store := env.Store
+	writeHistory(t, store)
+	p := projections.NewProjector(store, nil, "test")
+	pr := run(t, p.Run)
+	_, last, err := store.Bounds(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Checkpoint() >= last }, 10*time.Second, 2*time.Millisecond)
+	pr.stop()
+	// What the crash leaves: projections of events the stream no longer has.
+	ctx := context.Background()
+	kv, err := store.JetStream().KeyValue(ctx, projections.CheckpointBucket)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "checkpoint", []byte(fmt.Sprint(last+3)))
+	require.NoError(t, err)
+	tenants, err := store.JetStream().KeyValue(ctx, projections.BucketName(domain.TenantKind))
+	require.NoError(t, err)
+	phantom, _ := json.Marshal(obj("Tenant", "", "phantom", `{}`, nil))
+	phantom = []byte(strings.Replace(string(phantom), `"metadata":{`, fmt.Sprintf(`"metadata":{"resourceVersion":"%d",`, last+2), 1))
+	_, err = tenants.Put(ctx, "_.phantom", phantom)
+	require.NoError(t, err)
+
+	c := startCache(t, store)
+	require.Equal(t, last, c.Applied(), "the whole stream replayed")
+	_, ok := c.Get(domain.Ref{Kind: "Tenant", Name: "phantom"})
+	require.False(t, ok, "a state no event has")
+
+	p2 := projections.NewProjector(store, nil, "test")
+	run(t, p2.Run)
+	res := exec(t, store, domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: "Tenant", Name: "next"}, Object: obj("Tenant", "", "next", `{}`, nil)})
+	require.Equal(t, last+1, res.Seq, "the next event takes the first lost sequence")
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.WaitFor(wctx, res.Seq))
+	require.Eventually(t, func() bool { return p2.Checkpoint() == res.Seq }, 10*time.Second, 2*time.Millisecond)
+	_, err = tenants.Get(ctx, "_.phantom")
+	require.Error(t, err, "the phantom left the rebuilt bucket")
+	tenants, err = store.JetStream().KeyValue(ctx, projections.BucketName(domain.TenantKind))
+	require.NoError(t, err)
+	_, err = tenants.Get(ctx, "_.next")
+	require.NoError(t, err)
+	// A cache started now, from the rebuilt projections, agrees.
+	require.Equal(t, everything(t, c), everything(t, startCache(t, store)))
 }

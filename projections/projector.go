@@ -176,8 +176,26 @@ func (p *Projector) run(ctx context.Context) error {
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("projector: reading checkpoint: %w", err)
 	}
+	_, last, err := p.store.Bounds(ctx)
+	if err != nil {
+		return fmt.Errorf("projector: %w", err)
+	}
+	if from > last {
+		// The stream lost its tail in a crash (JetStream writes out its
+		// buffered messages asynchronously) after the projections had
+		// them: they hold states no event has, and the next events reuse
+		// those sequences. Rebuild from the stream, the truth.
+		p.log.Warn("projector: the projections are ahead of the event stream; rebuilding them from it", "checkpoint", from, "last", last)
+		if err := p.Rebuild(ctx); err != nil {
+			return err
+		}
+		if ckpt, err = js.KeyValue(ctx, CheckpointBucket); err != nil {
+			return fmt.Errorf("projector: %w", err)
+		}
+		from = 0
+	}
 	p.advance(from)
-	if _, last, err := p.store.Bounds(ctx); err == nil && last <= from {
+	if last <= from {
 		p.caughtUp.Store(true)
 	}
 	cons, err := js.OrderedConsumer(ctx, eventstore.StreamName, jetstream.OrderedConsumerConfig{
