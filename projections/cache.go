@@ -280,7 +280,12 @@ func (c *Cache) loadSnapshot(ctx context.Context, last uint64) (objects int, ckp
 		c.set(s.ref, s.e)
 	}
 	c.seq = ckpt
+	// Wake whoever waits for a sequence (WaitFor, Sync): the snapshot may
+	// be all they wait for, with no event coming after it.
+	ch := c.advanced
+	c.advanced = make(chan struct{})
 	c.mu.Unlock()
+	close(ch)
 	return len(all), ckpt, nil
 }
 

@@ -166,3 +166,32 @@ func TestProjectionsAheadOfTheStreamAreRebuilt(t *testing.T) {
 	// A cache started now, from the rebuilt projections, agrees.
 	require.Equal(t, everything(t, c), everything(t, startCache(t, store)))
 }
+
+// Whoever waits for a sequence while the read model loads the projections
+// (a controller taking its lease, the emulator's provider registration at
+// start) is woken by the load: no event may come after it. Two kill -9 e2e
+// tests saw a restarted server wait for minutes here.
+func TestWaitersAreWokenByTheSnapshot(t *testing.T) {
+	env := eventstoretest.Start(t)
+	store := env.Store
+	writeHistory(t, store)
+	p := projections.NewProjector(store, nil, "test")
+	pr := run(t, p.Run)
+	_, last, err := store.Bounds(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return p.Checkpoint() >= last }, 10*time.Second, 2*time.Millisecond)
+	pr.stop()
+
+	c := projections.NewCache(store, nil)
+	waited := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		waited <- c.WaitFor(ctx, last)
+	}()
+	// The waiter is in before the cache starts: it can only be woken by the load.
+	time.Sleep(50 * time.Millisecond)
+	run(t, c.Run)
+	require.NoError(t, <-waited)
+	require.Zero(t, c.Applied(), "woken by the snapshot, not by an event")
+}
