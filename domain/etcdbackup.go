@@ -14,9 +14,11 @@ import (
 // schedule does (spec.etcdBackup of the tenant).
 var EtcdBackupKind = register(&KindInfo{
 	Kind: "EtcdBackup", Plural: "etcdbackups", Subject: "etcdbackup", TenantScoped: true,
-	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[EtcdBackupSpec](raw, "spec") },
-	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[EtcdBackupStatus](raw, "status") },
-	InitialStatus:   func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
+	NormalizeSpec: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[EtcdBackupSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) {
+		return normalizeAs[EtcdBackupStatus](raw, "status")
+	},
+	InitialStatus: func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
 })
 
 // EtcdBackup is the typed view of an EtcdBackup object.
