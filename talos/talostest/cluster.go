@@ -42,6 +42,8 @@ type Cluster struct {
 	Store  *eventstore.Store
 	Cache  *projections.Cache
 	PKI    *talos.PKI
+	// Sealed is the sealed secret store the PKI keeps its bundles in.
+	Sealed *eventstore.SealedSecrets
 	Em     *emulator.Emulator
 	Tenant string
 }
@@ -78,7 +80,7 @@ func Start(t testing.TB, cps, workers int) *Cluster {
 		t.Skip("the emulator needs a loopback IP per node here (Linux)")
 	}
 
-	c := &Cluster{T: t, Ctx: ctx, Store: env.Store, Cache: cache, PKI: pki, Em: em, Tenant: "acme"}
+	c := &Cluster{T: t, Ctx: ctx, Store: env.Store, Cache: cache, PKI: pki, Sealed: sealed, Em: em, Tenant: "acme"}
 	c.Execute(domain.Command{Op: domain.OpCreate, Ref: domain.TenantRef(c.Tenant),
 		Object: &domain.Object{Metadata: domain.ObjectMeta{Name: c.Tenant}, Spec: json.RawMessage(`{}`)}})
 	c.SetTenantPhase("Ready")
