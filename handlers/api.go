@@ -153,6 +153,9 @@ type API struct {
 	// machineLog reads machines' logs; nil answers its routes with ServiceUnavailable.
 	machineLog MachineLogReader
 
+	// etcdBackups opens backup objects; nil answers their routes with ServiceUnavailable.
+	etcdBackups EtcdBackupObjects
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -168,7 +171,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs}
+		machineLog: d.MachineLogs, etcdBackups: d.EtcdBackups}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -223,6 +226,7 @@ func (a *API) routes() {
 	a.healthRoutes(g)
 	a.machineLogRoutes(g)
 	a.upgradeRoutes(g)
+	a.etcdBackupRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

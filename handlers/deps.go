@@ -51,6 +51,10 @@ type Deps struct {
 	// API for /tenants/{t}/machines/{m}/logs and /dmesg; nil answers those
 	// routes with ServiceUnavailable.
 	MachineLogs MachineLogReader
+
+	// EtcdBackups opens etcd backups' objects for their snapshot download
+	// and for the check of a restore; nil answers those with ServiceUnavailable.
+	EtcdBackups EtcdBackupObjects
 }
 
 // Validate reports every part of d that the API cannot be built without, or

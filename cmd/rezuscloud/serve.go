@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/backup"
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
@@ -227,6 +228,10 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
+	etcdBackups, err := eventstore.OpenEtcdBackups(ctx, store, sealed)
+	if err != nil {
+		return err
+	}
 	if p := cfg.Infra.StatePassphrase; p != "" {
 		if _, err := tfrunner.EncryptionConfig(p); err != nil {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
@@ -236,6 +241,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: ids, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
 		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
+		EtcdBackups: etcdBackups,
 	}
 	if err := apiDeps.Validate(); err != nil {
 		return err
@@ -291,6 +297,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	configs := configsync.New(configCfg)
 	g.Go(func() error { return configs.Run(gctx) })
+	// etcd backups of tenants, their schedules and restores.
+	backupCfg := backup.Config{Store: store, Cache: cache, Backups: etcdBackups, PKI: pki, Holder: holder, Log: log}
+	if err := backupCfg.Validate(); err != nil {
+		return err
+	}
+	backups := backup.New(backupCfg)
+	g.Go(func() error { return backups.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
 		if err != nil {
