@@ -149,5 +149,5 @@ func (e *env) etcd(method, path, body string) emulator.EtcdData {
 }
 
 func (e *env) putKey(k, v string) emulator.EtcdData { return e.etcd(http.MethodPut, "/keys/"+k, v) }
-func (e *env) etcdData() emulator.EtcdData       { return e.etcd(http.MethodGet, "", "") }
-func (e *env) wipe()                             { e.etcd(http.MethodDelete, "", "") }
+func (e *env) etcdData() emulator.EtcdData          { return e.etcd(http.MethodGet, "", "") }
+func (e *env) wipe()                                { e.etcd(http.MethodDelete, "", "") }

@@ -37,11 +37,11 @@ const Port = 50000
 // Cluster is a running tenant of emulated nodes; everything stops when the
 // test ends.
 type Cluster struct {
-	T      testing.TB
-	Ctx    context.Context
-	Store  *eventstore.Store
-	Cache  *projections.Cache
-	PKI    *talos.PKI
+	T     testing.TB
+	Ctx   context.Context
+	Store *eventstore.Store
+	Cache *projections.Cache
+	PKI   *talos.PKI
 	// Sealed is the sealed secret store the PKI keeps its bundles in.
 	Sealed *eventstore.SealedSecrets
 	Em     *emulator.Emulator
