@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,13 +65,23 @@ func (a *API) etcdSnapshot(c echo.Context) error {
 		return err
 	}
 	defer rc.Close()
+	// The first chunk is opened before the status is sent, so an object
+	// damaged from its start answers a Status; damage further on ends the
+	// body short of Content-Length.
+	body := bufio.NewReaderSize(rc, 64<<10)
+	if _, err := body.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		if errors.Is(err, eventstore.ErrSealedStreamDamaged) {
+			return domain.NewConflict(domain.EtcdBackupKind.Kind, name, "the backup's object is damaged: "+err.Error())
+		}
+		return err
+	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, "application/octet-stream")
 	h.Set(echo.HeaderContentLength, strconv.FormatInt(b.Status.Size, 10))
 	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s-%s.snapshot"`, tenant, name))
 	h.Set("X-Snapshot-Sha256", b.Status.SHA256)
 	c.Response().WriteHeader(http.StatusOK)
-	if _, err := io.Copy(c.Response(), rc); err != nil {
+	if _, err := io.Copy(c.Response(), body); err != nil {
 		// The status is sent; the short body tells the client. Nothing of
 		// the snapshot is logged.
 		a.log.Warn("streaming an etcd snapshot", "tenant", tenant, "backup", name, "err", err)
