@@ -30,7 +30,7 @@ type backupsView struct {
 }
 
 func etcdBackupMeta(b *domain.EtcdBackup) *domain.ObjectMeta { return &b.Metadata }
-func restoreMeta(r *domain.Restore) *domain.ObjectMeta     { return &r.Metadata }
+func restoreMeta(r *domain.Restore) *domain.ObjectMeta       { return &r.Metadata }
 
 // backupRows is the live table of the tenant's backups (newest 50) and
 // restores (newest 10).
