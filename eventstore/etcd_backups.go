@@ -2,10 +2,17 @@ package eventstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,6 +34,7 @@ var ErrBackupObjectNotFound = errors.New("backup object not found")
 // the bucket nor a copy of the data dir shows a snapshot without the seal
 // key), and opened as they stream out. Nothing holds a whole snapshot.
 type EtcdBackups struct {
+	js      jetstream.JetStream
 	obs     jetstream.ObjectStore
 	stream  jetstream.Stream
 	secrets *SealedSecrets
@@ -46,7 +54,7 @@ func OpenEtcdBackups(ctx context.Context, s *Store, secrets *SealedSecrets) (*Et
 	if err != nil {
 		return nil, fmt.Errorf("opening the stream of bucket %s: %w", EtcdBackupBucket, err)
 	}
-	return &EtcdBackups{obs: obs, stream: stream, secrets: secrets}, nil
+	return &EtcdBackups{js: s.JetStream(), obs: obs, stream: stream, secrets: secrets}, nil
 }
 
 // EtcdBackupObject names the object of a tenant's backup. The backup's uid
@@ -88,12 +96,11 @@ func (b *EtcdBackups) Put(ctx context.Context, object string, plain io.Reader) (
 	if err != nil {
 		return 0, err
 	}
-	info, err := b.obs.Put(ctx, jetstream.ObjectMeta{Name: object,
-		Description: "etcd snapshot, a sealed stream"}, sealed)
+	size, err := b.put(ctx, jetstream.ObjectMeta{Name: object, Description: "etcd snapshot, a sealed stream"}, sealed)
 	if err != nil {
 		return 0, fmt.Errorf("storing backup object %s: %w", object, err)
 	}
-	return info.Size, nil
+	return size, nil
 }
 
 // Open streams the content of the object; a read fails with an error
@@ -189,4 +196,107 @@ func (b *EtcdBackups) DeleteKey(ctx context.Context, tenant string) error {
 		return fmt.Errorf("deleting the etcd backup key of %s: %w", tenant, err)
 	}
 	return nil
+}
+
+// Chunks of an object: the object store's default size, and how many are in
+// flight at once while an object is written.
+const (
+	objectChunkSize = 128 << 10
+	putWindow       = 16
+)
+
+// put writes an object the way jetstream.ObjectStore.Put lays it out (its
+// chunk subjects, its meta message and digest, so Get, List and Delete read
+// it), but with at most putWindow chunks awaiting their acknowledgement
+// instead of Put's 4000 (some 500 MiB at 128 KiB a chunk, held in the
+// client's and the server's buffers when the store is slower than the
+// reader): what an object of any size costs in memory is bounded by the
+// window. The meta message goes last, so the object exists only once every
+// chunk is stored; on failure the chunks written are purged.
+func (b *EtcdBackups) put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (uint64, error) {
+	old, err := b.obs.GetInfo(ctx, meta.Name, jetstream.GetObjectInfoShowDeleted())
+	if err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return 0, err
+	}
+	id, err := random(16)
+	if err != nil {
+		return 0, err
+	}
+	nuid := hex.EncodeToString(id)
+	chunkSubj := "$O." + EtcdBackupBucket + ".C." + nuid
+	purge := func() {
+		// With the request's context gone, purge with a short one of our own.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = b.stream.Purge(pctx, jetstream.WithPurgeSubject(chunkSubj))
+	}
+	js := b.js
+	h := sha256.New()
+	buf := make([]byte, objectChunkSize)
+	var inflight []jetstream.PubAckFuture
+	wait := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var size uint64
+	var chunks uint32
+	for {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 {
+			if len(inflight) == putWindow {
+				if err := wait(inflight[0]); err != nil {
+					purge()
+					return 0, err
+				}
+				inflight = inflight[1:]
+			}
+			h.Write(buf[:n])
+			msg := nats.NewMsg(chunkSubj)
+			msg.Data = append([]byte(nil), buf[:n]...)
+			f, err := js.PublishMsgAsync(msg)
+			if err != nil {
+				purge()
+				return 0, err
+			}
+			inflight = append(inflight, f)
+			size += uint64(n)
+			chunks++
+		}
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			break
+		}
+		if rerr != nil {
+			purge()
+			return 0, rerr
+		}
+	}
+	for _, f := range inflight {
+		if err := wait(f); err != nil {
+			purge()
+			return 0, err
+		}
+	}
+	meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: objectChunkSize}
+	info := jetstream.ObjectInfo{ObjectMeta: meta, Bucket: EtcdBackupBucket, NUID: nuid, Size: size,
+		ModTime: time.Now().UTC(), Chunks: chunks, Digest: jetstream.GetObjectDigestValue(h)}
+	mm := nats.NewMsg("$O." + EtcdBackupBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(meta.Name)))
+	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if mm.Data, err = json.Marshal(info); err != nil {
+		purge()
+		return 0, err
+	}
+	if _, err := js.PublishMsg(ctx, mm); err != nil {
+		purge()
+		return 0, err
+	}
+	if old != nil && !old.Deleted {
+		_ = b.stream.Purge(ctx, jetstream.WithPurgeSubject("$O."+EtcdBackupBucket+".C."+old.NUID))
+	}
+	return size, nil
 }
