@@ -153,7 +153,10 @@ func keysOf(ev *domain.Event) []string {
 	status := strings.HasSuffix(ev.Type, "StatusUpdated")
 	switch o.Kind {
 	case domain.TenantKind.Kind:
-		if status || ev.Action == domain.ActionDeleted {
+		if ev.Action == domain.ActionDeleted {
+			return []string{o.Metadata.Name} // its backup key goes
+		}
+		if status {
 			return nil
 		}
 		var spec domain.TenantSpec
@@ -215,6 +218,15 @@ func (r runtimeController) Reconcile(ctx context.Context, tenant string, _ contr
 	t, _, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant))
 	if err != nil {
 		return controller.Retry()
+	}
+	if t == nil && len(backups) == 0 {
+		// The tenant is gone and its backups with it (it goes only once its
+		// objects have): so does the key that sealed them.
+		if err := c.cfg.Backups.DeleteKey(ctx, tenant); err != nil {
+			log.Warn("deleting the backup key", "err", err)
+			return controller.Retry()
+		}
+		return controller.Done()
 	}
 	if slot, ok := dueSlot(t, c.cfg.Clock.Now()); ok {
 		b, created, err := c.createScheduled(ctx, tenant, slot)
