@@ -103,6 +103,9 @@ func decideCreate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 	if state != nil {
 		return nil, NewAlreadyExists(kind.Kind, cmd.Ref.Name)
 	}
+	if kind.CreateSpec != nil {
+		spec = kind.CreateSpec(spec)
+	}
 	now := cmd.Now.UTC()
 	obj := &Object{
 		APIVersion: APIVersion, Kind: kind.Kind,
@@ -136,6 +139,9 @@ func decideUpdate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 	}
 	if in.Metadata.UID != "" && in.Metadata.UID != state.Metadata.UID {
 		return nil, NewConflict(kind.Kind, cmd.Ref.Name, "the uid does not match: the object was deleted and created again")
+	}
+	if kind.UpdateSpec != nil {
+		spec = kind.UpdateSpec(state.Spec, spec)
 	}
 	next := state.DeepCopy()
 	next.Metadata.ResourceVersion = ""

@@ -42,7 +42,7 @@ func TestDecideCreate(t *testing.T) {
 			// tenant: talosVersion v1.13.0, podSubnets 10.244.0.0/16, ...
 			wantType: "TenantCreated",
 			check: func(t *testing.T, o *domain.Object) {
-				require.JSONEq(t, tenantDefaultSpec, string(o.Spec))
+				require.JSONEq(t, tenantCreatedSpec, string(o.Spec))
 				require.JSONEq(t, `{"phase":"Pending","machines":{"total":0,"ready":0,"controlPlane":0,"workers":0}}`, string(o.Status))
 				require.Empty(t, o.Metadata.Tenant)
 			},
@@ -53,7 +53,7 @@ func TestDecideCreate(t *testing.T) {
 			obj:      func() *domain.Object { return newObject("Tenant", "") },
 			wantType: "TenantCreated",
 			check: func(t *testing.T, o *domain.Object) {
-				require.JSONEq(t, tenantDefaultSpec, string(o.Spec))
+				require.JSONEq(t, tenantCreatedSpec, string(o.Spec))
 			},
 		},
 		{

@@ -39,13 +39,16 @@ var allowedLayers = map[string][]string{
 	// The day-2 config controller renders through talos (Desired) and
 	// records through it (ConfigRecorder), on the controller runtime.
 	"talos/configsync": {"domain", "eventstore", "projections", "internal/controller", "talos"},
+	// The etcd backup controller takes snapshots and restores them through
+	// talos's NodeAPI, on the controller runtime.
+	"talos/backup": {"domain", "eventstore", "projections", "internal/controller", "talos"},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync"}
+var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},

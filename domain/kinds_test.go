@@ -400,6 +400,8 @@ func TestKindRegistry(t *testing.T) {
 		{"ConfigPatch", "configpatches", "configpatch", true, false},
 		{"Apply", "applies", "apply", true, true},
 		{"Upgrade", "upgrades", "upgrade", true, true},
+		{"EtcdBackup", "etcdbackups", "etcdbackup", true, true},
+		{"Restore", "restores", "restore", true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.kind, func(t *testing.T) {

@@ -24,6 +24,8 @@ var TenantKind = register(&KindInfo{
 	InitialStatus: func() json.RawMessage {
 		return json.RawMessage(`{"phase":"Pending","machines":{"total":0,"ready":0,"controlPlane":0,"workers":0}}`)
 	},
+	CreateSpec: tenantCreateSpec,
+	UpdateSpec: tenantUpdateSpec,
 })
 
 // Tenant is the typed view of a Tenant object.
@@ -43,6 +45,11 @@ type TenantSpec struct {
 	KubernetesVersion string           `json:"kubernetesVersion"`
 	ControlPlane      ControlPlaneSpec `json:"controlPlane"`
 	Network           NetworkSpec      `json:"network"`
+	// EtcdBackup is the schedule of etcd backups. A tenant created without
+	// it gets DefaultBackupInterval and DefaultBackupKeep; an update without
+	// it keeps the current one; an empty one ({}), or none on a tenant
+	// created before schedules existed, is off.
+	EtcdBackup *EtcdBackupSchedule `json:"etcdBackup,omitempty"`
 }
 
 // ControlPlaneSpec says how clients reach the Kubernetes API.
@@ -85,6 +92,41 @@ func (s *TenantSpec) Default() {
 	if s.Network.DNSDomain == "" {
 		s.Network.DNSDomain = DefaultDNSDomain
 	}
+	if s.EtcdBackup != nil {
+		s.EtcdBackup.Default()
+	}
+}
+
+// tenantUpdateSpec keeps the backup schedule of an update that leaves it
+// out, so that writing back a tenant spec written before schedules existed
+// (or by a client that does not know them) neither turns the schedule off
+// nor on; {} turns it off.
+func tenantUpdateSpec(current, next json.RawMessage) json.RawMessage {
+	var cur, s TenantSpec
+	if json.Unmarshal(current, &cur) != nil || json.Unmarshal(next, &s) != nil || s.EtcdBackup != nil || cur.EtcdBackup == nil {
+		return next
+	}
+	s.EtcdBackup = cur.EtcdBackup
+	out, err := json.Marshal(&s)
+	if err != nil {
+		return next
+	}
+	return out
+}
+
+// tenantCreateSpec gives a new tenant the default backup schedule unless
+// its spec says otherwise.
+func tenantCreateSpec(spec json.RawMessage) json.RawMessage {
+	var s TenantSpec
+	if json.Unmarshal(spec, &s) != nil || s.EtcdBackup != nil {
+		return spec
+	}
+	s.EtcdBackup = &EtcdBackupSchedule{Interval: DefaultBackupInterval, Keep: DefaultBackupKeep}
+	out, err := json.Marshal(&s)
+	if err != nil {
+		return spec
+	}
+	return out
 }
 
 // Validate reports every bad field.
@@ -92,6 +134,9 @@ func (s *TenantSpec) Validate(f string) []Cause {
 	var causes []Cause
 	causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
 	causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+	if s.EtcdBackup != nil {
+		causes = append(causes, s.EtcdBackup.Validate(f+".etcdBackup")...)
+	}
 	if s.ControlPlane.Endpoint != "" {
 		u, err := url.Parse(s.ControlPlane.Endpoint)
 		if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {

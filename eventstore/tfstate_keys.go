@@ -29,34 +29,41 @@ func NewStateKeys(secrets *SealedSecrets) *StateKeys { return &StateKeys{secrets
 // first, and it stays the same across applies and restarts until
 // DeleteStateKey.
 func (k *StateKeys) StateKey(ctx context.Context, tenant string) ([]byte, error) {
+	return tenantKey(ctx, k.secrets, stateKeyPrefix, "state key", tenant)
+}
+
+// tenantKey returns the tenant's generated key named prefix+tenant in
+// secrets (what says which key, for errors), generating it on first use.
+// Replicas racing to generate it all end up with the one stored first.
+func tenantKey(ctx context.Context, secrets *SealedSecrets, prefix, what, tenant string) ([]byte, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
 	}
-	name := stateKeyPrefix + tenant
+	name := prefix + tenant
 	for attempt := 0; ; attempt++ {
-		key, err := k.secrets.Get(ctx, name)
+		key, err := secrets.Get(ctx, name)
 		if err == nil {
 			if len(key) != stateKeySize {
-				return nil, fmt.Errorf("the state key of %s holds %d bytes, want %d", tenant, len(key), stateKeySize)
+				return nil, fmt.Errorf("the %s of %s holds %d bytes, want %d", what, tenant, len(key), stateKeySize)
 			}
 			return key, nil
 		}
 		if !errors.Is(err, ErrSecretNotFound) {
-			return nil, fmt.Errorf("reading the state key of %s: %w", tenant, err)
+			return nil, fmt.Errorf("reading the %s of %s: %w", what, tenant, err)
 		}
 		key, err = random(stateKeySize)
 		if err != nil {
 			return nil, err
 		}
-		created, err := k.secrets.Create(ctx, name, key)
+		created, err := secrets.Create(ctx, name, key)
 		if err != nil {
-			return nil, fmt.Errorf("storing the state key of %s: %w", tenant, err)
+			return nil, fmt.Errorf("storing the %s of %s: %w", what, tenant, err)
 		}
 		if created {
 			return key, nil
 		}
 		if attempt >= 3 {
-			return nil, fmt.Errorf("storing the state key of %s: it keeps changing", tenant)
+			return nil, fmt.Errorf("storing the %s of %s: it keeps changing", what, tenant)
 		}
 	}
 }

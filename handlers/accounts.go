@@ -54,6 +54,10 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return applyHooks{}
 	case domain.UpgradeKind:
 		return &upgradeHooks{a: a}
+	case domain.EtcdBackupKind:
+		return &etcdBackupHooks{a: a}
+	case domain.RestoreKind:
+		return &restoreHooks{a: a}
 	case domain.TenantKind:
 		return tenantLabelHooks{kindHooks: a.tenantHooks(), a: a}
 	case domain.NodeGroupKind:

@@ -155,6 +155,9 @@ type API struct {
 	// backup writes archives of the server's data; nil answers its route with ServiceUnavailable.
 	backup Backuper
 
+	// etcdBackups opens backup objects; nil answers their routes with ServiceUnavailable.
+	etcdBackups EtcdBackupObjects
+
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -170,7 +173,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs, backup: d.Backup}
+		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -226,6 +229,7 @@ func (a *API) routes() {
 	a.machineLogRoutes(g)
 	a.upgradeRoutes(g)
 	a.backupRoutes(g)
+	a.etcdBackupRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

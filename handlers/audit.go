@@ -21,9 +21,12 @@ const (
 	CredentialTalosconfig = "Talosconfig"
 	// CredentialMachineConfig is a rendered machine config: it holds the tenant's keys.
 	CredentialMachineConfig = "MachineConfig"
+	// CredentialEtcdSnapshot is an etcd backup's plain snapshot: it holds
+	// everything the cluster keeps, its secrets included.
+	CredentialEtcdSnapshot = "EtcdSnapshot"
 )
 
-var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig}
+var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialEtcdSnapshot}
 
 // credentialKind returns the credential kind named by s (any case), or "".
 func credentialKind(s string) string {
@@ -204,6 +207,8 @@ func secretRead(c echo.Context) (auditTarget, bool) {
 		return auditTarget{kind: CredentialTalosconfig, tenant: tenant}, true
 	case apiPrefix + "tenants/:tenant/machines/:name/config", apiPrefix + "tenants/:tenant/nodegroups/:name/config":
 		return auditTarget{kind: CredentialMachineConfig, tenant: tenant, name: c.Param("name")}, true
+	case apiPrefix + "tenants/:tenant/etcdbackups/:name/snapshot":
+		return auditTarget{kind: CredentialEtcdSnapshot, tenant: tenant, name: c.Param("name")}, true
 	case apiPrefix + "tenants/:tenant/state":
 		return auditTarget{kind: stateKind, tenant: tenant, name: tenant}, true
 	}

@@ -56,6 +56,9 @@ type Deps struct {
 	// /api/v1/admin/backup (admin only); nil answers that route with
 	// ServiceUnavailable.
 	Backup Backuper
+	// EtcdBackups opens etcd backups' objects for their snapshot download
+	// and for the check of a restore; nil answers those with ServiceUnavailable.
+	EtcdBackups EtcdBackupObjects
 }
 
 // Validate reports every part of d that the API cannot be built without, or

@@ -82,6 +82,8 @@ func requiredPermission(method, route string) permission {
 		return permWrite // downloading cluster credentials
 	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):
 		return permWrite // rendered machine configs carry the tenant's keys
+	case strings.HasPrefix(rest, "tenants/") && strings.HasSuffix(rest, "/etcdbackups/:name/snapshot"):
+		return permWrite // an etcd snapshot holds the cluster's secrets
 	}
 	if read {
 		return permRead

@@ -37,6 +37,8 @@ func expectedAllowed(role, method, route string) bool {
 		return read
 	case route == "/api/v1/tenants/:tenant/machines/:name/logs", route == "/api/v1/tenants/:tenant/machines/:name/dmesg":
 		return read // machine logs through the Talos API: read only, every role
+	case strings.HasSuffix(route, "/etcdbackups/:name/snapshot"): // an etcd snapshot holds the cluster's secrets
+		return role != domain.RoleView
 	case strings.HasSuffix(route, "/kubeconfig"), strings.HasSuffix(route, "/talosconfig"), strings.HasSuffix(route, "/config"):
 		return role != domain.RoleView // credentials, and rendered configs that hold the tenant's keys
 	case strings.HasPrefix(route, "/api/v1/credentials/"): // provider credentials, even their names

@@ -99,6 +99,7 @@ func TestRefusedSecretReadsAudited(t *testing.T) {
 		{"/api/v1/tenants/acme/machines/cp1/config", "MachineConfig", "cp1"},
 		{"/api/v1/tenants/acme/nodegroups/workers/config", "MachineConfig", "workers"},
 		{"/api/v1/tenants/acme/state", "TerraformState", "acme"},
+		{"/api/v1/tenants/acme/etcdbackups/b1/snapshot", "EtcdSnapshot", "b1"},
 	}
 	for _, rd := range reads {
 		r := s.do(http.MethodGet, rd.path, nil, view...)

@@ -132,3 +132,30 @@ func (a NodeAPI) EtcdRecover(ctx context.Context, b *secrets.Bundle, address str
 	}
 	return nil
 }
+
+// EtcdMemberStatus is what a control plane's etcd member says of itself.
+type EtcdMemberStatus struct {
+	MemberID, LeaderID uint64
+	// Errors are the member's alarms and errors; none when it is healthy.
+	Errors []string
+}
+
+// Leader reports whether the member is the cluster's etcd leader.
+func (s EtcdMemberStatus) Leader() bool { return s.MemberID != 0 && s.MemberID == s.LeaderID }
+
+// EtcdStatus asks the control plane at address for its etcd member's status.
+func (a NodeAPI) EtcdStatus(ctx context.Context, b *secrets.Bundle, address string) (EtcdMemberStatus, error) {
+	var out EtcdMemberStatus
+	err := a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		resp, err := c.EtcdStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("etcd status of %s: %w", address, err)
+		}
+		for _, msg := range resp.GetMessages() {
+			ms := msg.GetMemberStatus()
+			out = EtcdMemberStatus{MemberID: ms.GetMemberId(), LeaderID: ms.GetLeader(), Errors: ms.GetErrors()}
+		}
+		return nil
+	})
+	return out, err
+}

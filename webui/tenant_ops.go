@@ -5,40 +5,46 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// tenantOpsRoutes serves a tenant's config patches, applies (with their logs)
-// and upgrades.
+// tenantOpsRoutes serves a tenant's config patches, applies (with their logs),
+// upgrades and etcd backups.
 func (u *UI) tenantOpsRoutes(p *pages) {
 	u.patchRoutes(p)
 	u.applyRoutes(p)
 	u.upgradeRoutes(p)
+	u.backupRoutes(p)
 }
 
 // tenantOpsPanels are the tenant page's sections for config patches, applies
 // and upgrades, rendered once with the page; each holds an element with
 // sse-swap set to one of tenantOpsFragments' events.
-func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, upgrades templ.Component, err error) {
+func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, upgrades, backups templ.Component, err error) {
 	v := viewerOf(c)
 	patchRows, err := u.patchRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	applyRows, err := u.applyRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	upgradeRows, err := u.upgradeRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
+	}
+	backupRows, err := u.backupRows(c, tenant)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
 	var form *versionForm
 	if v.CanWriteTenant(tenant) {
 		f, err := u.newVersionForm(c, tenant)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		form = &f
 	}
-	return patchesPanel(v, tenant, patchRows), appliesPanel(applyRows), upgradesPanel(v, tenant, upgradeRows, form), nil
+	return patchesPanel(v, tenant, patchRows), appliesPanel(applyRows), upgradesPanel(v, tenant, upgradeRows, form),
+		backupsPanel(v, tenant, backupRows), nil
 }
 
 // tenantOpsFragments are the live parts of those sections, for the tenant
@@ -48,5 +54,6 @@ func (u *UI) tenantOpsFragments(tenant string) []fragment {
 		{Event: "patches", Render: func(c echo.Context) (templ.Component, error) { return u.patchRows(c, tenant) }},
 		{Event: "applies", Render: func(c echo.Context) (templ.Component, error) { return u.applyRows(c, tenant) }},
 		{Event: "upgrades", Render: func(c echo.Context) (templ.Component, error) { return u.upgradeRows(c, tenant) }},
+		{Event: "backups", Render: func(c echo.Context) (templ.Component, error) { return u.backupRows(c, tenant) }},
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/backup"
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
@@ -205,12 +206,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	defer closeNATS()
 
 	var (
-		store      *eventstore.Store
-		audit      *eventstore.AuditLog
-		automation handlers.AutomationIssuer
-		sealed     *eventstore.SealedSecrets
-		stateStore *eventstore.StateStore
-		applyLogs  *tfrunner.Logs
+		store       *eventstore.Store
+		audit       *eventstore.AuditLog
+		automation  handlers.AutomationIssuer
+		sealed      *eventstore.SealedSecrets
+		stateStore  *eventstore.StateStore
+		applyLogs   *tfrunner.Logs
+		etcdBackups *eventstore.EtcdBackups
 	)
 	err = untilProvisioned(ctx, log, emb, starting, func() error {
 		var err error
@@ -246,7 +248,10 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		if stateStore, err = eventstore.OpenStateStore(ctx, store); err != nil {
 			return err
 		}
-		applyLogs, err = tfrunner.OpenLogs(ctx, store)
+		if applyLogs, err = tfrunner.OpenLogs(ctx, store); err != nil {
+			return err
+		}
+		etcdBackups, err = eventstore.OpenEtcdBackups(ctx, store, sealed)
 		return err
 	})
 	if errors.Is(err, errStopped) {
@@ -290,6 +295,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
+		EtcdBackups: etcdBackups,
 	}
 	if err := apiDeps.Validate(); err != nil {
 		return err
@@ -340,6 +346,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	configs := configsync.New(configCfg)
 	g.Go(func() error { return configs.Run(gctx) })
+	// etcd backups of tenants, their schedules and restores.
+	backupCfg := backup.Config{Store: store, Cache: cache, Backups: etcdBackups, PKI: pki, Holder: holder, Log: log}
+	if err := backupCfg.Validate(); err != nil {
+		return err
+	}
+	backups := backup.New(backupCfg)
+	g.Go(func() error { return backups.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
 		if err != nil {

@@ -157,6 +157,8 @@ func (r *rezusctl) app() *cli.App {
 			r.completionCommand(),
 			r.bootCommand(),
 			r.upgradeCommand(),
+			r.backupCommand(),
+			r.restoreCommand(),
 			r.logsCommand(),
 		},
 	}

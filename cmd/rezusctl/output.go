@@ -156,6 +156,19 @@ var kindColumns = map[string][]column{
 		{"DONE", upgradeDone},
 		{"CURRENT", field("status.current")},
 	},
+	"EtcdBackup": {
+		{"TRIGGER", field("spec.trigger")},
+		{"PHASE", field("status.phase")},
+		{"SIZE", sizeCell("status.size")},
+		{"REVISION", field("status.etcdRevision")},
+		{"MEMBER", field("status.member")},
+	},
+	"Restore": {
+		{"BACKUP", field("spec.backup")},
+		{"PHASE", field("status.phase")},
+		{"STAGE", field("status.stage")},
+		{"MEMBER", field("status.member")},
+	},
 	"User": {
 		{"ROLE", field("spec.role")},
 		{"BINDINGS", bindingsCell},
@@ -174,6 +187,30 @@ var kindWideColumns = map[string][]column{
 		{"CONFIG", machineConfigCell},
 		{"SEEN", since("status.lastSeen")},
 	},
+}
+
+// sizeCell shows the byte count at path in binary units (12.5MiB).
+func sizeCell(path string) func(*domain.Object, time.Time) string {
+	return func(o *domain.Object, _ time.Time) string {
+		n, err := strconv.ParseInt(lookup(o, path), 10, 64)
+		if err != nil {
+			return ""
+		}
+		return humanBytes(n)
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // since shows how long ago the time at path was, as AGE does.

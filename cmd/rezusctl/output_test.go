@@ -54,6 +54,14 @@ func sampleObjects() map[string][]*item {
 			mk("ConfigPatch", "acme", "gpu", `{"target":{"kind":"nodeGroup","name":"gpu"},"format":"json6902","enabled":false,"patch":"[]"}`, ``, nil),
 		},
 		"providers": {mk("Provider", "", "emu", `{"type":"emulated"}`, ``, nil)},
+		"etcdbackups": {
+			mk("EtcdBackup", "acme", "sched-20260501-0600", `{"trigger":"schedule","slot":"2026-05-01T06:00:00Z"}`,
+				`{"phase":"Succeeded","size":13107200,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","etcdRevision":4711,"member":"cp-2","storedSize":13110000}`, nil),
+			mk("EtcdBackup", "acme", "manual-20260501-093000", `{"trigger":"manual"}`, `{"phase":"Failed","reason":"no control plane has a healthy etcd member"}`, nil),
+		},
+		"restores": {
+			mk("Restore", "acme", "restore-20260501-100000", `{"backup":"sched-20260501-0600"}`, `{"phase":"Running","stage":"Joining","member":"cp-1","etcdRevision":4711}`, nil),
+		},
 		"users": {
 			mk("User", "", "alice", `{"role":"edit"}`, ``, nil),
 			mk("User", "", "carol", `{"role":"none","bindings":[{"role":"admin","tenants":["acme"]},{"role":"view","tenantSelector":"team=a"}]}`, ``, nil),
@@ -69,7 +77,7 @@ func sampleObjects() map[string][]*item {
 func TestPrinterFormats(t *testing.T) {
 	now := func() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) }
 	samples := sampleObjects()
-	for _, plural := range []string{"tenants", "nodegroups", "machines", "configpatches", "providers", "users", "apitokens"} {
+	for _, plural := range []string{"tenants", "nodegroups", "machines", "configpatches", "providers", "users", "apitokens", "etcdbackups", "restores"} {
 		k, err := resolveKind(plural)
 		require.NoError(t, err)
 		var items []item

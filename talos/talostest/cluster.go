@@ -37,11 +37,13 @@ const Port = 50000
 // Cluster is a running tenant of emulated nodes; everything stops when the
 // test ends.
 type Cluster struct {
-	T      testing.TB
-	Ctx    context.Context
-	Store  *eventstore.Store
-	Cache  *projections.Cache
-	PKI    *talos.PKI
+	T     testing.TB
+	Ctx   context.Context
+	Store *eventstore.Store
+	Cache *projections.Cache
+	PKI   *talos.PKI
+	// Sealed is the sealed secret store the PKI keeps its bundles in.
+	Sealed *eventstore.SealedSecrets
 	Em     *emulator.Emulator
 	Tenant string
 }
@@ -78,7 +80,7 @@ func Start(t testing.TB, cps, workers int) *Cluster {
 		t.Skip("the emulator needs a loopback IP per node here (Linux)")
 	}
 
-	c := &Cluster{T: t, Ctx: ctx, Store: env.Store, Cache: cache, PKI: pki, Em: em, Tenant: "acme"}
+	c := &Cluster{T: t, Ctx: ctx, Store: env.Store, Cache: cache, PKI: pki, Sealed: sealed, Em: em, Tenant: "acme"}
 	c.Execute(domain.Command{Op: domain.OpCreate, Ref: domain.TenantRef(c.Tenant),
 		Object: &domain.Object{Metadata: domain.ObjectMeta{Name: c.Tenant}, Spec: json.RawMessage(`{}`)}})
 	c.SetTenantPhase("Ready")

@@ -1,0 +1,116 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// RestoreKind is one recovery of a tenant's etcd from an EtcdBackup, run by
+// the backup controller: it checks the backup's object opens whole, uploads
+// the snapshot to the first control plane and bootstraps etcd there from it
+// (Talos EtcdRecover and Bootstrap with recover_etcd), waits for the other
+// control planes to join, and checks etcd holds the snapshot's revision.
+// POST /api/v1/tenants/{t}/restore {"backup": "<name>"} creates one.
+var RestoreKind = register(&KindInfo{
+	Kind: "Restore", Plural: "restores", Subject: "restore", TenantScoped: true,
+	NormalizeSpec:   func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[RestoreSpec](raw, "spec") },
+	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) { return normalizeAs[RestoreStatus](raw, "status") },
+	InitialStatus:   func() json.RawMessage { return json.RawMessage(`{"phase":"Pending"}`) },
+})
+
+// Restore is the typed view of a Restore object.
+type Restore struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Metadata   ObjectMeta    `json:"metadata"`
+	Spec       RestoreSpec   `json:"spec"`
+	Status     RestoreStatus `json:"status"`
+}
+
+// Restore phases (Succeeded and Failed are final) and the stages of a
+// running one, in order. Each stage is safe to run again, so a run cut
+// short resumes at the stage it recorded.
+const (
+	RestorePending   = "Pending"
+	RestoreRunning   = "Running"
+	RestoreSucceeded = "Succeeded"
+	RestoreFailed    = "Failed"
+
+	// StageVerifying reads the whole backup object: it must open (not
+	// altered, not cut short) and match the backup's size and sha256.
+	// Nothing on the nodes changes before it passed.
+	StageVerifying = "Verifying"
+	// StageRecovering uploads the snapshot to the first control plane and
+	// bootstraps etcd there from it.
+	StageRecovering = "Recovering"
+	// StageJoining waits for every control plane to be an etcd member again.
+	StageJoining = "Joining"
+	// StageChecking checks etcd holds the snapshot's revision.
+	StageChecking = "Checking"
+)
+
+// RestoreSpec names the backup to restore.
+type RestoreSpec struct {
+	// Backup is the name of an EtcdBackup of the same tenant that Succeeded.
+	Backup string `json:"backup"`
+}
+
+// Default does nothing.
+func (s *RestoreSpec) Default() {}
+
+// Validate reports every bad field.
+func (s *RestoreSpec) Validate(f string) []Cause {
+	if s.Backup == "" {
+		return []Cause{{Field: f + ".backup", Type: CauseRequired, Message: "name the EtcdBackup to restore"}}
+	}
+	return ValidateName(s.Backup, f+".backup")
+}
+
+// RestoreStatus is the run's progress, written by the backup controller.
+type RestoreStatus struct {
+	Phase string `json:"phase"`
+	// Stage is the stage the run is in or last reached.
+	Stage string `json:"stage,omitempty"`
+	// Member is the control plane etcd was recovered on.
+	Member string `json:"member,omitempty"`
+	// EtcdRevision is the revision the snapshot holds (when known) and the
+	// one etcd was found at afterwards.
+	EtcdRevision int64 `json:"etcdRevision,omitempty"`
+	// Members counts the control planes that are etcd members again.
+	Members     int        `json:"members,omitempty"`
+	StartedAt   *time.Time `json:"startedAt,omitempty"`
+	CompletedAt *time.Time `json:"completedAt,omitempty"`
+	// Reason says why the run failed, or what a stage waits for.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Final reports whether the run is over.
+func (s *RestoreStatus) Final() bool {
+	return s.Phase == RestoreSucceeded || s.Phase == RestoreFailed
+}
+
+// Default fills in a Pending phase.
+func (s *RestoreStatus) Default() {
+	if s.Phase == "" {
+		s.Phase = RestorePending
+	}
+}
+
+// Validate checks the status the controller wrote.
+func (s *RestoreStatus) Validate(f string) []Cause {
+	causes := oneOf(s.Phase, f+".phase", RestorePending, RestoreRunning, RestoreSucceeded, RestoreFailed)
+	if s.Stage != "" {
+		causes = append(causes, oneOf(s.Stage, f+".stage", StageVerifying, StageRecovering, StageJoining, StageChecking)...)
+	}
+	if s.Member != "" {
+		causes = append(causes, ValidateName(s.Member, f+".member")...)
+	}
+	if s.EtcdRevision < 0 || s.Members < 0 {
+		causes = append(causes, Cause{Field: f + ".etcdRevision", Type: CauseInvalid, Message: "must not be negative"})
+	}
+	if len(s.Reason) > MaxBackupReasonBytes {
+		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
+	}
+	return causes
+}
