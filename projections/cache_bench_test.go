@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -52,6 +53,48 @@ func BenchmarkCacheEventThenRead(b *testing.B) {
 				c.apply(nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", i), true))
 				if res, err := c.List(domain.NodeGroupKind.Kind, ListOptions{Tenant: "acme", Limit: 1}); err != nil || len(res.Items) != 1 {
 					b.Fatal("list", err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkChangeFeedEvent is the web UI change feed's cost per event: the
+// read model applies a node group event in a tenant with n objects and tells
+// 64 open live pages (half watching the tenant, half another) whose filters
+// match. The cost must not grow with n.
+func BenchmarkChangeFeedEvent(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			c := NewCache(nil, nil)
+			seq := uint64(0)
+			for i := 0; i < n; i++ {
+				seq++
+				c.apply(nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", i), false))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var feeds []<-chan uint64
+			for i := range 64 {
+				tenant := "acme"
+				if i%2 == 1 {
+					tenant = "other"
+				}
+				ch, _, err := c.Changes(ctx, []string{domain.SubjectFilter(domain.NodeGroupKind, tenant, "")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				feeds = append(feeds, ch)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				seq++
+				rec := nodeGroupRecord(seq, "acme", fmt.Sprintf("ng-%07d", n+i), false)
+				rec.Subject = domain.ObjectRef(domain.NodeGroupKind, "acme", rec.Event.Object.Metadata.Name).Subject()
+				c.apply(rec)
+				if got := <-feeds[0]; got != seq {
+					b.Fatalf("feed got %d, want %d", got, seq)
 				}
 			}
 		})
