@@ -72,4 +72,6 @@ func TestResumeAfterACrash(t *testing.T) {
 	require.Contains(t, r.Status.Reason, "etcd runs on cp-1")
 }
 
-func jetstreamSubjects(filter string) jetstream.StreamInfoOpt { return jetstream.WithSubjectFilter(filter) }
+func jetstreamSubjects(filter string) jetstream.StreamInfoOpt {
+	return jetstream.WithSubjectFilter(filter)
+}
