@@ -97,6 +97,9 @@ func (c *Controller) tenantsWithWork() ([]string, error) {
 	set := map[string]bool{}
 	for i := range tenants {
 		t := &tenants[i]
+		if !c.hasMachines(t.Metadata.Name) {
+			continue // nothing to back up yet (see Reconcile)
+		}
 		if slot, ok := dueSlot(t, now); ok {
 			if _, exists := c.cfg.Cache.Get(domain.ObjectRef(domain.EtcdBackupKind, t.Metadata.Name, domain.ScheduledBackupName(slot))); !exists {
 				set[t.Metadata.Name] = true
@@ -228,7 +231,10 @@ func (r runtimeController) Reconcile(ctx context.Context, tenant string, _ contr
 		}
 		return controller.Done()
 	}
-	if slot, ok := dueSlot(t, c.cfg.Clock.Now()); ok {
+	// A tenant without machines has no etcd to back up: its schedule starts
+	// with its first machine, and no Failed backup (nor its PKI, made on
+	// first use) is made for it every interval.
+	if slot, ok := dueSlot(t, c.cfg.Clock.Now()); ok && c.hasMachines(tenant) {
 		b, created, err := c.createScheduled(ctx, tenant, slot)
 		switch {
 		case err != nil:
@@ -249,6 +255,11 @@ func (r runtimeController) Reconcile(ctx context.Context, tenant string, _ contr
 		return controller.Retry()
 	}
 	return controller.Done()
+}
+
+// hasMachines reports whether the tenant has any machine.
+func (c *Controller) hasMachines(tenant string) bool {
+	return c.cfg.Cache.Count(domain.MachineKind.Kind, tenant) > 0
 }
 
 // createScheduled creates the backup of slot; created is false when it

@@ -1,7 +1,9 @@
 package backup_test
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/internal/controller/controllertest"
+	"github.com/rezuscloud/rezuscloud/projections"
 )
 
 // TestScheduleOnePerInterval: with a 10m schedule under a fake clock, the
@@ -79,4 +82,34 @@ func TestScheduleOnePerInterval(t *testing.T) {
 	settle("sched-20260102-0310", "sched-20260102-0320")
 	clock.Advance(10 * time.Minute)
 	settle("sched-20260102-0320", "sched-20260102-0330")
+}
+
+// A tenant without machines has no etcd: its schedule makes no backup (and
+// no PKI, nor a Failed backup every interval), and a manual backup of it
+// fails with the reason. The tenant with machines is backed up as usual.
+func TestNoBackupOfATenantWithoutMachines(t *testing.T) {
+	e := newEnv(t, 1, `{"interval":"10m","keep":2}`)
+	e.Execute(domain.Command{Op: domain.OpCreate, Ref: domain.TenantRef("empty"), Object: &domain.Object{
+		Metadata: domain.ObjectMeta{Name: "empty"}, Spec: json.RawMessage(`{"etcdBackup":{"interval":"10m","keep":2}}`)}})
+	clock := controllertest.NewClock(time.Date(2026, 1, 2, 3, 1, 0, 0, time.UTC))
+	_, stop := e.start("r1", clock)
+	defer stop()
+	require.Eventually(t, func() bool {
+		for _, b := range e.backupList() {
+			if b.Status.Phase == domain.BackupSucceeded {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 10*time.Millisecond, "the tenant with machines backed up")
+	empty, err := projections.List[domain.EtcdBackup](e.Cache, domain.EtcdBackupKind, projections.ListOptions{Tenant: "empty"})
+	require.NoError(t, err)
+	require.Empty(t, empty, "a scheduled backup of a tenant without machines")
+
+	e.Execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.EtcdBackupKind, "empty", "manual"), Object: &domain.Object{
+		Metadata: domain.ObjectMeta{Name: "manual", Tenant: "empty", Finalizers: []string{domain.BackupObjectFinalizer}}}})
+	require.Eventually(t, func() bool {
+		b, ok, err := projections.Get[domain.EtcdBackup](e.Cache, domain.ObjectRef(domain.EtcdBackupKind, "empty", "manual"))
+		return err == nil && ok && b.Status.Phase == domain.BackupFailed && strings.Contains(b.Status.Reason, "no machines")
+	}, 60*time.Second, 10*time.Millisecond, "the manual backup fails with the reason")
 }

@@ -39,6 +39,9 @@ func (c *Controller) take(ctx context.Context, b domain.EtcdBackup) error {
 			st.Phase, st.Reason, st.CompletedAt = domain.BackupFailed, truncate(reason), &done
 		})
 	}
+	if !c.hasMachines(b.Metadata.Tenant) {
+		return fail("the tenant has no machines: there is no etcd to back up")
+	}
 	bundle, err := c.cfg.PKI.Bundle(ctx, b.Metadata.Tenant)
 	if err != nil {
 		return fmt.Errorf("loading the PKI of %s: %w", b.Metadata.Tenant, err)
