@@ -62,17 +62,14 @@ var tenantFragmentTargets = map[string]string{
 // tenant first: once it is gone, every part says so instead of failing.
 func (u *UI) tenantFragments(tenant string) []fragment {
 	guard := func(event string, render func(c echo.Context, t *domain.Tenant) (templ.Component, error)) fragment {
-		return fragment{Event: event, Render: func(c echo.Context) (templ.Component, error) {
+		return goneOnNotFound(tenant, fragment{Event: event, Render: func(c echo.Context) (templ.Component, error) {
+			// Deleted, or out of the user's view: a live stream ends.
 			t, err := getOf[domain.Tenant](u, c.Request(), "/tenants/"+tenant)
-			if domain.ReasonOf(err) == domain.ReasonNotFound {
-				// Deleted, or out of the user's view: a live stream ends.
-				return tenantGone(tenant), &liveEnd{Message: goneMessage("Tenant " + tenant)}
-			}
 			if err != nil {
 				return nil, err
 			}
 			return render(c, t)
-		}}
+		}})
 	}
 	return []fragment{
 		guard("overview", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {

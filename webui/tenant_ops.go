@@ -3,6 +3,8 @@ package webui
 import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"github.com/rezuscloud/rezuscloud/domain"
 )
 
 // tenantOpsRoutes serves a tenant's config patches, applies (with their logs),
@@ -51,9 +53,25 @@ func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, u
 // page's live stream (events "patches", "applies", "upgrades").
 func (u *UI) tenantOpsFragments(tenant string) []fragment {
 	return []fragment{
-		{Event: "patches", Render: func(c echo.Context) (templ.Component, error) { return u.patchRows(c, tenant) }},
-		{Event: "applies", Render: func(c echo.Context) (templ.Component, error) { return u.applyRows(c, tenant) }},
-		{Event: "upgrades", Render: func(c echo.Context) (templ.Component, error) { return u.upgradeRows(c, tenant) }},
-		{Event: "backups", Render: func(c echo.Context) (templ.Component, error) { return u.backupRows(c, tenant) }},
+		goneOnNotFound(tenant, fragment{Event: "patches", Render: func(c echo.Context) (templ.Component, error) { return u.patchRows(c, tenant) }}),
+		goneOnNotFound(tenant, fragment{Event: "applies", Render: func(c echo.Context) (templ.Component, error) { return u.applyRows(c, tenant) }}),
+		goneOnNotFound(tenant, fragment{Event: "upgrades", Render: func(c echo.Context) (templ.Component, error) { return u.upgradeRows(c, tenant) }}),
+		goneOnNotFound(tenant, fragment{Event: "backups", Render: func(c echo.Context) (templ.Component, error) { return u.backupRows(c, tenant) }}),
 	}
+}
+
+// goneOnNotFound makes a tenant page's part say the tenant is gone (and end
+// a live stream) when reading it answers NotFound — the tenant deleted, or
+// taken out of the user's view between two reads of one render — instead
+// of showing an error in each part of a page that is going.
+func goneOnNotFound(tenant string, f fragment) fragment {
+	render := f.Render
+	f.Render = func(c echo.Context) (templ.Component, error) {
+		comp, err := render(c)
+		if domain.ReasonOf(err) == domain.ReasonNotFound {
+			return tenantGone(tenant), &liveEnd{Message: goneMessage("Tenant " + tenant)}
+		}
+		return comp, err
+	}
+	return f
 }
