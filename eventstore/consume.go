@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,12 +23,32 @@ func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logge
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", name, err)
 	}
-	defer handBack(it)
+	defer func() { handBack(it) }()
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
+			}
+			// A loaded server (or machine) misses a heartbeat now and then:
+			// the iterator pulls again by itself. That is no reason to stop
+			// the controller, let alone the server.
+			if errors.Is(err, jetstream.ErrNoHeartbeat) {
+				log.Warn("consumer missed a heartbeat; pulling again", "consumer", name)
+				continue
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				log.Warn("consumer's pull ended; starting it again", "consumer", name)
+				handBack(it)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Second):
+				}
+				if it, err = cons.Messages(jetstream.PullMaxMessages(64)); err != nil {
+					return fmt.Errorf("consumer %s: %w", name, err)
+				}
+				continue
 			}
 			return fmt.Errorf("consumer %s: %w", name, err)
 		}
