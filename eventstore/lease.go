@@ -85,8 +85,13 @@ func (l *Leases) acquire(ctx context.Context, name, holder string) (uint64, erro
 			return rev, nil
 		}
 		wait := l.ttl / 4
+		var apiErr *jetstream.APIError
 		switch {
 		case errors.Is(err, jetstream.ErrKeyExists):
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			// Another replica wrote the key between the create and the
+			// update over a delete marker the create tried: it holds it now.
 		case ClusterNotReady(err) && ctx.Err() == nil:
 			// A create that timed out may have been stored: then the
 			// lease is ours. Otherwise try again soon; a cluster electing
