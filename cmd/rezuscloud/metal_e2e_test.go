@@ -93,7 +93,13 @@ func TestMetalFromMaintenanceModeToABootstrappedCluster(t *testing.T) {
 	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(net.JoinHostPort(hosts[0], "50000")))
 	require.NoError(t, err)
 	defer c.Close()
-	members, err := c.EtcdMemberList(ctx, &talosmachine.EtcdMemberListRequest{})
+	// A control plane joins etcd once it installed and rebooted into its
+	// config, which can be after the apply run ended (as on real Talos).
+	var members *talosmachine.EtcdMemberListResponse
+	p.eventually(60*time.Second, "every control plane is an etcd member", func() bool {
+		members, err = c.EtcdMemberList(ctx, &talosmachine.EtcdMemberListRequest{})
+		return err == nil && len(members.Messages[0].Members) == 3
+	})
 	require.NoError(t, err)
 	require.Len(t, members.Messages[0].Members, 3)
 	// A worker answers once a control plane issued its certificate: under
