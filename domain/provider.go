@@ -1,6 +1,12 @@
 package domain
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"unicode/utf8"
+)
 
 // Provider types.
 const (
@@ -8,7 +14,24 @@ const (
 	ProviderMetal     = "metal"
 	ProviderOCI       = "oci"
 	ProviderOpenStack = "openstack"
+	// ProviderModule builds machines with an OpenTofu module held in
+	// spec.module (docs/providers.md gives the module contract).
+	ProviderModule = "module"
 )
+
+// Bounds of a module provider's files.
+const (
+	// MaxModuleFiles bounds the files of spec.module.
+	MaxModuleFiles = 64
+	// MaxModuleBytes bounds the total size of spec.module's files.
+	MaxModuleBytes = 1 << 20
+	// MaxModuleFileName bounds a file name.
+	MaxModuleFileName = 128
+)
+
+// moduleFileRe is a module file's name: one directory, OpenTofu's own
+// extensions (.tf native syntax, .tf.json JSON syntax).
+var moduleFileRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*\.tf(\.json)?$`)
 
 // ProviderKind is a place machines are built: a cloud account, bare metal or the emulator.
 var ProviderKind = register(&KindInfo{
@@ -30,13 +53,74 @@ type Provider struct {
 
 // ProviderSpec declares a provider.
 type ProviderSpec struct {
-	// Type is emulated, metal, oci or openstack.
+	// Type is emulated, metal, module, oci or openstack.
 	Type string `json:"type"`
 	// Config is the provider's non-secret settings (region, endpoints, ...); a JSON object.
 	Config json.RawMessage `json:"config,omitempty"`
 	// CredentialsRef names the stored secret with the cloud credentials. Credentials
 	// themselves are never part of a spec, so they never reach events.
 	CredentialsRef *SecretRef `json:"credentialsRef,omitempty"`
+	// Module is the OpenTofu module a module provider builds machines with;
+	// only for type module.
+	Module *ModuleSource `json:"module,omitempty"`
+}
+
+// ModuleSource is an OpenTofu module, one directory of files.
+type ModuleSource struct {
+	// Files maps a file name (main.tf, variables.tf, outputs.tf.json, ...)
+	// to its text.
+	Files map[string]string `json:"files"`
+}
+
+// ModuleFileField is the field path of one module file, for causes.
+func ModuleFileField(f, name string) string { return fmt.Sprintf("%s.module.files[%s]", f, name) }
+
+// SortedFiles are the module's file names in order.
+func (m *ModuleSource) SortedFiles() []string {
+	out := make([]string, 0, len(m.Files))
+	for n := range m.Files {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// validateModule checks the shape of spec.module: the files' names, count
+// and size (their content is OpenTofu's to check; see tfrunner).
+func validateModule(s *ProviderSpec, f string) []Cause {
+	if s.Type != ProviderModule {
+		if s.Module != nil {
+			return []Cause{{Field: f + ".module", Type: CauseForbidden, Message: fmt.Sprintf("only a provider of type %s has a module", ProviderModule)}}
+		}
+		return nil
+	}
+	if s.Module == nil || len(s.Module.Files) == 0 {
+		return []Cause{{Field: f + ".module.files", Type: CauseRequired, Message: "a module provider needs its module's files, e.g. {\"main.tf\": \"...\"}"}}
+	}
+	var causes []Cause
+	if len(s.Module.Files) > MaxModuleFiles {
+		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d files", MaxModuleFiles)})
+	}
+	total := 0
+	for _, name := range s.Module.SortedFiles() {
+		text := s.Module.Files[name]
+		total += len(text)
+		ff := ModuleFileField(f, name)
+		switch {
+		case len(name) > MaxModuleFileName:
+			causes = append(causes, Cause{Field: ff, Type: CauseTooLong, Message: fmt.Sprintf("the file name must be no more than %d characters", MaxModuleFileName)})
+		case !moduleFileRe.MatchString(name):
+			causes = append(causes, Cause{Field: ff, Type: CauseInvalid,
+				Message: fmt.Sprintf("%q is not a module file name: letters, digits, '_', '-', '.', ending in .tf or .tf.json, no directories", name)})
+		}
+		if !utf8.ValidString(text) {
+			causes = append(causes, Cause{Field: ff, Type: CauseInvalid, Message: "must be UTF-8 text"})
+		}
+	}
+	if total > MaxModuleBytes {
+		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("the files total %d bytes; at most %d", total, MaxModuleBytes)})
+	}
+	return causes
 }
 
 // SecretRef names a secret held outside events and readable buckets.
@@ -49,7 +133,8 @@ func (s *ProviderSpec) Default() {}
 
 // Validate reports every bad field.
 func (s *ProviderSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Type, f+".type", ProviderEmulated, ProviderMetal, ProviderOCI, ProviderOpenStack)
+	causes := oneOf(s.Type, f+".type", ProviderEmulated, ProviderMetal, ProviderModule, ProviderOCI, ProviderOpenStack)
+	causes = append(causes, validateModule(s, f)...)
 	cfg, c := canonicalObject(s.Config, f+".config")
 	causes = append(causes, c...)
 	s.Config = cfg

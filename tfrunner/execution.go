@@ -145,6 +145,9 @@ func (w *Worker) backendConfig(tenant string) []byte {
 }
 
 func (x *execution) writeConfig(f Files) error {
+	if err := x.writeModules(f.Modules); err != nil {
+		return err
+	}
 	if err := writeIfChanged(filepath.Join(x.dir, mainFile), f.Main, 0o600); err != nil {
 		return err
 	}
@@ -152,6 +155,44 @@ func (x *execution) writeConfig(f Files) error {
 		return nil
 	}
 	return os.WriteFile(filepath.Join(x.dir, varsFile), f.Vars, 0o600)
+}
+
+// writeModules writes the module providers' files under ModulesDir, one
+// directory per Provider, and removes what no module has any more.
+func (x *execution) writeModules(mods map[string]map[string]string) error {
+	root := filepath.Join(x.dir, ModulesDir)
+	if entries, err := os.ReadDir(root); err == nil {
+		for _, e := range entries {
+			files, ok := mods[e.Name()]
+			if !ok || !e.IsDir() {
+				if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+					return err
+				}
+				continue
+			}
+			inner, _ := os.ReadDir(filepath.Join(root, e.Name()))
+			for _, f := range inner {
+				if _, keep := files[f.Name()]; !keep {
+					if err := os.RemoveAll(filepath.Join(root, e.Name(), f.Name())); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(mods) {
+		dir := filepath.Join(root, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		for _, fname := range sortedKeys(mods[name]) {
+			// Names were checked (domain: one directory, .tf or .tf.json).
+			if err := writeIfChanged(filepath.Join(dir, filepath.Base(fname)), []byte(mods[name][fname]), 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // cleanup removes the secrets the run wrote and ends its state credentials,
@@ -182,6 +223,18 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		}
 		h.Write(top["terraform"])
 		h.Write(top["provider"])
+		h.Write(top["module"])
+		// A module's required_providers are installed by init too.
+		root := filepath.Join(x.dir, ModulesDir)
+		dirs, _ := os.ReadDir(root)
+		for _, d := range dirs {
+			files, _ := os.ReadDir(filepath.Join(root, d.Name()))
+			for _, f := range files {
+				b, _ := os.ReadFile(filepath.Join(root, d.Name(), f.Name()))
+				fmt.Fprintf(h, "%s/%s %d\n", d.Name(), f.Name(), len(b))
+				h.Write(b)
+			}
+		}
 	}
 	backend, _ := os.ReadFile(filepath.Join(x.dir, backendFile))
 	h.Write(backend)
@@ -209,41 +262,62 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 	return os.WriteFile(marker, []byte(sum), 0o600)
 }
 
-// providersInState is the Provider names the tenant's state uses: from the
-// note the last successful run left, else (a new work dir: another replica
-// ran before) from the state itself.
-func (x *execution) providersInState(ctx context.Context) ([]string, error) {
+// stateUses is what a tenant's state holds resources of: the Provider
+// names (each needs its provider block or module to destroy what it built)
+// and the module calls.
+type stateUses struct {
+	Providers []string    `json:"providers"`
+	Modules   []ModuleUse `json:"modules,omitempty"`
+}
+
+// usesOf reads a state's uses.
+func usesOf(state []byte) (stateUses, error) {
+	names, err := ProvidersInState(state)
+	if err != nil {
+		return stateUses{}, err
+	}
+	mods, err := ModulesInState(state)
+	if err != nil {
+		return stateUses{}, err
+	}
+	return stateUses{Providers: names, Modules: mods}, nil
+}
+
+// stateUses is what the tenant's state uses: from the note the last
+// successful run left, else (a new work dir: another replica ran before, or
+// a note of an older version) from the state itself.
+func (x *execution) stateUses(ctx context.Context) (stateUses, error) {
 	if b, err := os.ReadFile(filepath.Join(x.dir, providersFile)); err == nil {
-		var names []string
-		if json.Unmarshal(b, &names) == nil {
-			return names, nil
+		var u stateUses
+		if json.Unmarshal(b, &u) == nil {
+			return u, nil
 		}
 	}
 	_ = os.Remove(filepath.Join(x.dir, mainFile))
 	if err := x.init(ctx, nil); err != nil {
-		return nil, err
+		return stateUses{}, err
 	}
 	state, err := x.statePull(ctx)
 	if err != nil {
-		return nil, err
+		return stateUses{}, err
 	}
 	if len(bytes.TrimSpace(state)) == 0 {
-		return nil, nil
+		return stateUses{}, nil
 	}
-	names, err := ProvidersInState(state)
+	u, err := usesOf(state)
 	if err != nil {
-		return nil, fmt.Errorf("reading the state: %w", err)
+		return stateUses{}, fmt.Errorf("reading the state: %w", err)
 	}
-	return names, nil
+	return u, nil
 }
 
-// rememberProviders notes the Provider names a state uses for the next run.
+// rememberProviders notes what a state uses for the next run.
 func (x *execution) rememberProviders(state []byte) {
-	names, err := ProvidersInState(state)
+	u, err := usesOf(state)
 	if err != nil {
 		return
 	}
-	b, _ := json.Marshal(names)
+	b, _ := json.Marshal(u)
 	_ = writeIfChanged(filepath.Join(x.dir, providersFile), b, 0o600)
 }
 

@@ -42,6 +42,14 @@ type GenerateInput struct {
 	// EndpointPlaceholder as the endpoint host, and the generated configuration
 	// replaces it with the address it creates for the control plane.
 	PlaceholderEndpoint bool
+	// Modules checks the modules of module providers (the server's mirror
+	// and --allow-module-exec); the zero value checks all but the sources.
+	Modules ModuleChecker
+	// StateModules are the module calls the state holds resources of
+	// (ModulesInState): a call whose group is gone, or that moved to another
+	// provider, is kept with no machines so that tofu destroys what it built
+	// with the module's own provider configuration.
+	StateModules []ModuleUse
 }
 
 // GroupInput is one node group and its machines.
@@ -66,6 +74,9 @@ type Files struct {
 	// Vars is rezus.auto.tfvars.json (VarsFileName): the machine configs, as the
 	// values of sensitive variables, so tofu never prints them.
 	Vars []byte
+	// Modules are the files of the module providers the configuration
+	// calls, by Provider name: written to ModulesDir/<name>/.
+	Modules map[string]map[string]string
 }
 
 // Generate writes the OpenTofu configuration (JSON syntax) that builds a
@@ -116,7 +127,7 @@ func Generate(in GenerateInput) (Files, error) {
 	if err := checkGenerated(main, vars); err != nil {
 		return Files{}, fmt.Errorf("generator bug: %w", err)
 	}
-	return Files{Main: main, Vars: vars}, nil
+	return Files{Main: main, Vars: vars, Modules: b.moduleFiles()}, nil
 }
 
 // ProviderAlias is the provider alias of a Provider object: a valid identifier
@@ -164,6 +175,8 @@ type tfProviderUse struct {
 	// cfg is the decoded spec.config (the type's own struct).
 	cfg    any
 	groups []*tfGroup
+	// mod is set for a provider built with a module (ModuleName calls).
+	mod *tfModule
 }
 
 // tfGroup is one node group being generated.
@@ -213,6 +226,7 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 		return nil, fmt.Errorf("generating: no tenant")
 	}
 	b := &tfBuilder{in: in, tenant: in.Tenant, root: map[string]any{}, vars: map[string]any{}}
+	var err error
 	names := make([]string, 0, len(in.Providers))
 	for name := range in.Providers {
 		names = append(names, name)
@@ -237,6 +251,9 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 			return nil, domain.NewInvalid(domain.ProviderKind.Kind, name, causes)
 		}
 		u := &tfProviderUse{name: name, obj: p, typ: typ, ref: typ.LocalName + "." + ProviderAlias(name), cfg: cfg}
+		if u.mod, err = b.moduleOf(p, typ, cfg); err != nil {
+			return nil, err
+		}
 		b.uses = append(b.uses, u)
 		byName[name] = u
 	}
@@ -298,6 +315,9 @@ func (b *tfBuilder) build() error {
 	required := map[string]any{}
 	providers := map[string]any{}
 	for _, u := range b.uses {
+		if u.mod != nil {
+			continue // the module configures its providers itself
+		}
 		required[u.typ.LocalName] = map[string]any{"source": u.typ.Source, "version": u.typ.Version}
 		args := u.typ.gen.providerArgs(u.cfg)
 		args["alias"] = ProviderAlias(u.name)
@@ -320,7 +340,15 @@ func (b *tfBuilder) build() error {
 		}
 	}
 	if b.tenant.Spec.ControlPlane.Endpoint == "" && cp != nil {
-		expr, err := cp.use.typ.gen.endpoint(b, cp)
+		var (
+			expr string
+			err  error
+		)
+		if cp.use.mod != nil && cp.use.obj.Spec.Type == domain.ProviderModule {
+			expr, err = b.moduleEndpoint(cp)
+		} else {
+			expr, err = cp.use.typ.gen.endpoint(b, cp)
+		}
 		if err != nil {
 			return err
 		}
@@ -350,6 +378,10 @@ func (b *tfBuilder) build() error {
 		})
 	}
 	for _, u := range b.uses {
+		if u.mod != nil {
+			b.moduleCalls(u)
+			continue
+		}
 		if err := u.typ.gen.resources(b, u); err != nil {
 			return err
 		}

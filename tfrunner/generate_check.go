@@ -36,10 +36,11 @@ func checkGenerated(main, vars []byte) error {
 		providers: map[string]bool{},
 		variables: map[string]bool{},
 		declared:  map[string]bool{},
+		modules:   map[string]bool{},
 	}
 	// In dependency order: what is required, then what is configured and
 	// declared, then what uses it.
-	for _, pass := range [][]string{{"terraform"}, {"provider", "variable", "output"}, {"resource", "data"}} {
+	for _, pass := range [][]string{{"terraform"}, {"provider", "variable", "output"}, {"resource", "data", "module", "moved"}} {
 		for _, blk := range content.Blocks {
 			if !slices.Contains(pass, blk.Type) {
 				continue
@@ -65,6 +66,8 @@ var tfRootSchema = &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{
 	{Type: "resource", LabelNames: []string{"type", "name"}},
 	{Type: "data", LabelNames: []string{"type", "name"}},
 	{Type: "output", LabelNames: []string{"name"}},
+	{Type: "module", LabelNames: []string{"name"}},
+	{Type: "moved"},
 }}
 
 // tfFunctions are the functions the generators use.
@@ -76,6 +79,8 @@ type tfChecker struct {
 	variables map[string]bool
 	// declared holds "<type>.<name>" of resources and "data.<type>.<name>".
 	declared map[string]bool
+	// modules holds the names of module calls.
+	modules map[string]bool
 }
 
 func (c *tfChecker) block(blk *hcl.Block) error {
@@ -144,6 +149,34 @@ func (c *tfChecker) block(blk *hcl.Block) error {
 		if _, ok := attrs["value"]; !ok {
 			return fmt.Errorf("an output without a value")
 		}
+	case "module":
+		attrs, diags := blk.Body.JustAttributes()
+		if diags.HasErrors() {
+			return diags
+		}
+		src, ok := attrs["source"]
+		if !ok {
+			return fmt.Errorf("a module call without a source")
+		}
+		v, diags := src.Expr.Value(nil)
+		if diags.HasErrors() || v.Type() != cty.String || !strings.HasPrefix(v.AsString(), "./"+ModulesDir+"/") {
+			return fmt.Errorf("the source must be a directory under ./%s/", ModulesDir)
+		}
+		c.modules[blk.Labels[0]] = true
+	case "moved":
+		attrs, diags := blk.Body.JustAttributes()
+		if diags.HasErrors() {
+			return diags
+		}
+		for _, k := range []string{"from", "to"} {
+			a, ok := attrs[k]
+			if !ok {
+				return fmt.Errorf("a moved block without %s", k)
+			}
+			if _, diags := hcl.AbsTraversalForExpr(a.Expr); diags.HasErrors() {
+				return fmt.Errorf("moved.%s: %s", k, diags.Error())
+			}
+		}
 	case "resource", "data":
 		rc, _, diags := blk.Body.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}}})
 		if diags.HasErrors() {
@@ -191,6 +224,13 @@ func (c *tfChecker) references(main []byte) error {
 					return fmt.Errorf("%s %s.%s: %w", kind, typ, name, err)
 				}
 			}
+		}
+	}
+	modules, _ := root["module"].(map[string]any)
+	for _, name := range sortedKeys(modules) {
+		body, _ := modules[name].(map[string]any)
+		if err := c.walk(body, false); err != nil {
+			return fmt.Errorf("module %s: %w", name, err)
 		}
 	}
 	outputs, _ := root["output"].(map[string]any)
@@ -269,6 +309,10 @@ func (c *tfChecker) reference(t hcl.Traversal, forEach bool) error {
 	case "each":
 		if !forEach {
 			return fmt.Errorf("each.%s outside a for_each", attr(1))
+		}
+	case "module":
+		if !c.modules[attr(1)] {
+			return fmt.Errorf("undeclared module %s", attr(1))
 		}
 	case "data":
 		if !c.declared["data."+attr(1)+"."+attr(2)] {

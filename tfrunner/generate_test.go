@@ -244,15 +244,15 @@ func TestGenerateStructure(t *testing.T) {
 	})
 
 	t.Run("one aliased provider block per provider, pinned", func(t *testing.T) {
+		// The emulated type is a module: its provider block is the module's,
+		// configured from the module's own variable, one call per group.
 		d := decodeMain(t, mustGenerate(t, cases["emulated_endpoint"]))
-		blocks := d.at(t, "provider", "emulated").([]any)
-		require.Len(t, blocks, 2)
-		require.Equal(t, "p_emu_2", blocks[0].(map[string]any)["alias"])
-		require.Equal(t, "http://127.0.0.2:8089", blocks[0].(map[string]any)["endpoint"])
-		require.Equal(t, "p_emulated", blocks[1].(map[string]any)["alias"])
-		require.Equal(t, map[string]any{"source": "rezuscloud/emulated", "version": "0.1.0"}, d.at(t, "terraform", "required_providers", "emulated"))
-		require.Equal(t, "emulated.p_emu_2", d.at(t, "resource", "emulated_machine", "ng_gpu_workers", "provider"))
-		require.False(t, d.has("resource", "emulated_machine", "ng_idle"), "a group of 0 has no resource")
+		require.False(t, d.has("provider"), "a module configures its providers itself")
+		require.Equal(t, "./modules/emu-2", d.at(t, "module", "ng_gpu-workers__emu-2", "source"))
+		require.Equal(t, "http://127.0.0.2:8089", d.at(t, "module", "ng_gpu-workers__emu-2", "emulator"))
+		require.Equal(t, map[string]any{}, d.at(t, "module", "ng_idle__emu-2", "machines"), "a group of 0 has a call with no machines")
+		require.Equal(t, "${module.ng_gpu-workers__emu-2.machines}", d.at(t, "output", "rezus_machines_ng_gpu_workers", "value"))
+		require.Equal(t, true, d.at(t, "output", "rezus_machines_ng_gpu_workers", "sensitive"))
 
 		d = decodeMain(t, mustGenerate(t, cases["mixed_placeholder"]))
 		require.Equal(t, map[string]any{"source": "terraform-provider-openstack/openstack", "version": "3.4.0"}, d.at(t, "terraform", "required_providers", "openstack"))
@@ -265,7 +265,6 @@ func TestGenerateStructure(t *testing.T) {
 			name, res string
 			ignored   []any
 		}{
-			"emulated":  {"emulated_placeholder", "emulated_machine", []any{"user_data"}},
 			"openstack": {"openstack_placeholder", "openstack_compute_instance_v2", []any{"user_data", "image_id", "image_name"}},
 			"oci":       {"oci_placeholder", "oci_core_instance", []any{"metadata", "source_details"}},
 		} {
@@ -292,21 +291,26 @@ func TestGenerateStructure(t *testing.T) {
 
 	t.Run("placeholder replaced with the endpoint address", func(t *testing.T) {
 		d := decodeMain(t, mustGenerate(t, cases["emulated_placeholder"]))
-		require.Equal(t, `${replace(var.user_data_workers[each.key], "rezus-endpoint.invalid", emulated_address.endpoint.address)}`,
-			d.at(t, "resource", "emulated_machine", "ng_workers", "user_data"))
-		require.Equal(t, `${each.key == "cp-0" ? emulated_address.endpoint.address : null}`,
-			d.at(t, "resource", "emulated_machine", "ng_cp", "address"))
-		require.False(t, d.has("resource", "emulated_machine", "ng_workers", "address"))
-		require.Equal(t, "${emulated_address.endpoint.address}", d.at(t, "output", EndpointOutput, "value"))
+		require.Equal(t, map[string]any{
+			"config":   `${replace(var.user_data_workers["workers-0"], "rezus-endpoint.invalid", module.ng_cp__emulated.endpoint)}`,
+			"hostname": "demo-workers-0",
+		}, d.at(t, "module", "ng_workers__emulated", "machines", "workers-0"))
+		require.Equal(t, "controlplane", d.at(t, "module", "ng_cp__emulated", "role"))
+		require.Equal(t, "", d.at(t, "module", "ng_cp__emulated", "endpoint"))
+		require.Equal(t, "${module.ng_cp__emulated.endpoint}", d.at(t, "output", EndpointOutput, "value"))
+		require.Equal(t, []any{
+			map[string]any{"from": "emulated_machine.ng_cp", "to": "module.ng_cp__emulated.emulated_machine.machine"},
+			map[string]any{"from": "emulated_machine.ng_workers", "to": "module.ng_workers__emulated.emulated_machine.machine"},
+			map[string]any{"from": "emulated_address.endpoint", "to": "module.ng_cp__emulated.emulated_address.endpoint[0]"},
+		}, d.at(t, "moved"), "what runs made before the type was a module moves into it")
 
 		d = decodeMain(t, mustGenerate(t, cases["emulated_addressed"]))
-		require.Equal(t, "${var.user_data_workers[each.key]}", d.at(t, "resource", "emulated_machine", "ng_workers", "user_data"))
-		require.True(t, d.has("resource", "emulated_address", "endpoint"), "the reserved address outlives the placeholder")
-		require.True(t, d.has("resource", "emulated_machine", "ng_cp", "address"))
+		require.Equal(t, "${var.user_data_workers[\"workers-0\"]}", d.at(t, "module", "ng_workers__emulated", "machines", "workers-0", "config"))
+		require.Equal(t, "${module.ng_cp__emulated.endpoint}", d.at(t, "output", EndpointOutput, "value"), "the reserved address outlives the placeholder")
 
 		d = decodeMain(t, mustGenerate(t, cases["emulated_endpoint"]))
-		require.False(t, d.has("resource", "emulated_address"))
-		require.False(t, d.has("output"))
+		require.False(t, d.has("output", EndpointOutput))
+		require.Equal(t, "https://k8s.example.com:6443", d.at(t, "module", "ng_cp__emulated", "endpoint"))
 
 		d = decodeMain(t, mustGenerate(t, cases["openstack_placeholder"]))
 		require.Equal(t, `${replace(var.user_data_cp[each.key], "rezus-endpoint.invalid", [for ip in openstack_networking_port_v2.ng_cp["cp-0"].all_fixed_ips : ip if !strcontains(ip, ":")][0])}`,
@@ -318,7 +322,7 @@ func TestGenerateStructure(t *testing.T) {
 		require.Len(t, d.at(t, "resource", "oci_network_load_balancer_backend", "endpoint", "for_each"), 9, "3 listeners x 3 control planes")
 
 		d = decodeMain(t, mustGenerate(t, cases["mixed_placeholder"]))
-		require.Equal(t, `${replace(var.user_data_workers[each.key], "rezus-endpoint.invalid", emulated_address.endpoint.address)}`,
+		require.Equal(t, `${replace(var.user_data_workers[each.key], "rezus-endpoint.invalid", module.ng_cp__emulated.endpoint)}`,
 			d.at(t, "resource", "openstack_compute_instance_v2", "ng_workers", "user_data"))
 	})
 
@@ -366,7 +370,7 @@ func TestGenerateErrors(t *testing.T) {
 			`nodegroup "cp" is invalid: spec.provider: provider "elsewhere" not found`},
 		{"metal is not built with tofu", GenerateInput{Tenant: tn,
 			Providers: map[string]*domain.Provider{"rack": genProvider("rack", domain.ProviderMetal, "")}},
-			`provider "rack" is invalid: spec.type: "metal" cannot be built with OpenTofu; supported: emulated, oci, openstack`},
+			`provider "rack" is invalid: spec.type: "metal" cannot be built with OpenTofu; supported: emulated, module, oci, openstack`},
 		{"a bad provider config", GenerateInput{Tenant: tn,
 			Providers: map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, `{}`)}},
 			`provider "emulated" is invalid: spec.config.endpoint: required`},

@@ -59,11 +59,23 @@ func (r *tofuRunner) run(t *testing.T, dir string, args ...string) []byte {
 // writeGenerated generates in and writes the files into a fresh directory.
 func writeGenerated(t *testing.T, in GenerateInput) string {
 	t.Helper()
-	files := mustGenerate(t, in)
 	dir := t.TempDir()
+	writeFiles(t, dir, mustGenerate(t, in))
+	return dir
+}
+
+// writeFiles writes generated files into dir as the runner does.
+func writeFiles(t *testing.T, dir string, files Files) {
+	t.Helper()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, MainFileName), files.Main, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, VarsFileName), files.Vars, 0o600))
-	return dir
+	for name, fs := range files.Modules {
+		mdir := filepath.Join(dir, ModulesDir, name)
+		require.NoError(t, os.MkdirAll(mdir, 0o700))
+		for fname, text := range fs {
+			require.NoError(t, os.WriteFile(filepath.Join(mdir, fname), []byte(text), 0o600))
+		}
+	}
 }
 
 // TestGeneratedConfigsValidate runs `tofu validate` on the generated
@@ -137,7 +149,7 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 		in := cases["emulated_addressed"]
 		got := plan(t, in)
 		require.Len(t, got, 1+3+4, "the reserved address, 3 control planes, 4 workers")
-		require.Contains(t, got, "emulated_address.endpoint")
+		require.Contains(t, got, "module.ng_cp__emulated.emulated_address.endpoint[0]")
 		configs := map[string]string{}
 		for _, g := range in.Groups {
 			for _, m := range g.Machines {
@@ -145,7 +157,7 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 			}
 		}
 		for addr, c := range got {
-			if c.Address == "emulated_address.endpoint" {
+			if c.Address == "module.ng_cp__emulated.emulated_address.endpoint[0]" {
 				require.Equal(t, "demo-endpoint", c.Change.After["name"])
 				continue
 			}
@@ -163,10 +175,10 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 	t.Run("placeholder", func(t *testing.T) {
 		got := plan(t, cases["emulated_placeholder"])
 		require.Len(t, got, 1+1+2)
-		for _, addr := range []string{`emulated_machine.ng_cp["cp-0"]`, `emulated_machine.ng_workers["workers-0"]`, `emulated_machine.ng_workers["workers-1"]`} {
+		for _, addr := range []string{`module.ng_cp__emulated.emulated_machine.machine["cp-0"]`, `module.ng_workers__emulated.emulated_machine.machine["workers-0"]`, `module.ng_workers__emulated.emulated_machine.machine["workers-1"]`} {
 			require.Equal(t, true, got[addr].Change.AfterUnknown["user_data"], "%s: the endpoint is known once the address is reserved", addr)
 		}
-		require.Equal(t, true, got[`emulated_machine.ng_cp["cp-0"]`].Change.AfterUnknown["address"])
+		require.Equal(t, true, got[`module.ng_cp__emulated.emulated_machine.machine["cp-0"]`].Change.AfterUnknown["address"])
 	})
 
 	t.Run("declared endpoint", func(t *testing.T) {
@@ -175,7 +187,7 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 			Providers: map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, cfgEmulated)},
 			Groups:    []GroupInput{genGroup(te, "cp", domain.RoleControlPlane, "emulated", 1, "")}})
 		require.Len(t, got, 1)
-		require.Contains(t, got[`emulated_machine.ng_cp["cp-0"]`].Change.After["user_data"], "https://k8s.example.com:6443")
+		require.Contains(t, got[`module.ng_cp__emulated.emulated_machine.machine["cp-0"]`].Change.After["user_data"], "https://k8s.example.com:6443")
 	})
 }
 
@@ -215,11 +227,7 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 		return in
 	}
 	dir := t.TempDir()
-	write := func(in GenerateInput) {
-		files := mustGenerate(t, in)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, MainFileName), files.Main, 0o600))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, VarsFileName), files.Vars, 0o600))
-	}
+	write := func(in GenerateInput) { writeFiles(t, dir, mustGenerate(t, in)) }
 
 	write(input(EndpointPlaceholder, 2))
 	tofu.run(t, dir, "init", "-input=false", "-no-color")
@@ -261,11 +269,15 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, machines, 4)
 	if *update {
-		require.NoError(t, os.WriteFile(filepath.Join("testdata", "state_emulated.json"), scrubState(t, state), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join("testdata", "state_emulated_module.json"), scrubState(t, state), 0o644))
 	}
 
-	// Destroy as the runner does: the providers in the state, no groups.
-	write(GenerateInput{Tenant: tn, Providers: providers})
+	// Destroy as the runner does: the providers and module calls in the
+	// state, no groups.
+	mods, err := ModulesInState(state)
+	require.NoError(t, err)
+	require.Equal(t, []ModuleUse{{Group: "cp", Provider: "emulated"}, {Group: "workers", Provider: "emulated"}}, mods)
+	write(GenerateInput{Tenant: tn, Providers: providers, StateModules: mods})
 	out = tofu.run(t, dir, "apply", "-destroy", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Apply complete! Resources: 0 added, 0 changed, 5 destroyed.")
 	require.Empty(t, em.List())

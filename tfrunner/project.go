@@ -126,7 +126,68 @@ func ProjectState(state []byte) ([]ObservedMachine, error) {
 			out = append(out, m)
 		}
 	}
+	for _, oname := range sortedKeys(st.Outputs) {
+		rest, ok := strings.CutPrefix(oname, moduleMachinesOutput)
+		if !ok {
+			continue
+		}
+		group, ok := GroupFromResourceName(rest)
+		if !ok {
+			continue
+		}
+		ms, err := moduleMachines(st.Outputs[oname].Value)
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: the module's %q output: %w", group, ModuleOutputMachines, err)
+		}
+		for _, name := range sortedKeys(ms) {
+			if prev, dup := seen[name]; dup {
+				return nil, fmt.Errorf("machine %s is both %s and output %s", name, prev, oname)
+			}
+			seen[name] = "output " + oname
+			m := ms[name]
+			out = append(out, ObservedMachine{Name: name, NodeGroup: group, Address: m.Address, ProviderID: m.ProviderID, Shape: m.Shape, Hostname: m.Hostname})
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// moduleMachine is one entry of a module's machines output.
+type moduleMachine struct {
+	Address    string `json:"address"`
+	ProviderID string `json:"provider_id"`
+	Shape      string `json:"shape"`
+	Hostname   string `json:"hostname"`
+}
+
+// moduleMachines reads a module's machines output: a map (object) of machine
+// name to {address, provider_id, shape?, hostname?}; null is no machines.
+func moduleMachines(raw json.RawMessage) (map[string]moduleMachine, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var byName map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &byName); err != nil {
+		return nil, fmt.Errorf("want an object of machine name to {address, provider_id}, got %.80s", string(raw))
+	}
+	out := make(map[string]moduleMachine, len(byName))
+	for name, v := range byName {
+		var fields map[string]any
+		if err := json.Unmarshal(v, &fields); err != nil || fields == nil {
+			return nil, fmt.Errorf("machine %s: want an object {address, provider_id, shape?, hostname?}", name)
+		}
+		var m moduleMachine
+		for k, dst := range map[string]*string{"address": &m.Address, "provider_id": &m.ProviderID, "shape": &m.Shape, "hostname": &m.Hostname} {
+			switch x := fields[k].(type) {
+			case nil:
+			case string:
+				*dst = x
+			default:
+				return nil, fmt.Errorf("machine %s: %s must be a string", name, k)
+			}
+		}
+		out[name] = m
+	}
 	return out, nil
 }
 
@@ -154,6 +215,14 @@ func ProvidersInState(state []byte) ([]string, error) {
 		if len(r.Instances) == 0 {
 			continue
 		}
+		if r.Module != "" {
+			_, provider, ok := ParseModuleName(moduleRoot(r.Module))
+			if !ok {
+				return nil, fmt.Errorf("%s.%s.%s: module %q is not a call RezusCloud writes", r.Module, r.Type, r.Name, r.Module)
+			}
+			names[provider] = true
+			continue
+		}
 		alias, err := providerAliasOf(r.Provider)
 		if err != nil {
 			return nil, fmt.Errorf("%s.%s: %w", r.Type, r.Name, err)
@@ -165,6 +234,51 @@ func ProvidersInState(state []byte) ([]string, error) {
 		names[name] = true
 	}
 	return sortedKeys(names), nil
+}
+
+// ModulesInState returns the module calls (ModuleName) the state holds
+// resources of, sorted by group then provider.
+func ModulesInState(state []byte) ([]ModuleUse, error) {
+	st, err := parseState(state)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[ModuleUse]bool{}
+	var out []ModuleUse
+	for _, r := range st.Resources {
+		if r.Module == "" || len(r.Instances) == 0 {
+			continue
+		}
+		group, provider, ok := ParseModuleName(moduleRoot(r.Module))
+		if !ok {
+			return nil, fmt.Errorf("%s.%s.%s: module %q is not a call RezusCloud writes", r.Module, r.Type, r.Name, r.Module)
+		}
+		u := ModuleUse{Group: group, Provider: provider}
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Group != out[j].Group {
+			return out[i].Group < out[j].Group
+		}
+		return out[i].Provider < out[j].Provider
+	})
+	return out, nil
+}
+
+// moduleRoot is the first step of a state's module address:
+// "module.a.module.b" -> "module.a".
+func moduleRoot(addr string) string {
+	rest, ok := strings.CutPrefix(addr, "module.")
+	if !ok {
+		return addr
+	}
+	name, _, _ := strings.Cut(rest, ".")
+	// A module call with for_each/count has an index: module.a["x"].
+	name, _, _ = strings.Cut(name, "[")
+	return "module." + name
 }
 
 // providerAliasOf reads the alias of a state's provider address,

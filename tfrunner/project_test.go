@@ -36,6 +36,19 @@ func TestProjectState(t *testing.T) {
 			endpoint:  "127.0.1.1",
 		},
 		{
+			// The emulated type as a module (TestGeneratedEmulatedApply
+			// -update): the machines are the module's output.
+			file: "state_emulated_module.json",
+			want: []ObservedMachine{
+				{Name: "cp-0", NodeGroup: "cp", Address: "127.0.76.222", ProviderID: "emulated://demo-cp-0", Shape: "emulated", Hostname: "demo-cp-0"},
+				{Name: "workers-0", NodeGroup: "workers", Address: "127.0.76.224", ProviderID: "emulated://demo-workers-0", Shape: "emulated", Hostname: "demo-workers-0"},
+				{Name: "workers-1", NodeGroup: "workers", Address: "127.0.76.223", ProviderID: "emulated://demo-workers-1", Shape: "emulated", Hostname: "demo-workers-1"},
+				{Name: "workers-2", NodeGroup: "workers", Address: "127.0.76.225", ProviderID: "emulated://demo-workers-2", Shape: "emulated", Hostname: "demo-workers-2"},
+			},
+			providers: []string{"emulated"},
+			endpoint:  "127.0.76.222",
+		},
+		{
 			file: "state_openstack.json",
 			want: []ObservedMachine{
 				{Name: "cp-0", NodeGroup: "cp", Address: "10.0.0.11", ProviderID: "a1b2c3d4-0001-4000-8000-000000000001", Shape: "m1.large", Hostname: "stack-cp-0"},

@@ -21,6 +21,8 @@ var emulatedType = ProviderType{
 	Source:        "rezuscloud/emulated",
 	Version:       "0.1.0",
 	CredentialEnv: nil,
+	// Its machines are its module's output; the mapping reads states
+	// written before the type was a module.
 	Machines: MachineMapping{
 		ResourceType:   "emulated_machine",
 		AddressAttrs:   []string{"address"},
@@ -69,39 +71,41 @@ func (emulatedGen) providerArgs(cfg any) map[string]any {
 	return map[string]any{"endpoint": lit(cfg.(emulatedConfig).Endpoint)}
 }
 
-// endpoint reserves an emulator address (like a cloud's reserved IP) that the
-// first control-plane machine boots on.
+// The emulated type is written as a module (tfrunner/modules/emulated,
+// embedded): the module contract proven on the provider the tests run.
+var emulatedModule = embeddedModule("emulated")
+
+func (emulatedGen) module() *domain.ModuleSource { return emulatedModule }
+
+// moduleVars gives the module its emulator (spec.config.endpoint; the
+// module's endpoint input is the tenant's control-plane endpoint).
+func (emulatedGen) moduleVars(cfg any) map[string]any {
+	return map[string]any{"emulator": lit(cfg.(emulatedConfig).Endpoint)}
+}
+
+// moved moves the resources runs made before the type was a module
+// (emulated_machine.ng_<group>, emulated_address.endpoint) into the module
+// calls, so an upgrade of RezusCloud rebuilds no machine.
+func (emulatedGen) moved(b *tfBuilder, u *tfProviderUse) {
+	for _, g := range u.groups {
+		b.moved("emulated_machine."+g.res, "module."+ModuleName(g.name, u.name)+".emulated_machine.machine")
+	}
+	if cp := b.endpointGroup; cp != nil && cp.use == u {
+		b.moved("emulated_address.endpoint", "module."+ModuleName(cp.name, u.name)+".emulated_address.endpoint[0]")
+	}
+}
+
+// endpoint checks what the module's endpoint will be named (a reserved
+// emulator address, "<tenant>-endpoint") and returns the module's output.
 func (emulatedGen) endpoint(b *tfBuilder, cp *tfGroup) (string, error) {
 	name := b.tenant.Metadata.Name + "-endpoint"
 	if len(name) > domain.MaxNameLength {
 		return "", domain.NewInvalid(domain.TenantKind.Kind, b.tenant.Metadata.Name, []domain.Cause{{Field: "metadata.name", Type: domain.CauseTooLong,
 			Message: fmt.Sprintf("the emulator address %q is longer than %d characters; shorten the tenant name or set spec.controlPlane.endpoint", name, domain.MaxNameLength)}})
 	}
-	b.resource("emulated_address", "endpoint", map[string]any{
-		"//":       "The control-plane endpoint: a reserved address the first control-plane machine boots on.",
-		"provider": cp.use.ref,
-		"name":     lit(name),
-	})
-	return "emulated_address.endpoint.address", nil
+	return b.moduleEndpoint(cp)
 }
 
-func (emulatedGen) resources(b *tfBuilder, u *tfProviderUse) error {
-	for _, g := range u.groups {
-		if len(g.machines) == 0 {
-			continue
-		}
-		body := map[string]any{
-			"provider":  u.ref,
-			"for_each":  b.forEach(g, nil),
-			"name":      "${each.value.name}",
-			"cluster":   lit(b.tenant.Metadata.Name),
-			"user_data": "${" + b.userData(g) + "}",
-			"lifecycle": map[string]any{"ignore_changes": []any{"user_data"}},
-		}
-		if b.endpointGroup == g {
-			body["address"] = "${each.key == \"" + g.firstMachine() + "\" ? " + b.endpointExpr + " : null}"
-		}
-		b.resource(u.typ.Machines.ResourceType, g.res, body)
-	}
-	return nil
+func (emulatedGen) resources(*tfBuilder, *tfProviderUse) error {
+	return fmt.Errorf("generator bug: the emulated type's resources are its module's")
 }

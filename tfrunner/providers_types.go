@@ -73,6 +73,7 @@ var providerTypes = map[string]*ProviderType{
 	domain.ProviderEmulated:  &emulatedType,
 	domain.ProviderOpenStack: &openstackType,
 	domain.ProviderOCI:       &ociType,
+	domain.ProviderModule:    &moduleType,
 }
 
 // LookupProviderType returns what is generated for a Provider.spec.type, and
@@ -99,7 +100,9 @@ func ProviderTypeNames() []string {
 func mappingsByResourceType() map[string]MachineMapping {
 	out := make(map[string]MachineMapping, len(providerTypes))
 	for _, t := range providerTypes {
-		out[t.Machines.ResourceType] = t.Machines
+		if t.Machines.ResourceType != "" {
+			out[t.Machines.ResourceType] = t.Machines
+		}
 	}
 	return out
 }

@@ -174,11 +174,13 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 		return err
 	}
 	defer x.cleanup()
-	used, err := x.providersInState(ctx)
+	used, err := x.stateUses(ctx)
 	if err != nil {
 		return err
 	}
-	for _, n := range used {
+	in.StateModules = used.Modules
+	in.Modules = w.cfg.Modules
+	for _, n := range used.Providers {
 		if _, ok := in.Providers[n]; !ok {
 			p, err := w.provider(n)
 			if err != nil {
@@ -263,10 +265,11 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 		logw.Printf("there is no state: nothing to destroy")
 		return res, nil
 	}
-	names, err := ProvidersInState(state)
+	used, err := usesOf(state)
 	if err != nil {
 		return res, fmt.Errorf("reading the state: %w", err)
 	}
+	names := used.Providers
 	if len(names) == 0 {
 		logw.Printf("the state holds no resources: nothing to destroy")
 		return res, nil
@@ -278,7 +281,7 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 	if !ok {
 		return res, fmt.Errorf("tenant %s is gone", tenant)
 	}
-	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
+	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}, Modules: w.cfg.Modules, StateModules: used.Modules}
 	for _, n := range names {
 		p, err := w.provider(n)
 		if err != nil {

@@ -116,6 +116,10 @@ type Config struct {
 	// StatePassphrase is empty: state is always encrypted, so one of the two
 	// is required.
 	StateKeys StateKeys
+	// Modules checks module providers' modules before every run (the same
+	// checks as when they are written); the zero value checks all but the
+	// provider sources.
+	Modules ModuleChecker
 	// Holder names this replica in leases and applies.
 	Holder string
 	Log    *slog.Logger

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,13 +142,19 @@ func (s *e2eServer) api(t *testing.T, method, path, contentType, body string) (i
 
 // runAsync runs a command line in the background to its own end.
 func (tc *testCLI) runAsync(args ...string) <-chan result {
+	ch, _ := tc.runAsyncStderr(args...)
+	return ch
+}
+
+// runAsyncStderr is runAsync with the command's stderr readable while it runs.
+func (tc *testCLI) runAsyncStderr(args ...string) (<-chan result, *syncBuffer) {
 	ch := make(chan result, 1)
+	var out, errb syncBuffer
 	go func() {
-		var out, errb syncBuffer
 		code := newRezusctl(tc.cliEnv(&out, &errb)).run(context.Background(), append([]string{"rezusctl"}, args...))
 		ch <- result{stdout: out.String(), stderr: errb.String(), code: code}
 	}()
-	return ch
+	return ch, &errb
 }
 
 func waitResult(t *testing.T, ch <-chan result) result {
@@ -371,11 +376,15 @@ mv "$1.new" "$1"
 		// A tenant held by a finalizer goes when the finalizer is removed.
 		code, body := srv.api(t, http.MethodPatch, "/api/v1/tenants/page-a", "application/merge-patch+json", `{"metadata":{"finalizers":["e2e.test/hold"]}}`)
 		require.Equal(t, http.StatusOK, code, string(body))
-		done := tc.runAsync("delete", "tenant", "page-a", "--wait")
+		done, stderr := tc.runAsyncStderr("delete", "tenant", "page-a", "--wait")
+		// Released only once the CLI has the DELETE's answer: released
+		// before, the tenant may be gone by the time the DELETE answers
+		// (which then says "deleted" at once).
 		require.Eventually(t, func() bool {
-			_, b := srv.api(t, http.MethodGet, "/api/v1/tenants/page-a", "", "")
-			return bytes.Contains(b, []byte("deletionTimestamp"))
+			return strings.Contains(stderr.String(), "waiting for finalizers")
 		}, 10*time.Second, 10*time.Millisecond)
+		_, b := srv.api(t, http.MethodGet, "/api/v1/tenants/page-a", "", "")
+		require.Contains(t, string(b), "deletionTimestamp")
 		code, body = srv.api(t, http.MethodPatch, "/api/v1/tenants/page-a", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`)
 		require.Equal(t, http.StatusOK, code, string(body))
 		r = waitResult(t, done)
