@@ -144,6 +144,21 @@ func (s *ProviderSpec) Validate(f string) []Cause {
 	return causes
 }
 
+// A module provider's Validated condition: `tofu validate` of its module,
+// run after every change of spec (ObservedGeneration says which). Status
+// True (reason Valid), False (reason Invalid, or InitFailed when `tofu init`
+// could not install its providers; the message holds tofu's diagnostics, one
+// per line, "file:line:col: summary: detail"), or Unknown (reason Pending)
+// while it runs.
+const (
+	ConditionValidated = "Validated"
+
+	ReasonModuleValid      = "Valid"
+	ReasonModuleInvalid    = "Invalid"
+	ReasonModuleInitFailed = "InitFailed"
+	ReasonModulePending    = "Pending"
+)
+
 // ProviderStatus is what controllers observed about a provider.
 type ProviderStatus struct {
 	Conditions []Condition `json:"conditions,omitempty"`
