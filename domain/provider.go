@@ -27,6 +27,9 @@ const (
 	MaxModuleBytes = 1 << 20
 	// MaxModuleFileName bounds a file name.
 	MaxModuleFileName = 128
+	// maxModuleEncoded bounds the files as JSON, so the Provider's event
+	// fits the event stream's largest message (2 MiB).
+	maxModuleEncoded = 3 << 19
 )
 
 // moduleFileRe is a module file's name: one directory, OpenTofu's own
@@ -119,6 +122,10 @@ func validateModule(s *ProviderSpec, f string) []Cause {
 	}
 	if total > MaxModuleBytes {
 		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("the files total %d bytes; at most %d", total, MaxModuleBytes)})
+	} else if b, err := json.Marshal(s.Module.Files); err == nil && len(b) > maxModuleEncoded {
+		// JSON escaping (quotes, control characters) can double the size;
+		// an event holds the whole object.
+		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("the files take %d bytes encoded as JSON; at most %d", len(b), maxModuleEncoded)})
 	}
 	return causes
 }

@@ -14,12 +14,20 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
 // Config tunes the API. The zero value is usable; each field documents its default.
 type Config struct {
 	// MaxBodyBytes bounds request bodies; default 1 MiB. Larger bodies get 413.
 	MaxBodyBytes int64
+	// MaxProviderBodyBytes bounds the bodies of Provider writes, which may
+	// carry a module's files; default 3 MiB.
+	MaxProviderBodyBytes int64
+	// Modules checks module providers' modules when they are written (the
+	// provider mirror, --allow-module-exec); the zero value checks all but
+	// the provider sources.
+	Modules tfrunner.ModuleChecker
 	// ReadAfterWriteTimeout is how long a write waits for this replica's read
 	// model to include it before answering; default 5s.
 	ReadAfterWriteTimeout time.Duration
@@ -66,6 +74,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxProviderBodyBytes == 0 {
+		c.MaxProviderBodyBytes = 3 << 20
 	}
 	if c.ReadAfterWriteTimeout == 0 {
 		c.ReadAfterWriteTimeout = 5 * time.Second

@@ -21,8 +21,13 @@ func (a *API) command(c echo.Context, op domain.Op, ref domain.Ref, obj *domain.
 		CorrelationID: correlationID(c), Now: a.cfg.Now(), NewUID: a.cfg.NewUID()}
 }
 
-// readBody reads a bounded request body of the wanted media type.
+// readBody reads a request body of the wanted media type, bounded by MaxBodyBytes.
 func (a *API) readBody(c echo.Context, mediaType string) ([]byte, error) {
+	return a.readBodyLimit(c, mediaType, a.cfg.MaxBodyBytes)
+}
+
+// readBodyLimit reads a request body of the wanted media type, at most limit bytes.
+func (a *API) readBodyLimit(c echo.Context, mediaType string, limit int64) ([]byte, error) {
 	req := c.Request()
 	if ct := req.Header.Get("Content-Type"); ct != "" || mediaType != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -31,15 +36,15 @@ func (a *API) readBody(c echo.Context, mediaType string) ([]byte, error) {
 				Message: fmt.Sprintf("content type %q is not supported here; use %s", ct, mediaType)}
 		}
 	}
-	if req.ContentLength > a.cfg.MaxBodyBytes {
-		return nil, tooLarge(a.cfg.MaxBodyBytes)
+	if req.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, a.cfg.MaxBodyBytes+1))
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	if err != nil {
 		return nil, domain.NewBadRequest("reading the request body: " + err.Error())
 	}
-	if int64(len(body)) > a.cfg.MaxBodyBytes {
-		return nil, tooLarge(a.cfg.MaxBodyBytes)
+	if int64(len(body)) > limit {
+		return nil, tooLarge(limit)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, domain.NewBadRequest("the request body is empty")
@@ -57,9 +62,9 @@ func tooLarge(limit int64) error {
 	return &domain.Error{Reason: domain.ReasonRequestEntityTooLarge, Message: fmt.Sprintf("the request body is larger than %d bytes", limit)}
 }
 
-// readObject reads and strictly decodes an object body.
-func (a *API) readObject(c echo.Context, mediaType string) (*domain.Object, error) {
-	body, err := a.readBody(c, mediaType)
+// readObject reads and strictly decodes an object body of at most limit bytes.
+func (a *API) readObject(c echo.Context, mediaType string, limit int64) (*domain.Object, error) {
+	body, err := a.readBodyLimit(c, mediaType, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -143,8 +143,17 @@ func (r *resource) listOptions(c echo.Context) (projections.ListOptions, error) 
 	return opts, nil
 }
 
+// maxBody bounds the kind's request bodies: a Provider may carry a module
+// (domain.MaxModuleBytes of files, JSON-escaped).
+func (r *resource) maxBody() int64 {
+	if r.kind == domain.ProviderKind {
+		return max(r.api.cfg.MaxBodyBytes, r.api.cfg.MaxProviderBodyBytes)
+	}
+	return r.api.cfg.MaxBodyBytes
+}
+
 func (r *resource) create(c echo.Context) error {
-	obj, err := r.api.readObject(c, "application/json")
+	obj, err := r.api.readObject(c, "application/json", r.maxBody())
 	if err != nil {
 		return err
 	}
@@ -183,7 +192,7 @@ func (r *resource) update(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	obj, err := r.api.readObject(c, "application/json")
+	obj, err := r.api.readObject(c, "application/json", r.maxBody())
 	if err != nil {
 		return err
 	}
@@ -209,7 +218,7 @@ func (r *resource) updateStatus(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	obj, err := r.api.readObject(c, "application/json")
+	obj, err := r.api.readObject(c, "application/json", r.maxBody())
 	if err != nil {
 		return err
 	}
@@ -250,7 +259,7 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 	if err != nil {
 		return err
 	}
-	body, err := r.api.readBody(c, "application/merge-patch+json")
+	body, err := r.api.readBodyLimit(c, "application/merge-patch+json", r.maxBody())
 	if err != nil {
 		return err
 	}

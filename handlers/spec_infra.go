@@ -115,6 +115,10 @@ func (a *API) nodeGroupProviderCauses(ref domain.Ref, cur *domain.Object, next *
 // providerConfig must suit the new type.
 func (a *API) providerConfigCauses(ref domain.Ref, cur *domain.Object, next *domain.ProviderSpec) []domain.Cause {
 	causes := tfrunner.ValidateProviderSpec(next)
+	if next.Type == domain.ProviderModule && next.Module != nil {
+		_, mc := a.cfg.Modules.Check(next)
+		causes = append(causes, mc...)
+	}
 	var old domain.ProviderSpec
 	if cur == nil || json.Unmarshal(cur.Spec, &old) != nil || old.Type == next.Type {
 		return causes

@@ -189,6 +189,9 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 			in.Providers[n] = p
 		}
 	}
+	if err := checkModules(in.Providers); err != nil {
+		return err
+	}
 	files, err := Generate(in)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "apply-debounce", Value: 2 * time.Second, EnvVars: []string{"REZUSCLOUD_APPLY_DEBOUNCE"}, Usage: "quiet time after a change before a tenant applies"},
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
+		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
 	}
@@ -43,6 +44,7 @@ type infraConfig struct {
 	Resync               time.Duration
 	WithEmulator         bool
 	EmulatorListen       string
+	AllowModuleExec      bool
 	// StatePassphrase encrypts TF state (REZUSCLOUD_STATE_PASSPHRASE).
 	StatePassphrase string
 }
@@ -57,6 +59,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
+		AllowModuleExec: c.Bool("allow-module-exec"),
 		StatePassphrase: os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
 	}
 }

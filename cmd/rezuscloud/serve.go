@@ -300,8 +300,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := apiDeps.Validate(); err != nil {
 		return err
 	}
+	// Module providers are checked against the providers tofu can install.
+	modules, err := tfrunner.NewModuleChecker(cfg.Infra.ProviderMirror, cfg.Infra.AllowModuleExec)
+	if err != nil {
+		log.Warn("module providers' sources are not checked", "err", err)
+	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
-		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser}, apiDeps)
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules}, apiDeps)
 
 	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache})
 
@@ -329,6 +334,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
+		Modules: modules,
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err
@@ -338,6 +344,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}
 	g.Go(func() error { return worker.Run(gctx) })
+	// tofu validate of module providers' modules, after every change.
+	validatorCfg := tfrunner.ValidatorConfig{Store: store, Cache: cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: holder, Log: log}
+	if err := validatorCfg.Validate(); err != nil {
+		return err
+	}
+	validator := tfrunner.NewModuleValidator(validatorCfg)
+	g.Go(func() error { return validator.Run(gctx) })
 	g.Go(func() error { return upgrades.Run(gctx) })
 	// Day 2: every running machine's config through the Talos API.
 	configCfg := configsync.Config{Store: store, Cache: cache, Talos: talosSvc, Holder: holder, Log: log}
