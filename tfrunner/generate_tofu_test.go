@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -209,22 +210,7 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	require.NoError(t, err)
 	providers := map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, `{"endpoint":"`+url+`"}`)}
 	input := func(cpAddress string, workers int) GenerateInput {
-		in := GenerateInput{Tenant: tn, Providers: providers, PlaceholderEndpoint: cpAddress == EndpointPlaceholder}
-		for _, g := range []struct {
-			name, role string
-			count      int
-		}{{"cp", domain.RoleControlPlane, 1}, {"workers", domain.RoleWorker, workers}} {
-			ng := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: g.name, Tenant: tn.Metadata.Name},
-				Spec: domain.NodeGroupSpec{Role: g.role, Count: g.count, Provider: "emulated"}}
-			gi := GroupInput{NodeGroup: ng}
-			for i := range g.count {
-				cfg, err := talos.Render(talos.RenderInput{Tenant: tn, NodeGroup: ng, ControlPlaneAddress: cpAddress, Bundle: bundle})
-				require.NoError(t, err)
-				gi.Machines = append(gi.Machines, MachineInput{Name: fmt.Sprintf("%s-%d", g.name, i), Config: cfg})
-			}
-			in.Groups = append(in.Groups, gi)
-		}
-		return in
+		return emulatedInput(t, tn, bundle, providers, cpAddress, workers)
 	}
 	dir := t.TempDir()
 	write := func(in GenerateInput) { writeFiles(t, dir, mustGenerate(t, in)) }
@@ -285,6 +271,90 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	names, err = ProvidersInState(tofu.run(t, dir, "state", "pull"))
 	require.NoError(t, err)
 	require.Empty(t, names)
+}
+
+// emulatedInput is a tenant of one control plane and workers on the
+// emulated provider, with configs rendered for cpAddress.
+func emulatedInput(t *testing.T, tn *domain.Tenant, bundle *secrets.Bundle, providers map[string]*domain.Provider, cpAddress string, workers int) GenerateInput {
+	in := GenerateInput{Tenant: tn, Providers: providers, PlaceholderEndpoint: cpAddress == EndpointPlaceholder}
+	for _, g := range []struct {
+		name, role string
+		count      int
+	}{{"cp", domain.RoleControlPlane, 1}, {"workers", domain.RoleWorker, workers}} {
+		ng := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: g.name, Tenant: tn.Metadata.Name},
+			Spec: domain.NodeGroupSpec{Role: g.role, Count: g.count, Provider: "emulated"}}
+		gi := GroupInput{NodeGroup: ng}
+		for i := range g.count {
+			cfg, err := talos.Render(talos.RenderInput{Tenant: tn, NodeGroup: ng, ControlPlaneAddress: cpAddress, Bundle: bundle})
+			require.NoError(t, err)
+			gi.Machines = append(gi.Machines, MachineInput{Name: fmt.Sprintf("%s-%d", g.name, i), Config: cfg})
+		}
+		in.Groups = append(in.Groups, gi)
+	}
+	return in
+}
+
+// TestEmulatedStatesMoveIntoTheModule: a tenant built by the generator of
+// before the emulated type was a module (testdata/pre_module_emulated.tf.json
+// is its output for this input) is planned with today's configuration:
+// every machine and the endpoint address move into the module calls, none
+// is created, replaced or destroyed.
+func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
+	tofuBin, mirror := tofutest.Tools(t)
+	mirror = tofutest.WithProvider(t, mirror, "registry.opentofu.org/rezuscloud/emulated", "0.1.0", "./cmd/terraform-provider-emulated")
+	tofu := &tofuRunner{bin: tofuBin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
+	em, url := startTestEmulator(t)
+	tn := genTenant("demo", "")
+	bundle, err := talos.NewBundle(tn.Spec.TalosVersion, time.Now())
+	require.NoError(t, err)
+	providers := map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, `{"endpoint":"`+url+`"}`)}
+
+	dir := t.TempDir()
+	old, err := os.ReadFile(filepath.Join("testdata", "pre_module_emulated.tf.json"))
+	require.NoError(t, err)
+	old = bytes.ReplaceAll(old, []byte("http://127.0.0.1:8089"), []byte(url))
+	files := mustGenerate(t, emulatedInput(t, tn, bundle, providers, EndpointPlaceholder, 2))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, MainFileName), old, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, VarsFileName), files.Vars, 0o600))
+	tofu.run(t, dir, "init", "-input=false", "-no-color")
+	out := tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	require.Contains(t, string(out), "Resources: 4 added")
+	endpoint, ok, err := StateEndpoint(tofu.run(t, dir, "state", "pull"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	nodes := em.List()
+	require.Len(t, nodes, 3)
+
+	writeFiles(t, dir, mustGenerate(t, emulatedInput(t, tn, bundle, providers, endpoint, 2)))
+	tofu.run(t, dir, "init", "-input=false", "-no-color")
+	tofu.run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
+	var plan struct {
+		ResourceChanges []struct {
+			Address         string `json:"address"`
+			PreviousAddress string `json:"previous_address"`
+			Change          struct {
+				Actions []string `json:"actions"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	require.NoError(t, json.Unmarshal(tofu.run(t, dir, "show", "-json", "plan.bin"), &plan))
+	moved := map[string]string{}
+	for _, c := range plan.ResourceChanges {
+		require.Equal(t, []string{"no-op"}, c.Change.Actions, c.Address)
+		moved[c.PreviousAddress] = c.Address
+	}
+	require.Equal(t, map[string]string{
+		`emulated_address.endpoint`:                `module.ng_cp__emulated.emulated_address.endpoint[0]`,
+		`emulated_machine.ng_cp["cp-0"]`:           `module.ng_cp__emulated.emulated_machine.machine["cp-0"]`,
+		`emulated_machine.ng_workers["workers-0"]`: `module.ng_workers__emulated.emulated_machine.machine["workers-0"]`,
+		`emulated_machine.ng_workers["workers-1"]`: `module.ng_workers__emulated.emulated_machine.machine["workers-1"]`,
+	}, moved)
+	out = tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color", "plan.bin")
+	require.Contains(t, string(out), "0 added, 0 changed, 0 destroyed")
+	machines, err := ProjectState(tofu.run(t, dir, "state", "pull"))
+	require.NoError(t, err)
+	require.Len(t, machines, 3, "projected from the module's output now")
+	require.Equal(t, nodes, em.List(), "the same machines, untouched")
 }
 
 // scrubState replaces the machine configs (they hold the tenant's PKI) in a
