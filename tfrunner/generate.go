@@ -101,6 +101,15 @@ type Files struct {
 //     only while the placeholder is in use, so that they (and the machine booted
 //     on them) stay put.
 //
+// A Provider built with a module (type module, and the built-in emulated
+// type, which is an embedded module) gets no provider block: each of its
+// node groups gets a module call ModuleName(group, provider) from
+// ./modules/<provider> (Files.Modules), with the contract's inputs it
+// declares and its own variables from spec.config, and a root output
+// rezus_machines_<GroupResourceName> holding the module's machines output,
+// which ProjectState reads. A call the state still holds resources of, whose
+// group is gone, is kept with no machines (GenerateInput.StateModules).
+//
 // A bad spec.config or spec.providerConfig is a domain Invalid error naming the
 // field. The output is checked (parsed with hcl's JSON parser, references
 // resolved) before it is returned; a failure there is a "generator bug" error.
