@@ -271,9 +271,8 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 		if u.local == "terraform" {
 			continue // built in: terraform_data, terraform_remote_state
 		}
-		src, ok := info.Providers[u.local]
-		if !ok {
-			src = defaultProviderHost + "/hashicorp/" + u.local
+		if _, ok := info.Providers[u.local]; !ok {
+			src := defaultProviderHost + "/hashicorp/" + u.local
 			if c.Available != nil && !c.Available[src] {
 				add(u.rng, domain.CauseNotFound, "%s uses provider %q, which is not in the module's required_providers (it would be %s, which is not in the provider mirror); declare it with its source", u.what, u.local, src)
 			}

@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"text/tabwriter"
 	"time"
 
@@ -54,8 +52,11 @@ func (r *rezusctl) bootCommand() *cli.Command {
 		Name:  "boot",
 		Usage: "boot Talos machines in maintenance mode, ready for a config (standalone: no server needed)",
 		Description: "--platform emulated runs emulated Talos nodes in this process until Ctrl-C and prints their\n" +
-			"addresses; --platform docker and --platform qemu check the engine and the image, then print\n" +
-			"the commands that boot the same plan as real Talos machines.",
+			"addresses; --platform qemu starts one QEMU machine per node from a Talos ISO (disks made with\n" +
+			"qemu-img, the Talos API forwarded to a loopback address per node, KVM when available), and\n" +
+			"--platform docker one Talos container per node (talosctl's docker flags); both wait until\n" +
+			"each answers in maintenance mode, print the addresses, and keep running until\n" +
+			"`rezusctl boot stop`. --register makes the nodes Machines of a tenant (-t).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "platform", Value: "emulated", Usage: "emulated, docker or qemu"},
 			&cli.StringFlag{Name: "cluster", Value: "demo", Usage: "name prefix of the machines"},
@@ -68,7 +69,19 @@ func (r *rezusctl) bootCommand() *cli.Command {
 			&cli.StringFlag{Name: "docker-host", Usage: "docker: engine socket (default: $DOCKER_HOST, else unix:///var/run/docker.sock)"},
 			&cli.StringFlag{Name: "iso", Usage: "qemu: `PATH` of the Talos ISO (metal-amd64.iso)"},
 			&cli.StringFlag{Name: "qemu-binary", Value: "qemu-system-x86_64", Usage: "qemu: the emulator binary"},
+			&cli.StringFlag{Name: "qemu-img", Value: "qemu-img", Usage: "qemu: the disk image tool"},
+			&cli.StringFlag{Name: "disk-size", Value: "10G", Usage: "qemu: each machine's disk"},
+			&cli.IntFlag{Name: "cpus", Value: 2, Usage: "qemu: each machine's CPUs"},
+			&cli.StringFlag{Name: "memory-controlplane", Value: "2048", Usage: "qemu: a control plane's memory (MiB)"},
+			&cli.StringFlag{Name: "memory-worker", Value: "2048", Usage: "qemu: a worker's memory (MiB)"},
+			&cli.DurationFlag{Name: "wait-timeout", Value: 5 * time.Minute, Usage: "qemu, docker: how long to wait for the Talos APIs to answer"},
+			&cli.BoolFlag{Name: "register", Usage: "register the nodes as Machines of the tenant (-t), once they answer"},
+			tenantFlag(),
+			&cli.StringFlag{Name: "cp-group", Value: "cp", Usage: "with --register: the node group of the control planes"},
+			&cli.StringFlag{Name: "worker-group", Value: "workers", Usage: "with --register: the node group of the workers"},
+			&cli.StringSliceFlag{Name: "label", Usage: "with --register: a `key=value` label of the Machines (repeatable)"},
 		},
+		Subcommands: []*cli.Command{r.bootStopCommand()},
 		Action: func(c *cli.Context) error {
 			plan, err := newBootPlan(c.String("cluster"), c.Int("control-planes"), c.Int("workers"))
 			if err != nil {
@@ -140,6 +153,22 @@ func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", st.Name, role, st.Address, st.Phase)
 	}
 	tw.Flush()
+	if c.Bool("register") {
+		var nodes []bootedNode
+		for _, st := range em.List() {
+			if _, port, _ := net.SplitHostPort(st.Address); port != "50000" {
+				cancel()
+				<-done
+				return fmt.Errorf("--register needs each node on the Talos API port (loopback addressing); %s is at %s", st.Name, st.Address)
+			}
+			nodes = append(nodes, bootedNode{Name: st.Name, Role: roles[st.Name], Address: st.Address})
+		}
+		if err := r.registerBooted(c, nodes); err != nil {
+			cancel()
+			<-done
+			return err
+		}
+	}
 	fmt.Fprintln(r.env.Stdout, "nodes are in maintenance mode: apply configs with `talosctl apply-config --insecure -n ADDRESS`; Ctrl-C stops them")
 	if err := <-done; err != nil {
 		return err
@@ -161,71 +190,4 @@ func dockerSocket(flag string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("docker engine %q: only unix:// sockets are supported", host)
 	}
 	return u.Path, nil
-}
-
-// bootDocker checks that the engine answers and holds the image, then prints
-// the plan as docker commands.
-func (r *rezusctl) bootDocker(c *cli.Context, plan bootPlan) error {
-	sock, err := dockerSocket(c.String("docker-host"), r.env.Getenv)
-	if err != nil {
-		return err
-	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		},
-	}}
-	image := c.String("image")
-	req, err := http.NewRequestWithContext(c.Context, http.MethodGet, "http://docker/images/"+image+"/json", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("docker engine not reachable at unix://%s (is the docker daemon running?): %w", sock, err)
-	}
-	resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return fmt.Errorf("docker image %s not found in the engine at unix://%s (docker pull %s)", image, sock, image)
-	default:
-		return fmt.Errorf("docker engine at unix://%s answered %s for image %s", sock, resp.Status, image)
-	}
-	fmt.Fprintf(r.env.Stdout, "docker network create %s\n", plan.Cluster)
-	for _, n := range plan.Nodes {
-		fmt.Fprintf(r.env.Stdout, "docker run -d --name %s --hostname %s --network %s --privileged --read-only "+
-			"--security-opt seccomp=unconfined --mount type=tmpfs,destination=/run --mount type=tmpfs,destination=/system "+
-			"--mount type=tmpfs,destination=/tmp --mount type=volume,destination=/var -e PLATFORM=container %s\n",
-			n.Name, n.Name, plan.Cluster, image)
-	}
-	return nil
-}
-
-// bootQEMU checks the qemu binary and the ISO, then prints the plan as qemu commands.
-func (r *rezusctl) bootQEMU(c *cli.Context, plan bootPlan) error {
-	bin, err := exec.LookPath(c.String("qemu-binary"))
-	if err != nil {
-		return fmt.Errorf("qemu not found (%s): install qemu-system-x86_64 or give --qemu-binary: %w", c.String("qemu-binary"), err)
-	}
-	iso := c.String("iso")
-	if iso == "" {
-		return errors.New("--iso is required for --platform qemu (the Talos metal-amd64.iso)")
-	}
-	if fi, err := os.Stat(iso); err != nil || fi.IsDir() {
-		if err == nil {
-			err = errors.New("is a directory")
-		}
-		return fmt.Errorf("talos ISO %s: %w", iso, err)
-	}
-	for i, n := range plan.Nodes {
-		mem := "2048"
-		if n.Role == "controlplane" {
-			mem = "4096"
-		}
-		fmt.Fprintf(r.env.Stdout, "%s -name %s -m %s -smp 2 -cdrom %s -drive file=%s.qcow2,if=virtio,format=qcow2 "+
-			"-netdev user,id=n0,hostfwd=tcp:127.0.0.1:%d-:50000 -device virtio-net-pci,netdev=n0 -nographic\n",
-			bin, n.Name, mem, iso, n.Name, 50000+i)
-	}
-	return nil
 }
