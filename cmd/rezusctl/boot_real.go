@@ -459,7 +459,9 @@ func (r *rezusctl) bootDocker(c *cli.Context, plan bootPlan) error {
 				"NetworkMode":  plan.Cluster,
 			},
 		}
-		var created struct{ ID string `json:"Id"` }
+		var created struct {
+			ID string `json:"Id"`
+		}
 		if _, err := d.call(c.Context, http.MethodPost, "/containers/create?name="+url.QueryEscape(n.Name), body, &created); err != nil {
 			return err
 		}
