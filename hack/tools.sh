@@ -18,8 +18,11 @@
 #                     compiles packages in parallel already, but its links and
 #                     the tail of its package graph leave a core idle: on 2
 #                     cores with an empty build cache the set took 7m04s with
-#                     2 and 8m27s with 1. With a warm build cache it is ~20s
-#                     (links), and with matching stamps under a second.
+#                     2 and 8m27s with 1 (before hcloud joined it; hcloud alone
+#                     took 3m57s from an empty build cache on a loaded machine,
+#                     78s with the other providers' packages cached). With a
+#                     warm build cache it is ~20s (links), and with matching
+#                     stamps under a second.
 #
 # OpenTofu's and the talos provider's go.mod carry replace directives, so
 # `go install mod@version` refuses them: each third-party module is copied out

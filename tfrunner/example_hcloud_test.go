@@ -43,7 +43,7 @@ func hcloudExample(t *testing.T) *domain.Provider {
 	}
 	require.Contains(t, files, "main.tf")
 	p := genProvider("hetzner", domain.ProviderModule, `{"image":"123456789","server_type":"cx32","allowed_cidrs":["203.0.113.0/24","2001:db8::/32"]}`)
-	p.Spec.CredentialsRef = &domain.SecretRef{Name: "hcloud"}
+	p.Spec.CredentialsRef = &domain.SecretRef{Name: "hcloud-token"}
 	p.Spec.Module = &domain.ModuleSource{Files: files}
 	return p
 }
@@ -82,7 +82,8 @@ func TestExampleHcloudChecks(t *testing.T) {
 }
 
 // TestExampleHcloudValidate runs `tofu init` and `tofu validate` on the
-// example directory as it is, against the hcloud provider's schema.
+// example directory as it is, against the hcloud provider's schema, and the
+// server's module validator on the Provider.
 func TestExampleHcloudValidate(t *testing.T) {
 	bin, mirror := hcloudTools(t)
 	tofu := &tofuRunner{bin: bin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
@@ -101,6 +102,13 @@ func TestExampleHcloudValidate(t *testing.T) {
 	require.True(t, res.Valid, "%s", out)
 	require.Zero(t, res.ErrorCount, "%s", out)
 	require.Zero(t, res.WarningCount, "%s", out)
+
+	// And as the server's module validator runs it, for the Provider's
+	// Validated condition.
+	v := NewModuleValidator(ValidatorConfig{Tofu: Tofu{Bin: bin, Mirror: mirror}, WorkDir: t.TempDir()})
+	status, reason, msg, err := v.validate(t.Context(), hcloudExample(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"True", domain.ReasonModuleValid}, []string{status, reason}, msg)
 }
 
 // TestExampleHcloudPlan plans the configurations RezusCloud generates around

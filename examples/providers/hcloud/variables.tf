@@ -1,4 +1,4 @@
-# Inputs RezusCloud sets (docs: the module contract in tfrunner/module.go).
+# Inputs RezusCloud sets (the module contract: docs/providers.md).
 # talos_version and install_image are not declared: the image below already
 # holds Talos, and RezusCloud only sets the inputs a module declares.
 
