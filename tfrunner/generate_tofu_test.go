@@ -28,6 +28,8 @@ import (
 // so the providers are unpacked once.
 type tofuRunner struct {
 	bin, rc, cache string
+	// env is added to every run's environment (a provider's credentials).
+	env []string
 }
 
 func newTofuRunner(t *testing.T) *tofuRunner {
@@ -50,6 +52,7 @@ func (r *tofuRunner) run(t *testing.T, dir string, args ...string) []byte {
 		"TF_IN_AUTOMATION=1",
 		"CHECKPOINT_DISABLE=1",
 	}
+	cmd.Env = append(cmd.Env, r.env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

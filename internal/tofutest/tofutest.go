@@ -43,6 +43,26 @@ func Tools(t testing.TB) (tofu, mirror string) {
 	return tofu, mirror
 }
 
+// RequireProvider fails the test unless the mirror holds the provider source
+// (host/namespace/type) at version for this platform. A provider added to
+// hack/tools.sh is missing from a mirror built before it was added, until
+// `go tool task tools` runs again.
+func RequireProvider(t testing.TB, mirror, source, version string) {
+	t.Helper()
+	bin := ProviderPath(mirror, source, version)
+	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("the provider mirror %s has no %s %s (no executable %s): %s", mirror, source, version, bin, buildHint)
+	}
+}
+
+// ProviderPath is where a filesystem mirror (unpacked layout) holds the
+// binary of provider source (host/namespace/type) at version for this
+// platform.
+func ProviderPath(mirror, source, version string) string {
+	typ := source[strings.LastIndex(source, "/")+1:]
+	return filepath.Join(mirror, filepath.FromSlash(source), version, runtime.GOOS+"_"+runtime.GOARCH, "terraform-provider-"+typ+"_v"+version)
+}
+
 func find() (tofu, mirror string, err error) {
 	tofu, mirror = os.Getenv(EnvTofu), os.Getenv(EnvMirror)
 	if tofu == "" || mirror == "" {
@@ -165,7 +185,6 @@ func hclList(items []string) string {
 func WithProvider(t testing.TB, mirror, source, version, pkg string) string {
 	t.Helper()
 	out := t.TempDir()
-	platform := runtime.GOOS + "_" + runtime.GOARCH
 	err := filepath.Walk(mirror, func(path string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() {
 			return err
@@ -186,8 +205,7 @@ func WithProvider(t testing.TB, mirror, source, version, pkg string) string {
 	if err != nil {
 		t.Fatalf("linking the provider mirror: %v", err)
 	}
-	typ := source[strings.LastIndex(source, "/")+1:]
-	bin := filepath.Join(out, filepath.FromSlash(source), version, platform, "terraform-provider-"+typ+"_v"+version)
+	bin := ProviderPath(out, source, version)
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)

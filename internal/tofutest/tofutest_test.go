@@ -138,6 +138,33 @@ func TestCLIConfig(t *testing.T) {
 	}
 }
 
+func TestRequireProvider(t *testing.T) {
+	mirror := t.TempDir()
+	platform := runtime.GOOS + "_" + runtime.GOARCH
+	writeExecutable(t, filepath.Join(mirror, "registry.opentofu.org/hetznercloud/hcloud/1.52.0", platform, "terraform-provider-hcloud_v1.52.0"), 0o755)
+	writeExecutable(t, filepath.Join(mirror, "registry.opentofu.org/siderolabs/talos/0.8.0", platform, "terraform-provider-talos_v0.8.0"), 0o644)
+
+	tests := []struct {
+		name, source, version, wantFail string
+	}{
+		{"present", "registry.opentofu.org/hetznercloud/hcloud", "1.52.0", ""},
+		{"another version", "registry.opentofu.org/hetznercloud/hcloud", "1.53.0", "has no registry.opentofu.org/hetznercloud/hcloud 1.53.0"},
+		{"missing", "registry.opentofu.org/oracle/oci", "6.34.0", "has no registry.opentofu.org/oracle/oci 6.34.0"},
+		{"not executable", "registry.opentofu.org/siderolabs/talos", "0.8.0", "has no registry.opentofu.org/siderolabs/talos 0.8.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := runFake(t, func(tb testing.TB) { RequireProvider(tb, mirror, tt.source, tt.version) })
+			if tt.wantFail == "" {
+				require.Empty(t, f.failed)
+				return
+			}
+			require.Contains(t, f.failed, tt.wantFail)
+			require.Contains(t, f.failed, "run `go tool task tools`")
+		})
+	}
+}
+
 func TestWithProvider(t *testing.T) {
 	mirror := t.TempDir()
 	platform := runtime.GOOS + "_" + runtime.GOARCH
