@@ -20,11 +20,13 @@ func manifestFlags() []cli.Flag {
 
 func (r *rezusctl) createCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "create",
-		Usage:       "create the objects in files; fails for objects that exist",
-		Description: "  rezusctl create -f tenant.yaml\n  rezusctl create -f nodegroups.yaml -t acme",
+		Name:  "create",
+		Usage: "create the objects in files; fails for objects that exist",
+		Description: "  rezusctl create -f tenant.yaml\n  rezusctl create -f nodegroups.yaml -t acme\n" +
+			"  rezusctl create provider lab --from-dir ./mymodule --config emulator=http://127.0.0.1:8089",
 		Flags:       manifestFlags(),
 		Action:      func(c *cli.Context) error { return r.applyManifests(c, false) },
+		Subcommands: []*cli.Command{r.createProviderCommand()},
 	}
 }
 

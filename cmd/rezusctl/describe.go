@@ -108,7 +108,11 @@ func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
 	row("Finalizers", strings.Join(m.Finalizers, ", "))
 
 	fmt.Fprintln(w, "Spec:")
-	writeIndentedYAML(w, o.Spec)
+	if k.Kind == domain.ProviderKind.Kind {
+		writeIndentedYAML(w, o.Spec, summarizeModuleFiles)
+	} else {
+		writeIndentedYAML(w, o.Spec)
+	}
 
 	// Conditions get a table of their own, so the status block leaves them out.
 	var conds []domain.Condition
@@ -119,20 +123,34 @@ func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
 		conds = status.Conditions
 	}
 	fmt.Fprintln(w, "Status:")
-	writeIndentedYAML(w, o.Status, "conditions")
+	writeIndentedYAML(w, o.Status, withoutKeys("conditions"))
 	fmt.Fprintln(w, "Conditions:")
 	if len(conds) == 0 {
 		fmt.Fprintln(w, "  <none>")
 	} else {
 		rows := [][]string{{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}}
+		var long []domain.Condition
 		for _, c := range conds {
 			age := ""
 			if !c.LastTransitionTime.IsZero() {
 				age = humanDuration(now.Sub(c.LastTransitionTime))
 			}
-			rows = append(rows, []string{c.Type, c.Status, orNone(c.Reason), orNone(age), orNone(c.Message)})
+			msg := c.Message
+			if lines := strings.Split(strings.TrimRight(msg, "\n"), "\n"); len(lines) > 1 {
+				// A table row holds one line: a message of several (a module's
+				// diagnostics, one per line) follows the table.
+				msg = fmt.Sprintf("(%d lines, below)", len(lines))
+				long = append(long, c)
+			}
+			rows = append(rows, []string{c.Type, c.Status, orNone(c.Reason), orNone(age), orNone(msg)})
 		}
 		indentTable(w, rows)
+		for _, c := range long {
+			fmt.Fprintf(w, "  %s message:\n", c.Type)
+			for _, line := range strings.Split(strings.TrimRight(c.Message, "\n"), "\n") {
+				fmt.Fprintf(w, "    %s\n", line)
+			}
+		}
 	}
 }
 
@@ -195,8 +213,8 @@ func indentTable(w io.Writer, rows [][]string) {
 }
 
 // writeIndentedYAML writes a JSON object as YAML indented under a heading,
-// leaving out the top-level keys named in skip.
-func writeIndentedYAML(w io.Writer, raw json.RawMessage, skip ...string) {
+// as the edits leave it.
+func writeIndentedYAML(w io.Writer, raw json.RawMessage, edits ...func(*yaml.Node)) {
 	n, err := yamlNode(raw)
 	if err != nil || n.Kind != yaml.MappingNode {
 		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
@@ -206,14 +224,10 @@ func writeIndentedYAML(w io.Writer, raw json.RawMessage, skip ...string) {
 		}
 		return
 	}
-	var kept []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if !slices.Contains(skip, n.Content[i].Value) {
-			kept = append(kept, n.Content[i], n.Content[i+1])
-		}
+	for _, edit := range edits {
+		edit(n)
 	}
-	n.Content = kept
-	if len(kept) == 0 {
+	if len(n.Content) == 0 {
 		fmt.Fprintln(w, "  <none>")
 		return
 	}
@@ -226,6 +240,20 @@ func writeIndentedYAML(w io.Writer, raw json.RawMessage, skip ...string) {
 		if line != "" {
 			fmt.Fprint(w, "  "+line)
 		}
+	}
+}
+
+// withoutKeys is an edit of writeIndentedYAML leaving out the top-level keys
+// named.
+func withoutKeys(keys ...string) func(*yaml.Node) {
+	return func(n *yaml.Node) {
+		var kept []*yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !slices.Contains(keys, n.Content[i].Value) {
+				kept = append(kept, n.Content[i], n.Content[i+1])
+			}
+		}
+		n.Content = kept
 	}
 }
 

@@ -207,6 +207,41 @@ func TestEndToEnd(t *testing.T) {
 		assert.Equal(t, "provider/emu unchanged\ntenant/acme unchanged\nnodegroup/workers unchanged\n", tc.ok("apply", "-f", "testdata/e2e/cluster.yaml"))
 	})
 
+	t.Run("module provider", func(t *testing.T) {
+		tc := tc.with(t)
+		r := tc.run("create", "provider", "lab-dir", "--from-dir", "testdata/module", "--config", "emulator=http://127.0.0.1:1")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "provider/lab-dir created\n", r.stdout)
+		assert.Contains(t, r.stderr, "skipping testdata/module/README.md")
+		var p domain.Provider
+		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "provider", "lab-dir", "-o", "json")), &p))
+		assert.Equal(t, domain.ProviderModule, p.Spec.Type)
+		require.NotNil(t, p.Spec.Module)
+		assert.Equal(t, moduleFilesOf(t, "testdata/module"), p.Spec.Module.Files, "the files come back as they were read")
+
+		// The example's manifest, files inline, applies as it is.
+		example := filepath.Join("..", "..", "examples", "module-provider")
+		assert.Equal(t, "provider/lab created\n", tc.ok("apply", "-f", filepath.Join(example, "provider.yaml")))
+		assert.Equal(t, "provider/lab unchanged\n", tc.ok("apply", "-f", filepath.Join(example, "provider.yaml")))
+		var lab domain.Provider
+		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "provider", "lab", "-o", "json")), &lab))
+		require.NotNil(t, lab.Spec.Module)
+		assert.Equal(t, moduleFilesOf(t, filepath.Join(example, "module")), lab.Spec.Module.Files)
+
+		table := strings.Split(tc.ok("get", "providers"), "\n")
+		assert.Equal(t, []string{"NAME", "TYPE", "VALIDATED", "AGE"}, strings.Fields(table[0]))
+		out := tc.ok("describe", "provider", "lab")
+		assert.Regexp(t, `(?m)^  module:\n    files:\n      main\.tf: \d+ lines, \S+\n      outputs\.tf: \d+ lines, \S+\n      variables\.tf: \d+ lines, \S+\n`, out)
+
+		// A file the server refuses is named where it was read from.
+		bad := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(bad, "my module.tf"), []byte("locals {}\n"), 0o600))
+		r = tc.run("create", "provider", "lab-bad", "--from-dir", bad)
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "Error from server (Invalid): ")
+		assert.Contains(t, r.stderr, "\n  "+filepath.Join(bad, "my module.tf")+`: "my module.tf" is not a module file name`)
+	})
+
 	t.Run("get in every format", func(t *testing.T) {
 		tc := tc.with(t)
 		table := tc.ok("get", "tenants")

@@ -140,6 +140,7 @@ var kindColumns = map[string][]column{
 	},
 	"Provider": {
 		{"TYPE", field("spec.type")},
+		{"VALIDATED", providerValidatedCell},
 	},
 	"Apply": {
 		{"OPERATION", field("spec.operation")},

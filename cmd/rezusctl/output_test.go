@@ -53,7 +53,13 @@ func sampleObjects() map[string][]*item {
 			mk("ConfigPatch", "acme", "ntp", `{"target":{"kind":"all"},"format":"strategic","enabled":true,"patch":"machine:\n  time: {}\n"}`, ``, nil),
 			mk("ConfigPatch", "acme", "gpu", `{"target":{"kind":"nodeGroup","name":"gpu"},"format":"json6902","enabled":false,"patch":"[]"}`, ``, nil),
 		},
-		"providers": {mk("Provider", "", "emu", `{"type":"emulated"}`, ``, nil)},
+		"providers": {
+			mk("Provider", "", "emu", `{"type":"emulated"}`, ``, nil),
+			mk("Provider", "", "lab", `{"type":"module","module":{"files":{"main.tf":"locals {}\n"}}}`,
+				`{"conditions":[{"type":"Validated","status":"False","reason":"Invalid","message":"main.tf:1:1: Missing required argument: x","lastTransitionTime":"2026-05-01T11:58:00Z"}]}`, nil),
+			mk("Provider", "", "lab-ok", `{"type":"module","module":{"files":{"main.tf":"locals {}\n"}}}`,
+				`{"conditions":[{"type":"Validated","status":"True","reason":"Valid","lastTransitionTime":"2026-05-01T11:58:00Z"}]}`, nil),
+		},
 		"etcdbackups": {
 			mk("EtcdBackup", "acme", "sched-20260501-0600", `{"trigger":"schedule","slot":"2026-05-01T06:00:00Z"}`,
 				`{"phase":"Succeeded","size":13107200,"sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","etcdRevision":4711,"member":"cp-2","storedSize":13110000}`, nil),
