@@ -178,6 +178,7 @@ func (u *UI) routes() {
 	u.tenantOpsRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)
+	u.providerRoutes(p)
 }
 
 // serveStatic serves the embedded assets with an ETag, so browsers revalidate
