@@ -77,8 +77,11 @@ type providerView struct {
 	Validated *domain.Condition
 	// Stale says the verdict is of an older spec than the provider's.
 	Stale bool
-	// Diagnostics are the Validated condition's message, one per line.
+	// Diagnostics are the message of a Validated condition that is False:
+	// tofu's diagnostics, one per line.
 	Diagnostics []moduleDiagnostic
+	// Note is the message of one that is not ("tofu validate is running").
+	Note string
 	// Files are the module's files, highlighted, in name order.
 	Files []moduleFileView
 }
@@ -152,7 +155,10 @@ func newProviderView(p *domain.Provider) providerView {
 		highlighted[name] = highlightHCL(text)
 	}
 	marks := map[string]map[int][]string{}
-	if v.Validated != nil && v.Validated.Message != "" {
+	if v.Validated != nil && v.Validated.Status != "False" {
+		v.Note = v.Validated.Message
+	}
+	if v.Validated != nil && v.Validated.Status == "False" && v.Validated.Message != "" {
 		linkTo := highlighted
 		if v.Stale {
 			linkTo = nil // the lines it names may have moved

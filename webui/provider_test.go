@@ -12,23 +12,36 @@ import (
 
 // hostileMain is a module file whose text would break out of the page if it
 // were not escaped: a closing tag in a comment, markup in a string, a
-// quote-and-attribute in a heredoc.
+// quote-and-attribute in a heredoc. (Its HCL and the module contract are
+// fine, so the API takes it; tofu validate would not.)
 const hostileMain = `# </td></tr></table><script>alert("comment")</script>
 resource "emulated_machine" "machine" {
   for_each = var.machines
   name     = "<img src=x onerror=alert(1)>-${each.key}"
-  count    = 3
+  cluster  = 3
   user_data = <<EOT
 " onmouseover="alert(2)
 EOT
 }
 `
 
-func createModuleProvider(t *testing.T, s *uiStack, name string, files map[string]string) {
+// contractFiles are the files a module needs besides its main.tf to pass
+// the API's write-time checks: the machines input and output.
+var contractFiles = map[string]string{
+	"variables.tf": "variable \"machines\" {\n  type = map(any)\n}\n",
+	"outputs.tf":   "output \"machines\" {\n  value = {}\n}\n",
+}
+
+// createModuleProvider creates a module provider of main.tf and contractFiles.
+func createModuleProvider(t *testing.T, s *uiStack, name, main string) {
 	t.Helper()
+	files := map[string]string{"main.tf": main}
+	for n, text := range contractFiles {
+		files[n] = text
+	}
 	s.create("/providers", map[string]any{"apiVersion": domain.APIVersion, "kind": "Provider",
 		"metadata": map[string]any{"name": name},
-		"spec":     map[string]any{"type": domain.ProviderModule, "config": map[string]any{"emulator": "http://127.0.0.1:1"}, "module": map[string]any{"files": files}}})
+		"spec":     map[string]any{"type": domain.ProviderModule, "module": map[string]any{"files": files}}})
 }
 
 func setValidated(t *testing.T, s *uiStack, name string, cond map[string]any) {
@@ -42,10 +55,7 @@ func setValidated(t *testing.T, s *uiStack, name string, cond map[string]any) {
 
 func TestModuleProviderPage(t *testing.T) {
 	s := newUIStack(t)
-	createModuleProvider(t, s, "lab", map[string]string{
-		"main.tf":      hostileMain,
-		"variables.tf": "variable \"machines\" {\n  type = map(any)\n}\n",
-	})
+	createModuleProvider(t, s, "lab", hostileMain)
 	setValidated(t, s, "lab", map[string]any{"status": "False", "reason": domain.ReasonModuleInvalid, "observedGeneration": 1,
 		"message": "main.tf:4:14: Invalid reference: <b>not markup</b>\n" +
 			"variables.tf:99:1: Out of range: a line the file does not have\n" +
@@ -110,13 +120,18 @@ func TestModuleProviderPage(t *testing.T) {
 
 func TestModuleProviderPageStates(t *testing.T) {
 	s := newUIStack(t)
-	files := map[string]string{"main.tf": "locals {\n  a = 1\n}\n"}
-	createModuleProvider(t, s, "lab", files)
+	createModuleProvider(t, s, "lab", "locals {\n  a = 1\n}\n")
 	b := s.signIn("viewer", "view")
 
 	page := b.get("/ui/settings/providers/lab")
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	require.Contains(t, page.Body, "Not checked yet")
+
+	setValidated(t, s, "lab", map[string]any{"status": "Unknown", "reason": domain.ReasonModulePending, "observedGeneration": 1, "message": "tofu validate is running"})
+	page = b.get("/ui/settings/providers/lab")
+	require.Contains(t, page.Body, "tofu validate is checking the module.")
+	require.Contains(t, page.Body, `<p class="text-slate-500" data-testid="validated-note">tofu validate is running</p>`, "a message that is no verdict")
+	require.NotContains(t, page.Body, "data-diagnostic")
 
 	setValidated(t, s, "lab", map[string]any{"status": "True", "reason": domain.ReasonModuleValid, "observedGeneration": 1})
 	page = b.get("/ui/settings/providers/lab")
@@ -126,8 +141,7 @@ func TestModuleProviderPageStates(t *testing.T) {
 
 	// A verdict on an older spec: shown, said to be old, not linked.
 	setValidated(t, s, "lab", map[string]any{"status": "False", "reason": domain.ReasonModuleInvalid, "observedGeneration": 1, "message": "main.tf:2:3: Unsupported argument: a"})
-	files["main.tf"] = "locals {\n  b = 2\n}\n"
-	s.apiCall(http.MethodPatch, "/providers/lab", map[string]any{"spec": map[string]any{"module": map[string]any{"files": files}}}, nil)
+	s.apiCall(http.MethodPatch, "/providers/lab", map[string]any{"spec": map[string]any{"module": map[string]any{"files": map[string]any{"main.tf": "locals {\n  b = 2\n}\n"}}}}, nil)
 	page = b.get("/ui/settings/providers/lab")
 	require.Contains(t, page.Body, `data-testid="validated-stale"`)
 	require.Contains(t, page.Body, `<span class="font-semibold">main.tf:2:3</span>:`)

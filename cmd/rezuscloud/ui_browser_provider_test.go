@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,12 +41,12 @@ output "machines" {
 }
 `
 
-// TestBrowserModuleProvider opens a module provider's page: a Validated
-// verdict arrives live (here written through the API as the validator would;
-// when the validator runs in the server its own verdict on the same line does
-// as well), its diagnostic links to the line it names, which the page then
-// marks, and the file's text stays text. With REZUS_SCREENSHOTS it saves
-// the page as provider.png there.
+// TestBrowserModuleProvider opens a module provider's page: the server's
+// module validator's verdict (tofu validate refuses line 15) links its
+// diagnostic to that line; a change of the module brings the next verdict
+// live, without a reload; the link targets the line, which the page marks,
+// and the file's text stays text. With REZUS_SCREENSHOTS it saves the page
+// as provider.png there.
 func TestBrowserModuleProvider(t *testing.T) {
 	chromium := findChromium(t)
 	dataDir := t.TempDir()
@@ -71,13 +72,22 @@ func TestBrowserModuleProvider(t *testing.T) {
 	b.clickAndLoad(`a[data-testid=provider-link][href="/ui/settings/providers/lab"]`)
 	b.waitPath("/ui/settings/providers/lab", 30*time.Second)
 	b.open("/ui/settings/providers/lab", `#file-main\.tf-L15`)
-	b.markNoReload()
+	link := `[data-testid=diagnostics] a[href="#file-main.tf-L15"]`
+	verdict := func(what string, generation int) {
+		b.waitJS(what, 2*time.Minute, fmt.Sprintf(`(() => {
+		  const v = document.querySelector('[data-testid=provider-validation]');
+		  const state = v ? v.textContent.replace(/\s+/g, ' ').trim() : 'no validation';
+		  const gen = [...document.querySelectorAll('[data-testid=provider-details] dt')].find(d => d.textContent.trim() === 'Generation');
+		  const ok = !!document.querySelector(%s) && !document.querySelector('[data-testid=validated-stale]') &&
+		    !!gen && gen.nextElementSibling.textContent.trim() === '%d';
+		  return {ok, state: (gen ? 'generation ' + gen.nextElementSibling.textContent.trim() + ': ' : '') + state}; })()`, jsString(link), generation))
+	}
+	verdict("tofu validate's verdict on generation 1 links main.tf line 15", 1)
 
-	cond, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
-		"type": "Validated", "status": "False", "reason": "Invalid", "observedGeneration": 1, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
-		"message": `main.tf:15:3: Unsupported argument: An argument named "bogus_arg" is not expected here.`,
-	}}}})
-	req, err := http.NewRequest(http.MethodPatch, p.url+"/api/v1/providers/lab/status", strings.NewReader(string(cond)))
+	// A new module: the page follows the next verdict live.
+	b.markNoReload()
+	main2, _ := json.Marshal(strings.Replace(browserModuleMain, "window.__injected = 1", "window.__injected = 2", 1))
+	req, err := http.NewRequest(http.MethodPatch, p.url+"/api/v1/providers/lab", strings.NewReader(`{"spec":{"module":{"files":{"main.tf":`+string(main2)+`}}}}`))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/merge-patch+json")
@@ -85,12 +95,7 @@ func TestBrowserModuleProvider(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-
-	link := `[data-testid=diagnostics] a[href="#file-main.tf-L15"]`
-	b.waitJS("the verdict arrives live, its diagnostic linked to main.tf line 15", 30*time.Second,
-		`(() => { const a = document.querySelector(`+jsString(link)+`);
-		  const v = document.querySelector('[data-testid=provider-validation]');
-		  return {ok: !!a, state: v ? v.textContent.replace(/\s+/g, ' ').trim() : 'no validation'}; })()`)
+	verdict("the verdict on generation 2 arrives live", 2)
 	b.expectNoReload()
 	b.waitJS("line 15 is marked", 10*time.Second,
 		`(() => { const r = document.getElementById('file-main.tf-L15'); return {ok: !!r && r.hasAttribute('data-marked'), state: r ? r.className : 'no row'}; })()`)
@@ -104,6 +109,6 @@ func TestBrowserModuleProvider(t *testing.T) {
 	b.waitJS("the file's text is shown as text", 10*time.Second,
 		`(() => { const r = document.getElementById('file-main.tf-L15');
 		  const s = r ? r.querySelector('.code-text').textContent : '';
-		  return {ok: s.includes('"</td><script>window.__injected = 1</script>"') && !window.__injected && !r.querySelector('script'), state: s}; })()`)
+		  return {ok: s.includes('"</td><script>window.__injected = 2</script>"') && !window.__injected && !r.querySelector('script'), state: s}; })()`)
 	b.screenshot("provider.png")
 }

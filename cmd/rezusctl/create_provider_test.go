@@ -184,10 +184,10 @@ func TestCreateProviderModuleCauses(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
-// examples/module-provider/provider.yaml inlines the files of its module
-// directory: it must not fall behind them.
-func TestExampleModuleProviderManifest(t *testing.T) {
-	dir := filepath.Join("..", "..", "examples", "module-provider")
+// examples/providers/emulated/provider.yaml inlines the module files beside
+// it: it must not fall behind them.
+func TestExampleEmulatedManifest(t *testing.T) {
+	dir := filepath.Join("..", "..", "examples", "providers", "emulated")
 	b, err := os.ReadFile(filepath.Join(dir, "provider.yaml"))
 	require.NoError(t, err)
 	docs, err := parseDocuments(strings.NewReader(string(b)), "provider.yaml")
@@ -196,8 +196,8 @@ func TestExampleModuleProviderManifest(t *testing.T) {
 	var p domain.Provider
 	require.NoError(t, json.Unmarshal(docs[0].Raw, &p))
 	require.NotNil(t, p.Spec.Module)
-	assert.Equal(t, moduleFilesOf(t, filepath.Join(dir, "module")), p.Spec.Module.Files,
-		"provider.yaml is stale: write it again with rezusctl create provider lab --from-dir module --config emulator=http://127.0.0.1:8089 --dry-run (see its comment)")
+	assert.Equal(t, moduleFilesOf(t, dir), p.Spec.Module.Files,
+		"provider.yaml is stale: write it again as its comment says")
 	assert.Empty(t, p.Spec.Validate("spec"))
 }
 

@@ -220,13 +220,13 @@ func TestEndToEnd(t *testing.T) {
 		assert.Equal(t, moduleFilesOf(t, "testdata/module"), p.Spec.Module.Files, "the files come back as they were read")
 
 		// The example's manifest, files inline, applies as it is.
-		example := filepath.Join("..", "..", "examples", "module-provider")
+		example := filepath.Join("..", "..", "examples", "providers", "emulated")
 		assert.Equal(t, "provider/lab created\n", tc.ok("apply", "-f", filepath.Join(example, "provider.yaml")))
 		assert.Equal(t, "provider/lab unchanged\n", tc.ok("apply", "-f", filepath.Join(example, "provider.yaml")))
 		var lab domain.Provider
 		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "provider", "lab", "-o", "json")), &lab))
 		require.NotNil(t, lab.Spec.Module)
-		assert.Equal(t, moduleFilesOf(t, filepath.Join(example, "module")), lab.Spec.Module.Files)
+		assert.Equal(t, moduleFilesOf(t, example), lab.Spec.Module.Files)
 
 		table := strings.Split(tc.ok("get", "providers"), "\n")
 		assert.Equal(t, []string{"NAME", "TYPE", "VALIDATED", "AGE"}, strings.Fields(table[0]))

@@ -13,18 +13,20 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
-// exampleModuleDir is the module of examples/module-provider, which the
-// documentation tells people to copy.
-var exampleModuleDir = filepath.Join("..", "examples", "module-provider", "module")
+// emulatedExampleDir is examples/providers/emulated, a module provider on
+// the Talos emulator to copy: the smallest module that follows the contract.
+const emulatedExampleDir = "../examples/providers/emulated"
 
-func exampleModule(t *testing.T) *domain.ModuleSource {
+// emulatedExampleModule is the directory's module files, as rezusctl create
+// provider --from-dir reads them.
+func emulatedExampleModule(t *testing.T) *domain.ModuleSource {
 	t.Helper()
-	entries, err := os.ReadDir(exampleModuleDir)
+	entries, err := os.ReadDir(emulatedExampleDir)
 	require.NoError(t, err)
 	m := &domain.ModuleSource{Files: map[string]string{}}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".tf") || strings.HasSuffix(e.Name(), ".tf.json") {
-			b, err := os.ReadFile(filepath.Join(exampleModuleDir, e.Name()))
+			b, err := os.ReadFile(filepath.Join(emulatedExampleDir, e.Name()))
 			require.NoError(t, err)
 			m.Files[e.Name()] = string(b)
 		}
@@ -33,21 +35,28 @@ func exampleModule(t *testing.T) *domain.ModuleSource {
 	return m
 }
 
-// TestExampleModuleProvider checks the example module provider as the
-// server would (the contract, against the mirror's providers) and plans a
-// tenant built with it with real tofu: each group's machines, and the
-// endpoint address a control plane makes.
-func TestExampleModuleProvider(t *testing.T) {
+// TestExampleEmulated checks the example as the server does (the write-time
+// checks against the mirror's providers, then its module validator: Validated
+// True) and plans a tenant built with it with real tofu: each group's
+// machines, and the endpoint address a control plane makes.
+func TestExampleEmulated(t *testing.T) {
 	tofu := newTofuRunner(t)
-	_, mirror := tofutest.Tools(t)
+	bin, mirror := tofutest.Tools(t)
 	checker, err := NewModuleChecker(mirror, false)
 	require.NoError(t, err)
 
 	p := genProvider("lab", domain.ProviderModule, `{"emulator":"http://127.0.0.1:1","shape":"lab-large"}`)
-	p.Spec.Module = exampleModule(t)
+	p.Spec.Module = emulatedExampleModule(t)
 	require.Empty(t, p.Spec.Validate("spec"), "the domain's checks")
-	_, causes := checker.Check(&p.Spec)
+	info, causes := checker.Check(&p.Spec)
 	require.Empty(t, causes, "the module contract")
+	require.True(t, info.Endpoint, "it makes the endpoint of a tenant that declares none")
+	require.Equal(t, map[string]bool{"emulator": false, "shape": true}, info.Own)
+
+	v := NewModuleValidator(ValidatorConfig{Tofu: Tofu{Bin: bin, Mirror: mirror}, WorkDir: t.TempDir()})
+	status, reason, msg, err := v.validate(t.Context(), p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"True", domain.ReasonModuleValid}, []string{status, reason}, msg)
 
 	te := genTenant("demo", "")
 	in := GenerateInput{Tenant: te, Providers: map[string]*domain.Provider{"lab": p}, Modules: checker,
