@@ -208,12 +208,15 @@ func (n *node) bootOnlyPhaseLocked() {
 	}
 	n.st.Phase = PhaseBooting
 	n.logf("booted talos %s, starting services", n.st.Version)
+	n.bootingEventsLocked()
 	n.em.cfg.AfterFunc(n.em.cfg.ServiceStartDelay, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.gen == gen && n.st.Phase == PhaseBooting {
 			n.st.Phase = PhaseRunning
+			n.boot.running = n.em.cfg.Now()
 			n.logf("services running")
+			n.runningEventsLocked()
 		}
 	})
 }
