@@ -209,14 +209,19 @@ func (n *node) bootOnlyPhaseLocked() {
 	n.st.Phase = PhaseBooting
 	n.logf("booted talos %s, starting services", n.st.Version)
 	n.bootingEventsLocked()
+	n.em.refreshCOSI(n)
 	n.em.cfg.AfterFunc(n.em.cfg.ServiceStartDelay, func() {
 		n.mu.Lock()
-		defer n.mu.Unlock()
-		if n.gen == gen && n.st.Phase == PhaseBooting {
+		running := n.gen == gen && n.st.Phase == PhaseBooting
+		if running {
 			n.st.Phase = PhaseRunning
 			n.boot.running = n.em.cfg.Now()
 			n.logf("services running")
 			n.runningEventsLocked()
+		}
+		n.mu.Unlock()
+		if running {
+			n.em.refreshCOSI(n)
 		}
 	})
 }
@@ -277,6 +282,12 @@ func (e *Emulator) Delete(name string) error {
 	}
 	n.shutdown(true)
 	e.releaseNodeAddress(name, n.status().Address)
+	// The rest of its cluster no longer lists it as a member.
+	if st := n.status(); st.ClusterID != "" {
+		if rest := e.clusterNodes(n, st.ClusterID)[1:]; len(rest) > 0 {
+			e.refreshCOSI(rest[0])
+		}
+	}
 	if e.cfg.StateDir != "" {
 		dir := filepath.Join(e.cfg.StateDir, "nodes")
 		for _, f := range []string{name + ".json", name + configSuffix, name + stagedSuffix, name + uploadSuffix} {

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/google/uuid"
-
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -97,12 +98,17 @@ type node struct {
 	journal  []string
 
 	// One boot's worth of state, replaced when the API comes up (serveLocked).
-	bootID string    // /proc/sys/kernel/random/boot_id
-	boot   bootTimes // when the boot reached its stages
-	events *eventLog // the boot's machine events
+	bootID string     // /proc/sys/kernel/random/boot_id
+	boot   bootTimes  // when the boot reached its stages
+	events *eventLog  // the boot's machine events
+	cosi   *nodeState // the boot's COSI resources; nil in maintenance mode
 	// images are the images pulled through ImageService.Pull (containerd's
 	// store is on disk, so they survive reboots); Upgrade installs from them.
 	images []string
+	// cosiPending coalesces resource refreshes (cosi.go); cosiCluster is
+	// the cluster the last refresh saw the node in.
+	cosiPending atomic.Bool
+	cosiCluster string
 }
 
 func (n *node) status() NodeStatus {
@@ -203,6 +209,14 @@ func (n *node) serveLocked() error {
 	n.bootID = uuid.NewString()
 	n.boot = bootTimes{booted: n.em.cfg.Now()}
 	n.events = newEventLog(n.bootID)
+	n.cosi = nil
+	if !maintenance {
+		if n.cosi, err = newNodeState(); err != nil {
+			n.st.Phase, n.st.Error = PhaseFailed, err.Error()
+			return err
+		}
+		v1alpha1.RegisterStateServer(srv, n.cosi.server())
+	}
 	cl := newConnListener(n.lis.Addr())
 	n.srv, n.cl = srv, cl
 	n.st.Error = ""

@@ -1,0 +1,387 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/resource/meta"
+	"github.com/cosi-project/runtime/pkg/state"
+	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
+	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
+	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/cosi-project/runtime/pkg/state/registry"
+	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
+	"github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A configured node serves the COSI resource API (cosi.resource.State), as
+// machined does, through the COSI runtime's own protobuf state server over an
+// in-memory state with Talos machinery's resource definitions: `talosctl get`
+// (with --watch), Omni and RezusCloud's own status reads use it. The state
+// lives for one boot (a reboot starts a new one, as machined's does) and is
+// kept current by refreshCOSI, which derives every resource from the node's
+// status and config and writes only what changed, so a watch sees each change
+// once. It is read-only to clients, like the resources controllers own.
+
+// cosiResources are the resource kinds an emulated node serves; `talosctl get
+// rd` lists exactly these.
+var cosiResources = []meta.ResourceWithRD{
+	&cluster.Member{}, &config.MachineConfig{}, &etcd.Member{}, &k8s.Nodename{}, &k8s.StaticPodStatus{},
+	&network.AddressStatus{}, &network.HostnameStatus{}, &network.NodeAddress{},
+	&runtime.MachineStatus{}, &runtime.Version{}, &v1alpha1.Service{},
+}
+
+// cosiNamespaces are the namespaces of cosiResources, with Talos's descriptions.
+var cosiNamespaces = []struct {
+	name        resource.Namespace
+	description string
+}{
+	{v1alpha1.NamespaceName, "Talos v1alpha1 subsystems glue resources."},
+	{cluster.NamespaceName, "Cluster configuration and discovery resources."},
+	{config.NamespaceName, "Talos node configuration."},
+	{etcd.NamespaceName, "etcd resources."},
+	{k8s.NamespaceName, "Kubernetes all node types resources."},
+	{network.NamespaceName, "Networking resources."},
+}
+
+// nodeState is one boot's COSI state.
+type nodeState struct {
+	st state.State
+	mu sync.Mutex // serialises refreshes so an older one cannot write last
+}
+
+func newNodeState() (*nodeState, error) {
+	st := state.WrapCore(namespaced.NewState(inmem.Build))
+	ctx := context.Background()
+	nsr, rr := registry.NewNamespaceRegistry(st), registry.NewResourceRegistry(st)
+	if err := nsr.RegisterDefault(ctx); err != nil {
+		return nil, fmt.Errorf("registering COSI namespaces: %w", err)
+	}
+	if err := rr.RegisterDefault(ctx); err != nil {
+		return nil, fmt.Errorf("registering COSI resources: %w", err)
+	}
+	for _, ns := range cosiNamespaces {
+		if err := nsr.Register(ctx, ns.name, ns.description); err != nil {
+			return nil, fmt.Errorf("registering COSI namespace %s: %w", ns.name, err)
+		}
+	}
+	for _, r := range cosiResources {
+		if err := rr.Register(ctx, r); err != nil {
+			return nil, fmt.Errorf("registering COSI resource: %w", err)
+		}
+	}
+	return &nodeState{st: st}, nil
+}
+
+// sensitive are the resource types only os:admin may read, as in Talos.
+var sensitive = func() map[resource.Type]bool {
+	m := map[resource.Type]bool{}
+	for _, r := range cosiResources {
+		if rd := r.ResourceDefinition(); rd.Sensitivity == meta.Sensitive {
+			m[rd.Type] = true
+		}
+	}
+	return m
+}()
+
+// server is the gRPC State service over a read-only view of the state.
+func (s *nodeState) server() *server.State {
+	return server.NewState(state.Filter(s.st, func(ctx context.Context, access state.Access) error {
+		if !access.Verb.Readonly() {
+			return status.Errorf(codes.PermissionDenied, "%s is read-only on an emulated node", access.ResourceType)
+		}
+		if sensitive[access.ResourceType] {
+			roles, err := callerRoles(ctx)
+			if err != nil {
+				return err
+			}
+			if !roles.Includes(role.Admin) {
+				return status.Errorf(codes.PermissionDenied, "reading %s needs the os:admin role", access.ResourceType)
+			}
+		}
+		return nil
+	}))
+}
+
+// nodeFacts is what the resources of a node are derived from, read in one go.
+type nodeFacts struct {
+	st       NodeStatus
+	cfg      inspected
+	services []serviceView
+	members  []NodeStatus // the cluster's configured nodes (discovery)
+	etcd     bool         // this node is a running etcd member
+	times    bootTimes
+}
+
+// refreshCOSI brings the COSI resources of n, and of the other nodes of its
+// cluster (their discovery members and etcd views change with it), up to
+// date. It runs on its own goroutine, coalescing bursts, because it takes the
+// emulator's lock, which callers may hold.
+func (e *Emulator) refreshCOSI(n *node) {
+	if !n.cosiPending.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		n.cosiPending.Store(false)
+		n.mu.Lock()
+		// A node that left its cluster (a reset) is gone from the old
+		// cluster's members too.
+		clusters := []string{n.st.ClusterID, n.cosiCluster}
+		n.cosiCluster = n.st.ClusterID
+		n.mu.Unlock()
+		for _, m := range e.clusterNodes(n, clusters...) {
+			m.syncCOSI()
+		}
+	}()
+}
+
+// clusterNodes returns n and the other nodes of the clusters named.
+func (e *Emulator) clusterNodes(n *node, clusterIDs ...string) []*node {
+	out := []*node{n}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.nodes {
+		if m == n {
+			continue
+		}
+		m.mu.Lock()
+		id := m.st.ClusterID
+		m.mu.Unlock()
+		if id != "" && slices.Contains(clusterIDs, id) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// facts reads what n's resources are made of.
+func (n *node) facts() (nodeFacts, *nodeState) {
+	ms := &machineServer{n: n}
+	in := ms.inspect()
+	n.mu.Lock()
+	s, t := n.cosi, n.boot
+	n.mu.Unlock()
+	f := nodeFacts{st: in.st, cfg: in, services: n.nodeServices(), times: t}
+	if s == nil || in.st.ClusterID == "" {
+		return f, s
+	}
+	for _, m := range n.em.clusterNodes(n, in.st.ClusterID) {
+		if st := m.status(); st.Role != "" {
+			f.members = append(f.members, st)
+		}
+	}
+	for _, v := range f.services {
+		f.etcd = f.etcd || v.ID == "etcd" && v.State == "Running"
+	}
+	return f, s
+}
+
+// syncCOSI writes n's resources as its facts make them.
+func (n *node) syncCOSI() {
+	f, s := n.facts()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.apply(context.Background(), desiredResources(f)); err != nil {
+		n.em.cfg.Logf("node %s: updating COSI resources: %v", f.st.Name, err)
+	}
+}
+
+// apply makes the state hold exactly want for each kind in cosiResources:
+// creating, updating (only when the spec changed) and destroying resources.
+func (s *nodeState) apply(ctx context.Context, want []resource.Resource) error {
+	keep := map[string]bool{}
+	for _, r := range want {
+		md := r.Metadata()
+		keep[md.Namespace()+"/"+md.Type()+"/"+md.ID()] = true
+		cur, err := s.st.Get(ctx, md)
+		switch {
+		case state.IsNotFoundError(err):
+			if err := s.st.Create(ctx, r); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		same, err := sameSpec(cur, r)
+		if err != nil {
+			return err
+		}
+		if same {
+			continue
+		}
+		md.SetVersion(cur.Metadata().Version())
+		if err := s.st.Update(ctx, r); err != nil {
+			return err
+		}
+	}
+	for _, kind := range cosiResources {
+		rd := kind.ResourceDefinition()
+		list, err := s.st.List(ctx, resource.NewMetadata(rd.DefaultNamespace, rd.Type, "", resource.VersionUndefined))
+		if err != nil {
+			return err
+		}
+		for _, r := range list.Items {
+			md := r.Metadata()
+			if !keep[md.Namespace()+"/"+md.Type()+"/"+md.ID()] {
+				if err := s.st.Destroy(ctx, md); err != nil && !state.IsNotFoundError(err) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func sameSpec(a, b resource.Resource) (bool, error) {
+	ya, err := yaml.Marshal(a.Spec())
+	if err != nil {
+		return false, err
+	}
+	yb, err := yaml.Marshal(b.Spec())
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ya, yb), nil
+}
+
+// nodeIP is the IP a node's status address carries.
+func nodeIP(st NodeStatus) netip.Addr {
+	host, _, _ := net.SplitHostPort(st.Address)
+	ip, _ := netip.ParseAddr(host)
+	return ip
+}
+
+// desiredResources derives a node's resources from its facts.
+func desiredResources(f nodeFacts) []resource.Resource {
+	st := f.st
+	ip := nodeIP(st)
+	var out []resource.Resource
+
+	ms := runtime.NewMachineStatus()
+	ms.TypedSpec().Stage = runtime.MachineStageBooting
+	ms.TypedSpec().Status.UnmetConditions = []runtime.UnmetCondition{{Name: "services", Reason: "services are starting"}}
+	if st.Phase == PhaseRunning {
+		ms.TypedSpec().Stage = runtime.MachineStageRunning
+		ms.TypedSpec().Status = runtime.MachineStatusStatus{Ready: true, UnmetConditions: []runtime.UnmetCondition{}}
+	}
+	out = append(out, ms)
+
+	v := runtime.NewVersion()
+	v.TypedSpec().Name, v.TypedSpec().Version = "Talos", st.Version
+	out = append(out, v)
+
+	hs := network.NewHostnameStatus(network.NamespaceName, "hostname")
+	hs.TypedSpec().Hostname = st.Name
+	out = append(out, hs)
+
+	nn := k8s.NewNodename(k8s.NamespaceName, k8s.NodenameID)
+	nn.TypedSpec().Nodename, nn.TypedSpec().HostnameVersion = st.Name, "1"
+	out = append(out, nn)
+
+	if ip.IsValid() {
+		prefix := netip.PrefixFrom(ip, ip.BitLen())
+		for _, id := range []resource.ID{network.NodeAddressDefaultID, network.NodeAddressCurrentID, network.NodeAddressRoutedID, network.NodeAddressAccumulativeID} {
+			na := network.NewNodeAddress(network.NamespaceName, id)
+			na.TypedSpec().Addresses = []netip.Prefix{prefix}
+			out = append(out, na)
+		}
+		for _, a := range []struct {
+			link   string
+			index  uint32
+			prefix netip.Prefix
+		}{{"lo", 1, netip.MustParsePrefix("127.0.0.1/8")}, {"eth0", 2, prefix}} {
+			as := network.NewAddressStatus(network.NamespaceName, network.AddressID(a.link, a.prefix))
+			spec := as.TypedSpec()
+			spec.Address, spec.Local, spec.LinkName, spec.LinkIndex = a.prefix, a.prefix.Addr(), a.link, a.index
+			spec.Family, spec.Scope, spec.Flags = nethelpers.FamilyInet4, nethelpers.ScopeGlobal, nethelpers.AddressFlags(nethelpers.AddressPermanent)
+			if a.link == "lo" {
+				spec.Scope = nethelpers.ScopeHost
+			}
+			out = append(out, as)
+		}
+	}
+
+	for _, sv := range f.services {
+		s := v1alpha1.NewService(sv.ID)
+		s.TypedSpec().Running, s.TypedSpec().Healthy, s.TypedSpec().Unknown = sv.State == "Running", sv.Healthy, sv.Unknown
+		out = append(out, s)
+	}
+
+	if f.cfg.cfg != nil {
+		out = append(out, config.NewMachineConfig(f.cfg.cfg))
+	}
+
+	if f.etcd {
+		em := etcd.NewMember(etcd.NamespaceName, etcd.LocalMemberID)
+		em.TypedSpec().MemberID = etcd.FormatMemberID(memberID(st.Name))
+		out = append(out, em)
+	}
+
+	for _, m := range f.members {
+		mb := cluster.NewMember(cluster.NamespaceName, m.Name)
+		spec := mb.TypedSpec()
+		spec.NodeID = fmt.Sprintf("%016x", memberID("node/"+m.Name))
+		if a := nodeIP(m); a.IsValid() {
+			spec.Addresses = []netip.Addr{a}
+		}
+		spec.Hostname, spec.OperatingSystem = m.Name, "Talos ("+m.Version+")"
+		spec.MachineType = machine.TypeWorker
+		if m.Role == "controlplane" {
+			spec.MachineType = machine.TypeControlPlane
+			spec.ControlPlane = &cluster.ControlPlane{APIServerPort: 6443}
+		}
+		out = append(out, mb)
+	}
+
+	for _, p := range staticPods(f.cfg) {
+		out = append(out, staticPodStatus(st, ip, f.times, p))
+	}
+	return out
+}
+
+// staticPodStatus is the kubelet's view of one static pod: a running, ready
+// pod whose container runs the image of the config, which is what a
+// Kubernetes upgrade verifies.
+func staticPodStatus(st NodeStatus, ip netip.Addr, t bootTimes, p staticPod) *k8s.StaticPodStatus {
+	started := t.running.UTC().Format("2006-01-02T15:04:05Z")
+	ready := []any{}
+	for _, c := range []string{"Initialized", "Ready", "ContainersReady", "PodScheduled"} {
+		ready = append(ready, map[string]any{"type": c, "status": "True", "lastTransitionTime": started})
+	}
+	s := k8s.NewStaticPodStatus(k8s.NamespaceName, "kube-system/"+p.name+"-"+st.Name)
+	s.TypedSpec().PodStatus = map[string]any{
+		"phase":      "Running",
+		"conditions": ready,
+		"hostIP":     ip.String(),
+		"podIP":      ip.String(),
+		"startTime":  started,
+		"qosClass":   "Burstable",
+		"containerStatuses": []any{map[string]any{
+			"name": p.name, "image": p.image, "imageID": imageDigest(p.image), "ready": true, "started": true, "restartCount": 0,
+			"containerID": "containerd://" + imageDigest(st.Name + "/" + p.name)[7:],
+			"state":       map[string]any{"running": map[string]any{"startedAt": started}},
+		}},
+	}
+	return s
+}
