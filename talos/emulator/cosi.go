@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	v1alpha1api "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/meta"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -27,6 +28,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -61,10 +63,69 @@ var cosiNamespaces = []struct {
 	{network.NamespaceName, "Networking resources."},
 }
 
-// nodeState is one boot's COSI state.
+// nodeState is one boot's COSI state. It is made by the boot's first COSI
+// call, not at boot: a node nobody asks (the 500 nodes of a benchmark, most
+// nodes of a test) costs nothing, and a change refreshes only the nodes of
+// its cluster that have a state.
 type nodeState struct {
-	st state.State
-	mu sync.Mutex // serialises refreshes so an older one cannot write last
+	st     state.State
+	srv    *server.State
+	synced sync.Once  // the first sync, which every first call waits for
+	mu     sync.Mutex // serialises refreshes so an older one cannot write last
+}
+
+// cosiServer serves the COSI State API of one boot of a node, making its
+// state on the first call. Create, Update and Destroy stay unimplemented:
+// clients only read what the node's "controllers" own.
+type cosiServer struct {
+	v1alpha1api.UnimplementedStateServer
+
+	n *node
+}
+
+// state returns the boot's COSI state, made and synced on first use.
+func (c *cosiServer) state() (*server.State, error) {
+	n := c.n
+	n.mu.Lock()
+	s := n.cosi
+	if s == nil {
+		var err error
+		if s, err = newNodeState(); err != nil {
+			n.mu.Unlock()
+			return nil, status.Errorf(codes.Internal, "making the COSI state: %v", err)
+		}
+		n.cosi = s
+	}
+	n.mu.Unlock()
+	s.synced.Do(n.syncCOSI)
+	return s.srv, nil
+}
+
+// Get reads one resource.
+func (c *cosiServer) Get(ctx context.Context, req *v1alpha1api.GetRequest) (*v1alpha1api.GetResponse, error) {
+	srv, err := c.state()
+	if err != nil {
+		return nil, err
+	}
+	return srv.Get(ctx, req)
+}
+
+// List lists the resources of a kind.
+func (c *cosiServer) List(req *v1alpha1api.ListRequest, stream grpc.ServerStreamingServer[v1alpha1api.ListResponse]) error {
+	srv, err := c.state()
+	if err != nil {
+		return err
+	}
+	return srv.List(req, stream)
+}
+
+// Watch watches a resource or a kind.
+func (c *cosiServer) Watch(req *v1alpha1api.WatchRequest, stream grpc.ServerStreamingServer[v1alpha1api.WatchResponse]) error {
+	srv, err := c.state()
+	if err != nil {
+		return err
+	}
+	return srv.Watch(req, stream)
 }
 
 func newNodeState() (*nodeState, error) {
@@ -87,7 +148,9 @@ func newNodeState() (*nodeState, error) {
 			return nil, fmt.Errorf("registering COSI resource: %w", err)
 		}
 	}
-	return &nodeState{st: st}, nil
+	s := &nodeState{st: st}
+	s.srv = s.server()
+	return s, nil
 }
 
 // sensitive are the resource types only os:admin may read, as in Talos.
@@ -147,7 +210,12 @@ func (e *Emulator) refreshCOSI(n *node) {
 		n.cosiCluster = n.st.ClusterID
 		n.mu.Unlock()
 		for _, m := range e.clusterNodes(n, clusters...) {
-			m.syncCOSI()
+			m.mu.Lock()
+			has := m.cosi != nil
+			m.mu.Unlock()
+			if has {
+				m.syncCOSI()
+			}
 		}
 	}()
 }

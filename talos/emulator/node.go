@@ -101,7 +101,7 @@ type node struct {
 	bootID string     // /proc/sys/kernel/random/boot_id
 	boot   bootTimes  // when the boot reached its stages
 	events *eventLog  // the boot's machine events
-	cosi   *nodeState // the boot's COSI resources; nil in maintenance mode
+	cosi   *nodeState // the boot's COSI resources, once asked for
 	// images are the images pulled through ImageService.Pull (containerd's
 	// store is on disk, so they survive reboots); Upgrade installs from them.
 	images []string
@@ -209,13 +209,9 @@ func (n *node) serveLocked() error {
 	n.bootID = uuid.NewString()
 	n.boot = bootTimes{booted: n.em.cfg.Now()}
 	n.events = newEventLog(n.bootID)
-	n.cosi = nil
+	n.cosi = nil // made by the boot's first COSI call (cosiServer)
 	if !maintenance {
-		if n.cosi, err = newNodeState(); err != nil {
-			n.st.Phase, n.st.Error = PhaseFailed, err.Error()
-			return err
-		}
-		v1alpha1.RegisterStateServer(srv, n.cosi.server())
+		v1alpha1.RegisterStateServer(srv, &cosiServer{n: n})
 	}
 	cl := newConnListener(n.lis.Addr())
 	n.srv, n.cl = srv, cl
