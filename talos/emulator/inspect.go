@@ -100,7 +100,7 @@ func (in inspected) containers(namespace string) []*machine.ContainerInfo {
 			default:
 				continue
 			}
-			out = append(out, &machine.ContainerInfo{Namespace: namespace, Id: v.ID, Name: v.ID, Image: image, Pid: pidOf(v.ID), Status: "RUNNING"})
+			out = append(out, &machine.ContainerInfo{Namespace: namespace, Id: v.ID, PodId: v.ID, Name: v.ID, Image: image, Pid: pidOf(v.ID), Status: "RUNNING"})
 		}
 	case constants.K8sContainerdNamespace:
 		for _, p := range staticPods(in) {
