@@ -183,6 +183,9 @@ func (s *nodeState) server() *server.State {
 	}))
 }
 
+// memberFacts are what a node's member shows the rest of its cluster.
+type memberFacts struct{ role, cluster, version, address string }
+
 // nodeFacts is what the resources of a node are derived from, read in one go.
 type nodeFacts struct {
 	st       NodeStatus
@@ -204,17 +207,27 @@ func (e *Emulator) refreshCOSI(n *node) {
 	go func() {
 		n.cosiPending.Store(false)
 		n.mu.Lock()
-		// A node that left its cluster (a reset) is gone from the old
-		// cluster's members too.
-		clusters := []string{n.st.ClusterID, n.cosiCluster}
-		n.cosiCluster = n.st.ClusterID
+		st, seen := n.st, n.cosiSeen
+		n.cosiSeen = memberFacts{st.Role, st.ClusterID, st.Version, st.Address}
 		n.mu.Unlock()
-		for _, m := range e.clusterNodes(n, clusters...) {
-			m.mu.Lock()
-			has := m.cosi != nil
-			m.mu.Unlock()
-			if has {
+		n.syncCOSI()
+		// The other nodes of its cluster, and of the cluster it left (a
+		// reset): a control plane's change (etcd) syncs the other control
+		// planes whole; a change of what its member shows updates that
+		// member everywhere. Nothing else does, so a change costs at most
+		// O(cluster), not O(cluster²).
+		cpChanged := st.Role == "controlplane" || seen.role == "controlplane"
+		memberChanged := n.cosiSeen != seen
+		if !cpChanged && !memberChanged {
+			return
+		}
+		for _, m := range e.clusterNodes(n, st.ClusterID, seen.cluster)[1:] {
+			ms := m.status()
+			switch {
+			case cpChanged && ms.Role == "controlplane":
 				m.syncCOSI()
+			case memberChanged:
+				m.syncMember(st, ms.ClusterID)
 			}
 		}
 	}()
@@ -241,8 +254,7 @@ func (e *Emulator) clusterNodes(n *node, clusterIDs ...string) []*node {
 
 // facts reads what n's resources are made of.
 func (n *node) facts() (nodeFacts, *nodeState) {
-	ms := &machineServer{n: n}
-	in := ms.inspect()
+	in := n.inspect()
 	n.mu.Lock()
 	s, t := n.cosi, n.boot
 	n.mu.Unlock()
@@ -274,6 +286,48 @@ func (n *node) syncCOSI() {
 	}
 }
 
+// syncMember updates only the member of another node (of) in n's cluster
+// (clusterID):
+// created or updated while it is a configured node of the cluster, else
+// destroyed.
+func (n *node) syncMember(of NodeStatus, clusterID string) {
+	n.mu.Lock()
+	s := n.cosi
+	n.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx := context.Background()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	if of.Role != "" && of.ClusterID == clusterID {
+		err = s.upsert(ctx, memberResource(of))
+	} else if err = s.st.Destroy(ctx, cluster.NewMember(cluster.NamespaceName, of.Name).Metadata()); state.IsNotFoundError(err) {
+		err = nil
+	}
+	if err != nil {
+		n.em.cfg.Logf("node %s: updating the member %s: %v", n.st.Name, of.Name, err)
+	}
+}
+
+// upsert creates r, or updates it when its spec changed.
+func (s *nodeState) upsert(ctx context.Context, r resource.Resource) error {
+	md := r.Metadata()
+	cur, err := s.st.Get(ctx, md)
+	switch {
+	case state.IsNotFoundError(err):
+		return s.st.Create(ctx, r)
+	case err != nil:
+		return err
+	}
+	if same, err := sameSpec(cur, r); err != nil || same {
+		return err
+	}
+	md.SetVersion(cur.Metadata().Version())
+	return s.st.Update(ctx, r)
+}
+
 // apply makes the state hold exactly want for each kind in cosiResources:
 // creating, updating (only when the spec changed) and destroying resources.
 func (s *nodeState) apply(ctx context.Context, want []resource.Resource) error {
@@ -281,25 +335,7 @@ func (s *nodeState) apply(ctx context.Context, want []resource.Resource) error {
 	for _, r := range want {
 		md := r.Metadata()
 		keep[md.Namespace()+"/"+md.Type()+"/"+md.ID()] = true
-		cur, err := s.st.Get(ctx, md)
-		switch {
-		case state.IsNotFoundError(err):
-			if err := s.st.Create(ctx, r); err != nil {
-				return err
-			}
-			continue
-		case err != nil:
-			return err
-		}
-		same, err := sameSpec(cur, r)
-		if err != nil {
-			return err
-		}
-		if same {
-			continue
-		}
-		md.SetVersion(cur.Metadata().Version())
-		if err := s.st.Update(ctx, r); err != nil {
+		if err := s.upsert(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -407,25 +443,30 @@ func desiredResources(f nodeFacts) []resource.Resource {
 	}
 
 	for _, m := range f.members {
-		mb := cluster.NewMember(cluster.NamespaceName, m.Name)
-		spec := mb.TypedSpec()
-		spec.NodeID = fmt.Sprintf("%016x", memberID("node/"+m.Name))
-		if a := nodeIP(m); a.IsValid() {
-			spec.Addresses = []netip.Addr{a}
-		}
-		spec.Hostname, spec.OperatingSystem = m.Name, "Talos ("+m.Version+")"
-		spec.MachineType = machine.TypeWorker
-		if m.Role == "controlplane" {
-			spec.MachineType = machine.TypeControlPlane
-			spec.ControlPlane = &cluster.ControlPlane{APIServerPort: 6443}
-		}
-		out = append(out, mb)
+		out = append(out, memberResource(m))
 	}
 
 	for _, p := range staticPods(f.cfg) {
 		out = append(out, staticPodStatus(st, ip, f.times, p))
 	}
 	return out
+}
+
+// memberResource is a node as the discovery service shows it to the others.
+func memberResource(m NodeStatus) *cluster.Member {
+	mb := cluster.NewMember(cluster.NamespaceName, m.Name)
+	spec := mb.TypedSpec()
+	spec.NodeID = fmt.Sprintf("%016x", memberID("node/"+m.Name))
+	if a := nodeIP(m); a.IsValid() {
+		spec.Addresses = []netip.Addr{a}
+	}
+	spec.Hostname, spec.OperatingSystem = m.Name, "Talos ("+m.Version+")"
+	spec.MachineType = machine.TypeWorker
+	if m.Role == "controlplane" {
+		spec.MachineType = machine.TypeControlPlane
+		spec.ControlPlane = &cluster.ControlPlane{APIServerPort: 6443}
+	}
+	return mb
 }
 
 // staticPodStatus is the kubelet's view of one static pod: a running, ready

@@ -282,10 +282,15 @@ func (e *Emulator) Delete(name string) error {
 	}
 	n.shutdown(true)
 	e.releaseNodeAddress(name, n.status().Address)
-	// The rest of its cluster no longer lists it as a member.
+	// The rest of its cluster no longer lists it as a member (nor, for a
+	// control plane, in etcd).
 	if st := n.status(); st.ClusterID != "" {
-		if rest := e.clusterNodes(n, st.ClusterID)[1:]; len(rest) > 0 {
-			e.refreshCOSI(rest[0])
+		for _, m := range e.clusterNodes(n, st.ClusterID)[1:] {
+			if st.Role == "controlplane" && m.status().Role == "controlplane" {
+				m.syncCOSI()
+			} else {
+				m.syncMember(NodeStatus{Name: st.Name}, st.ClusterID)
+			}
 		}
 	}
 	if e.cfg.StateDir != "" {

@@ -39,8 +39,9 @@ type inspected struct {
 	running  []serviceView
 }
 
-func (m *machineServer) inspect() inspected {
-	n := m.n
+func (m *machineServer) inspect() inspected { return m.n.inspect() }
+
+func (n *node) inspect() inspected {
 	n.mu.Lock()
 	in := inspected{st: n.st, cfg: n.cfg, cfgBytes: n.cfgBytes, bootID: n.bootID}
 	n.mu.Unlock()

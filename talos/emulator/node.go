@@ -105,10 +105,10 @@ type node struct {
 	// images are the images pulled through ImageService.Pull (containerd's
 	// store is on disk, so they survive reboots); Upgrade installs from them.
 	images []string
-	// cosiPending coalesces resource refreshes (cosi.go); cosiCluster is
-	// the cluster the last refresh saw the node in.
+	// cosiPending coalesces resource refreshes (cosi.go); cosiSeen is what
+	// the last refresh showed of the node to the rest of its cluster.
 	cosiPending atomic.Bool
-	cosiCluster string
+	cosiSeen    memberFacts
 }
 
 func (n *node) status() NodeStatus {
