@@ -47,7 +47,7 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 			msg.ModeDetails = "dry run: the config is valid"
 			return resp, nil
 		}
-		msg.ModeDetails = "applied configuration; installing and rebooting"
+		msg.ModeDetails = "Applied configuration with a reboot"
 		n.stageForReboot(req.GetData(), PhaseInstalling)
 		go n.transition(PhaseInstalling, n.em.cfg.InstallDelay, func() { n.logf("installed talos %s", n.st.Version) })
 		return resp, nil
@@ -80,7 +80,7 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 	}
 	switch mode {
 	case machine.ApplyConfigurationRequest_REBOOT:
-		msg.ModeDetails = "applied configuration; rebooting"
+		msg.ModeDetails = "Applied configuration with a reboot"
 		n.stageForReboot(req.GetData(), PhaseRebooting)
 		go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, nil)
 		return resp, nil
@@ -89,7 +89,7 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 		n.staged, n.st.StagedConfigHash = req.GetData(), configHash(req.GetData())
 		n.logf("configuration staged for the next reboot")
 		n.mu.Unlock()
-		msg.ModeDetails = "staged configuration to be applied after a reboot"
+		msg.ModeDetails = "Staged configuration to be applied after the next reboot"
 	case machine.ApplyConfigurationRequest_TRY:
 		timeout := defaultTryTimeout
 		if d := req.GetTryModeTimeout(); d != nil && d.AsDuration() > 0 {
@@ -102,7 +102,7 @@ func (m *machineServer) ApplyConfiguration(_ context.Context, req *machine.Apply
 		n.adoptConfigLocked(req.GetData(), cfg)
 		n.logf("configuration applied without reboot")
 		n.mu.Unlock()
-		msg.ModeDetails = "applied configuration without a reboot"
+		msg.ModeDetails = "Applied configuration without a reboot"
 	}
 	n.em.persist(n)
 	return resp, nil

@@ -18,7 +18,12 @@ const svc = "/machine.MachineService/"
 var maintenanceMethods = map[string]bool{
 	svc + "Version":            true,
 	svc + "ApplyConfiguration": true,
+	// `talosctl reset --wait` knows a reset is done when this answers.
+	"/storage.StorageService/Disks": true,
 }
+
+// cosiService is the prefix of the COSI resource API's methods.
+const cosiService = "/cosi.resource.State/"
 
 var (
 	readers   = role.MakeSet(role.Admin, role.Operator, role.Reader)
@@ -33,13 +38,27 @@ var (
 // methodRoles are the roles allowed to call each method, following Talos's
 // apid rules; a method not listed is admin-only.
 var methodRoles = map[string]role.Set{
-	svc + "Version":                     readers,
-	svc + "ServiceList":                 readers,
-	svc + "EtcdMemberList":              etcdReaders,
-	svc + "EtcdStatus":                  etcdReaders,
-	svc + "EtcdSnapshot":                etcdBackups,
-	svc + "Dmesg":                       readers,
-	svc + "Logs":                        readers,
+	svc + "Version":                 readers,
+	svc + "ServiceList":             readers,
+	svc + "EtcdMemberList":          etcdReaders,
+	svc + "EtcdStatus":              etcdReaders,
+	svc + "EtcdSnapshot":            etcdBackups,
+	svc + "Dmesg":                   readers,
+	svc + "Logs":                    readers,
+	svc + "Events":                  readers,
+	svc + "Memory":                  readers,
+	svc + "Containers":              readers,
+	svc + "Read":                    admins,
+	"/time.TimeService/Time":        readers,
+	"/time.TimeService/TimeCheck":   readers,
+	"/storage.StorageService/Disks": readers,
+	"/machine.ImageService/List":    readers,
+	"/machine.ImageService/Pull":    operators,
+	// Reads of sensitive resources (the machine config) need os:admin
+	// as well (nodeState.server).
+	cosiService + "Get":                 readers,
+	cosiService + "List":                readers,
+	cosiService + "Watch":               readers,
 	svc + "Reboot":                      operators,
 	svc + "Upgrade":                     admins,
 	svc + "Reset":                       admins,
@@ -77,19 +96,28 @@ func (m *machineServer) admit(ctx context.Context, method string) error {
 		}
 		return nil
 	}
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return status.Error(codes.Unauthenticated, "no peer")
+	roles, err := callerRoles(ctx)
+	if err != nil {
+		return err
 	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
-		return status.Error(codes.Unauthenticated, "a client certificate signed by the OS CA is required")
-	}
-	roles, _ := role.Parse(ti.State.VerifiedChains[0][0].Subject.Organization)
 	if !roles.IncludesAny(RolesAllowed(method)) {
 		return status.Errorf(codes.PermissionDenied, "roles %v may not call %s", roles.Strings(), method)
 	}
 	return nil
+}
+
+// callerRoles are the Talos roles in the caller's verified client certificate.
+func callerRoles(ctx context.Context) (role.Set, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return role.Set{}, status.Error(codes.Unauthenticated, "no peer")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return role.Set{}, status.Error(codes.Unauthenticated, "a client certificate signed by the OS CA is required")
+	}
+	roles, _ := role.Parse(ti.State.VerifiedChains[0][0].Subject.Organization)
+	return roles, nil
 }
 
 func (m *machineServer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

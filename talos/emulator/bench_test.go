@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"github.com/stretchr/testify/require"
 )
 
@@ -81,7 +83,17 @@ func parallel(addrs []string, f func(string)) {
 // the process's peak RSS. Run the 500-node figure with
 //
 //	go test -run '^$' -bench BootNodes -benchtime 500x ./talos/emulator/
-func BenchmarkBootNodes(b *testing.B) {
+func BenchmarkBootNodes(b *testing.B) { benchmarkBootNodes(b, false) }
+
+// BenchmarkBootNodesCOSI is BenchmarkBootNodes with every node's COSI state
+// made and read (a MachineStatus Get each, as `talosctl get machinestatus`),
+// so the RSS includes 500 nodes' resources; 497 of 500 are workers of one
+// cluster, so each node holds 500 members:
+//
+//	go test -run '^$' -bench BootNodesCOSI -benchtime 500x ./talos/emulator/
+func BenchmarkBootNodesCOSI(b *testing.B) { benchmarkBootNodes(b, true) }
+
+func benchmarkBootNodes(b *testing.B, withCOSI bool) {
 	n := b.N
 	cl := newTestCluster(b, "bench")
 	em, err := New(Config{})
@@ -106,7 +118,7 @@ func BenchmarkBootNodes(b *testing.B) {
 	}
 	created := time.Since(start)
 
-	parallel(addrs, func(addr string) { waitVersion(b, cl, addr) })
+	parallel(addrs, func(addr string) { waitVersion(b, cl, addr, withCOSI) })
 	ready := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(created.Milliseconds()), "ms-to-create")
@@ -114,8 +126,9 @@ func BenchmarkBootNodes(b *testing.B) {
 	b.ReportMetric(float64(peakRSS(b))/(1<<20), "MiB-peak-RSS")
 }
 
-// waitVersion polls one node until it answers Version over mTLS.
-func waitVersion(b *testing.B, cl testCluster, addr string) {
+// waitVersion polls one node until it answers Version over mTLS (and, with
+// cosi, a MachineStatus Get).
+func waitVersion(b *testing.B, cl testCluster, addr string, cosi bool) {
 	c, err := client.New(context.Background(), client.WithConfig(cl.admin), client.WithEndpoints(addr))
 	require.NoError(b, err)
 	defer c.Close()
@@ -123,6 +136,9 @@ func waitVersion(b *testing.B, cl testCluster, addr string) {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := c.Version(ctx)
+		if err == nil && cosi {
+			_, err = safe.StateGetByID[*runtime.MachineStatus](ctx, c.COSI, runtime.MachineStatusID)
+		}
 		cancel()
 		if err == nil {
 			return

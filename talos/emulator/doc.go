@@ -68,6 +68,19 @@
 // holds etcd data (a recover on a healthy cluster included), and
 // FailedPrecondition with recover_etcd but no upload.
 //
+// Beyond what RezusCloud calls, a configured node answers what the real
+// talosctl's everyday commands call (docs/emulator.md has the list, and
+// TestTalosctlConformance runs talosctl v1.13.0 against it): ServiceList with
+// every field machined sets, per-boot Events (the boot, services, machine
+// status, and the reboot, reset and upgrade sequences with the actor id of
+// the call, which `--wait` follows), Memory, Containers, TimeService, Read of
+// a few files (the boot id changes on every boot), ImageService (Pull records
+// the image the upgrade installs from), StorageService.Disks (in maintenance
+// mode too), and the COSI resource API (cosi.go): an in-memory state per boot
+// with machinery's resource definitions, served read-only by the COSI
+// runtime's protobuf server and rewritten, only where it changed, on every
+// change of the node or of its cluster.
+//
 // Who imports it: tests of the talos packages, the `emulated` provider and
 // `rezusctl boot`. It depends on domain (for the error vocabulary) and on
 // machinery; nothing in it reaches for handlers or the event store.

@@ -208,12 +208,20 @@ func (n *node) bootOnlyPhaseLocked() {
 	}
 	n.st.Phase = PhaseBooting
 	n.logf("booted talos %s, starting services", n.st.Version)
+	n.bootingEventsLocked()
+	n.em.refreshCOSI(n)
 	n.em.cfg.AfterFunc(n.em.cfg.ServiceStartDelay, func() {
 		n.mu.Lock()
-		defer n.mu.Unlock()
-		if n.gen == gen && n.st.Phase == PhaseBooting {
+		running := n.gen == gen && n.st.Phase == PhaseBooting
+		if running {
 			n.st.Phase = PhaseRunning
+			n.boot.running = n.em.cfg.Now()
 			n.logf("services running")
+			n.runningEventsLocked()
+		}
+		n.mu.Unlock()
+		if running {
+			n.em.refreshCOSI(n)
 		}
 	})
 }
@@ -274,6 +282,17 @@ func (e *Emulator) Delete(name string) error {
 	}
 	n.shutdown(true)
 	e.releaseNodeAddress(name, n.status().Address)
+	// The rest of its cluster no longer lists it as a member (nor, for a
+	// control plane, in etcd).
+	if st := n.status(); st.ClusterID != "" {
+		for _, m := range e.clusterNodes(n, st.ClusterID)[1:] {
+			if st.Role == "controlplane" && m.status().Role == "controlplane" {
+				m.syncCOSI()
+			} else {
+				m.syncMember(NodeStatus{Name: st.Name}, st.ClusterID)
+			}
+		}
+	}
 	if e.cfg.StateDir != "" {
 		dir := filepath.Join(e.cfg.StateDir, "nodes")
 		for _, f := range []string{name + ".json", name + configSuffix, name + stagedSuffix, name + uploadSuffix} {

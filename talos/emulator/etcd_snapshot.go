@@ -19,6 +19,7 @@ import (
 //
 //	snapshotMagic                         "rezus-emulated-etcd-snapshot/v1\n"
 //	one line of JSON, then "\n"           {"cluster":"…","revision":N,"keys":{"k":"v",…},"padding":P}
+//	                                      (spaces before the "\n" align the hash, see snapshotMeta)
 //	P bytes of filler                     byte i is i mod 251: deterministic, never held whole
 //	32 bytes                              SHA-256 of everything above
 //
@@ -84,8 +85,16 @@ func snapshotMeta(s *etcdState) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding the etcd snapshot: %w", err)
 	}
+	// Spaces after the JSON make everything before the hash a whole number
+	// of 512-byte blocks, as a bolt database is: clients such as talosctl
+	// check that a snapshot's size is 32 more than a multiple of 512.
+	used := (int64(len(snapshotMagic)+len(meta)+1) + s.Padding) % snapshotBlock
+	meta = append(meta, bytes.Repeat([]byte{' '}, int((snapshotBlock-used)%snapshotBlock))...)
 	return append(meta, '\n'), nil
 }
+
+// snapshotBlock is what a snapshot's size before its hash is a multiple of.
+const snapshotBlock = 512
 
 // The padding filler repeats a pattern whose period, 251, is prime, so it
 // does not line up with a chunk or message boundary. fillerBlock holds whole

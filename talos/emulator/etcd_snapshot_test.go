@@ -17,6 +17,7 @@ func snapshotBytes(t *testing.T, s *etcdState) []byte {
 	size, err := s.snapshotSize()
 	require.NoError(t, err)
 	require.EqualValues(t, size, buf.Len(), "snapshotSize agrees with what is written")
+	require.Equal(t, sha256.Size, buf.Len()%snapshotBlock, "sized like a bolt database and its hash, as talosctl checks")
 	return buf.Bytes()
 }
 

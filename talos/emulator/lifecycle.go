@@ -37,7 +37,15 @@ func (l *lifecycleServer) Upgrade(req *machine.LifecycleServiceUpgradeRequest, s
 		return status.Errorf(codes.InvalidArgument, "image %q has no tag to upgrade to", image)
 	}
 	n := l.ms.n
-	if err := srv.Send(progress("installing " + image)); err != nil {
+	// talosctl pulls the installer first (ImageService.Pull); a client that
+	// did not gets it pulled here, as containerd would.
+	if !n.hasImage(image) {
+		if err := srv.Send(progress("pulling " + image)); err != nil {
+			return err
+		}
+		n.pulled(image)
+	}
+	if err := srv.Send(progress("installing " + canonicalImage(image))); err != nil {
 		return err
 	}
 	n.mu.Lock()

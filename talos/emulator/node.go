@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
@@ -93,6 +96,19 @@ type node struct {
 	deleted  bool // by Delete: nothing more is persisted
 	stopped  bool // by Delete or the emulator's end: the API never comes back
 	journal  []string
+
+	// One boot's worth of state, replaced when the API comes up (serveLocked).
+	bootID string     // /proc/sys/kernel/random/boot_id
+	boot   bootTimes  // when the boot reached its stages
+	events *eventLog  // the boot's machine events
+	cosi   *nodeState // the boot's COSI resources, once asked for
+	// images are the images pulled through ImageService.Pull (containerd's
+	// store is on disk, so they survive reboots); Upgrade installs from them.
+	images []string
+	// cosiPending coalesces resource refreshes (cosi.go); cosiSeen is what
+	// the last refresh showed of the node to the rest of its cluster.
+	cosiPending atomic.Bool
+	cosiSeen    memberFacts
 }
 
 func (n *node) status() NodeStatus {
@@ -189,6 +205,14 @@ func (n *node) serveLocked() error {
 	)
 	machine.RegisterMachineServiceServer(srv, ms)
 	machine.RegisterLifecycleServiceServer(srv, &lifecycleServer{ms: ms})
+	registerNodeServices(srv, ms)
+	n.bootID = uuid.NewString()
+	n.boot = bootTimes{booted: n.em.cfg.Now()}
+	n.events = newEventLog(n.bootID)
+	n.cosi = nil // made by the boot's first COSI call (cosiServer)
+	if !maintenance {
+		v1alpha1.RegisterStateServer(srv, &cosiServer{n: n})
+	}
 	cl := newConnListener(n.lis.Addr())
 	n.srv, n.cl = srv, cl
 	n.st.Error = ""
@@ -258,9 +282,21 @@ func stopServer(s *grpc.Server) {
 // after ServiceStartDelay. It is the one path for install, reboot, upgrade
 // and reset, so each is a named sequence of the same stages.
 func (n *node) transition(down Phase, delay time.Duration, change func()) {
+	seq := "reboot"
+	if down == PhaseInstalling {
+		seq = "install"
+	}
+	n.transitionBy("", seq, down, delay, change)
+}
+
+// transitionBy is transition for an action with an actor id (Reboot, Reset,
+// an upgrade's reboot): the boot's last events carry it, so `talosctl
+// --wait` can follow its action.
+func (n *node) transitionBy(actorID, seq string, down Phase, delay time.Duration, change func()) {
 	n.mu.Lock()
 	n.gen++
 	gen := n.gen
+	n.goingDownLocked(actorID, seq)
 	srv := n.takeServerLocked()
 	n.st.Phase = down
 	n.logf("going down: %s", down)

@@ -20,6 +20,8 @@ type persisted struct {
 // persist writes n's status and config; errors are logged, not returned,
 // because the node keeps running either way.
 func (e *Emulator) persist(n *node) {
+	// Every change worth persisting is worth showing in the COSI resources.
+	e.refreshCOSI(n)
 	if e.cfg.StateDir == "" {
 		return
 	}

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // machineServer is one boot's MachineService: maintenance is fixed when the
@@ -45,42 +45,6 @@ func (m *machineServer) Version(context.Context, *emptypb.Empty) (*machine.Versi
 		},
 		Platform: &machine.PlatformInfo{Name: "emulated", Mode: "metal"},
 	}}}, nil
-}
-
-// serviceIDs are the services of a node of each role, as `talosctl services` lists them.
-func serviceIDs(controlPlane bool) []string {
-	if controlPlane {
-		return []string{"apid", "containerd", "cri", "etcd", "kubelet", "machined", "syslogd", "trustd", "udevd"}
-	}
-	return []string{"apid", "containerd", "cri", "kubelet", "machined", "syslogd", "udevd"}
-}
-
-// ServiceList reports each service's state and health: starting while the
-// node boots, etcd waiting for bootstrap or stopped once the node left etcd,
-// unhealthy under the fault.
-func (m *machineServer) ServiceList(ctx context.Context, _ *emptypb.Empty) (*machine.ServiceListResponse, error) {
-	n := m.n
-	n.mu.Lock()
-	st := n.st
-	n.mu.Unlock()
-	bootstrapped := n.em.bootstrapped(st.ClusterID)
-	now := timestamppb.Now()
-	var list []*machine.ServiceInfo
-	for _, id := range serviceIDs(st.Role == "controlplane") {
-		info := &machine.ServiceInfo{Id: id, State: "Running", Health: &machine.ServiceHealth{Healthy: true, LastChange: now}}
-		switch {
-		case st.Phase == PhaseBooting:
-			info.State, info.Health = "Starting", &machine.ServiceHealth{Unknown: true, LastMessage: "starting"}
-		case id == "etcd" && !bootstrapped:
-			info.State, info.Health = "Preparing", &machine.ServiceHealth{Unknown: true, LastMessage: "waiting for bootstrap"}
-		case id == "etcd" && st.EtcdLeft:
-			info.State, info.Health = "Finished", &machine.ServiceHealth{Healthy: false, LastMessage: "left the etcd cluster", LastChange: now}
-		case st.Faults.Unhealthy:
-			info.Health = &machine.ServiceHealth{Healthy: false, LastMessage: "emulated fault: unhealthy", LastChange: now}
-		}
-		list = append(list, info)
-	}
-	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Metadata: m.meta(), Services: list}}}, nil
 }
 
 // Bootstrap starts etcd on one control plane of a cluster, once; with
@@ -130,25 +94,27 @@ func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) 
 	n.mu.Unlock()
 	// On disk before the answer: the reboot must survive the emulator.
 	n.em.persist(n)
-	go n.transition(PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
+	actor := uuid.NewString()
+	go n.transitionBy(actor, "upgrade", PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
 		n.st.Version, n.st.Staged, n.st.RebootingInto = version, "", ""
 		n.logf("upgraded to %s", version)
 	})
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
-		Metadata: m.meta(), Ack: "Upgrade request received", ActorId: "emulated",
+		Metadata: m.meta(), Ack: "Upgrade request received", ActorId: actor,
 	}}}, nil
 }
 
 // Reboot takes the node down for RebootDelay.
 func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
 	n := m.n
-	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
+	actor := uuid.NewString()
+	go n.transitionBy(actor, "reboot", PhaseRebooting, n.em.cfg.RebootDelay, func() {
 		if n.st.Staged != "" {
 			n.st.Version, n.st.Staged = n.st.Staged, ""
 			n.logf("booting the staged %s", n.st.Version)
 		}
 	})
-	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: m.meta(), ActorId: actor}}}, nil
 }
 
 // Reset wipes the config and reboots into maintenance mode.
@@ -157,12 +123,14 @@ func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.
 	// The cluster keeps its bootstrap with its other members (Talos's graceful
 	// reset leaves etcd first); a reset of the last member unbootstraps it.
 	n.em.handOverBootstrap(n)
-	go n.transition(PhaseRebooting, n.em.cfg.RebootDelay, func() {
+	actor := uuid.NewString()
+	go n.transitionBy(actor, "reset", PhaseRebooting, n.em.cfg.RebootDelay, func() {
 		n.wipeConfigLocked()
 		n.upload = nil // EPHEMERAL, where Talos keeps it, is wiped too
+		n.images = nil // so is containerd's image store
 		n.logf("reset: config wiped")
 	})
-	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: "emulated"}}}, nil
+	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: actor}}}, nil
 }
 
 // streamLines sends lines, then blocks until the client goes if follow is set.

@@ -1,0 +1,315 @@
+package emulator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// envTalosctl names a talosctl binary to use instead of the tools dir's.
+const envTalosctl = "REZUSCLOUD_TALOSCTL"
+
+// talosctlPath finds the real talosctl that `go tool task tools` builds
+// (hack/talosctl.sh): $REZUSCLOUD_TALOSCTL, $REZUS_TOOLS_DIR/bin/talosctl,
+// <repo>/.tools/bin/talosctl. A missing one fails the test, as a missing tofu
+// does: a conformance test that did not run must not count as a pass.
+func talosctlPath(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv(envTalosctl)
+	if path == "" {
+		dir := os.Getenv(tofutest.EnvToolsDir)
+		if dir == "" {
+			dir = ".tools"
+		}
+		if !filepath.IsAbs(dir) {
+			root, err := tofutest.RepoRoot()
+			require.NoError(t, err)
+			dir = filepath.Join(root, dir)
+		}
+		path = filepath.Join(dir, "bin", "talosctl")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("no talosctl executable at %s (set %s to override): run `go tool task tools` (it builds talosctl v1.13.0 into ./.tools)", path, envTalosctl)
+	}
+	return path
+}
+
+// talosctl runs the real talosctl against one emulated node.
+type talosctl struct {
+	bin         string
+	talosconfig string
+	endpoint    string // host:port of the node's API
+	node        string // its IP, for --nodes
+}
+
+func (c talosctl) args(args ...string) []string {
+	return append([]string{"--talosconfig", c.talosconfig, "--endpoints", c.endpoint, "--nodes", c.node}, args...)
+}
+
+// run runs a command that must succeed and returns its stdout.
+func (c talosctl) run(t *testing.T, args ...string) string {
+	t.Helper()
+	stdout, stderr, err := c.try(args...)
+	require.NoError(t, err, "talosctl %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), stdout, stderr)
+	return stdout
+}
+
+// try runs a command and returns its output and exit error.
+func (c talosctl) try(args ...string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, c.args(args...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// watch starts a command that runs until the test ends (get --watch) and
+// returns a function reading what it printed so far.
+func (c talosctl) watch(t *testing.T, args ...string) func() string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, c.bin, c.args(args...)...)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	return out.String
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// newTalosctl writes a talosconfig made from the cluster's PKI for a node.
+func newTalosctl(t *testing.T, bin string, tc testCluster, st NodeStatus) talosctl {
+	t.Helper()
+	host, _, err := net.SplitHostPort(st.Address)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "talosconfig")
+	b, err := tc.admin.Bytes()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	return talosctl{bin: bin, talosconfig: path, endpoint: st.Address, node: host}
+}
+
+// requireLines asserts that out has a line holding every one of fields.
+func requireLine(t *testing.T, out string, fields ...string) {
+	t.Helper()
+	for line := range strings.SplitSeq(out, "\n") {
+		all := true
+		for _, f := range fields {
+			all = all && strings.Contains(line, f)
+		}
+		if all {
+			return
+		}
+	}
+	t.Fatalf("no line holds all of %q in:\n%s", fields, out)
+}
+
+// TestTalosctlConformance runs the real talosctl v1.13.0 against an emulated
+// control plane and worker with a talosconfig of the cluster's PKI, over
+// the everyday commands, and checks that each answer reflects the node.
+func TestTalosctlConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the talosctl binary")
+	}
+	bin := talosctlPath(t)
+	cfg := fastConfig(t.TempDir())
+	cfg.ServiceStartDelay = 200 * time.Millisecond
+	// talosctl --wait retries its event stream once a second after the
+	// reboot starts, and must find the node down then, as it would a real
+	// machine: a node back within a second has it wait for events of a boot
+	// it joined late.
+	cfg.RebootDelay = 2500 * time.Millisecond
+	em, _ := startEmulator(t, cfg)
+	tc := newTestCluster(t, "conformance")
+	ctx := context.Background()
+
+	cpSt, err := em.Create(ctx, NodeSpec{Name: "conf-cp", UserData: tc.controlPlane})
+	require.NoError(t, err)
+	eventually(t, "control plane running", phaseIs(em, "conf-cp", PhaseRunning))
+	wkSt, err := em.Create(ctx, NodeSpec{Name: "conf-worker", UserData: tc.worker})
+	require.NoError(t, err)
+	eventually(t, "worker running", phaseIs(em, "conf-worker", PhaseRunning))
+	cp := newTalosctl(t, bin, tc, cpSt)
+	wk := newTalosctl(t, bin, tc, wkSt)
+
+	t.Run("version", func(t *testing.T) {
+		out := cp.run(t, "version")
+		require.Contains(t, out, "Server:")
+		requireLine(t, out, "NODE:", "conf-cp")
+		requireLine(t, out, "Tag:", "v1.13.0")
+	})
+
+	t.Run("bootstrap", func(t *testing.T) {
+		cp.run(t, "bootstrap")
+		eventually(t, "etcd bootstrapped", func() error {
+			if !em.bootstrapped(cpSt.ClusterID) {
+				return fmt.Errorf("not bootstrapped")
+			}
+			return nil
+		})
+	})
+
+	t.Run("services", func(t *testing.T) {
+		out := cp.run(t, "services")
+		for _, svc := range []string{"apid", "containerd", "cri", "etcd", "kubelet", "machined", "trustd"} {
+			requireLine(t, out, "conf-cp", svc, "Running", "OK")
+		}
+		out = wk.run(t, "services")
+		requireLine(t, out, "conf-worker", "kubelet", "Running", "OK")
+		require.NotContains(t, out, "etcd")
+	})
+
+	t.Run("service etcd", func(t *testing.T) {
+		out := cp.run(t, "service", "etcd")
+		requireLine(t, out, "STATE", "Running")
+		requireLine(t, out, "HEALTH", "OK")
+		requireLine(t, out, "[Running]: Health check successful")
+	})
+
+	t.Run("etcd", func(t *testing.T) {
+		id := fmt.Sprintf("%x", memberID("conf-cp"))
+		requireLine(t, cp.run(t, "etcd", "members"), id, "conf-cp", "https://")
+		requireLine(t, cp.run(t, "etcd", "status"), "conf-cp", id)
+		path := filepath.Join(t.TempDir(), "etcd.snapshot")
+		// talosctl saves the snapshot, then reads its status as a bolt
+		// database, which the emulated snapshot is not (docs/emulator.md).
+		out, stderr, err := cp.try("etcd", "snapshot", path)
+		require.Contains(t, out, "etcd snapshot saved to", stderr)
+		if err != nil {
+			t.Logf("talosctl etcd snapshot, after saving: %v: %s", err, stderr)
+		}
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(b), snapshotMagic), "the snapshot is the node's")
+	})
+
+	t.Run("dmesg and logs", func(t *testing.T) {
+		require.Contains(t, cp.run(t, "dmesg"), "services running")
+		require.Contains(t, cp.run(t, "logs", "kubelet"), "kubelet: running on talos v1.13.0")
+	})
+
+	t.Run("get", func(t *testing.T) {
+		out := cp.run(t, "get", "members")
+		requireLine(t, out, "conf-cp", "controlplane", "Talos (v1.13.0)", cpSt.Address[:strings.LastIndex(cpSt.Address, ":")])
+		requireLine(t, out, "conf-worker", "worker")
+		requireLine(t, cp.run(t, "get", "machinestatus"), "machine", "running", "true")
+		requireLine(t, cp.run(t, "get", "nodename"), "nodename", "conf-cp")
+		requireLine(t, cp.run(t, "get", "hostname"), "hostname", "conf-cp")
+		requireLine(t, cp.run(t, "get", "services"), "etcd", "true", "true")
+		requireLine(t, cp.run(t, "get", "addresses"), "eth0/"+cp.node+"/32")
+		requireLine(t, cp.run(t, "get", "nodeaddresses"), "current", cp.node+"/32")
+		requireLine(t, cp.run(t, "get", "machineconfig"), "v1alpha1")
+		require.Contains(t, cp.run(t, "get", "machineconfig", "-o", "yaml"), "clusterName: conformance")
+		requireLine(t, cp.run(t, "get", "etcdmembers"), "local", fmt.Sprintf("%016x", memberID("conf-cp")))
+		requireLine(t, cp.run(t, "get", "versions"), "Talos", "v1.13.0")
+		out = cp.run(t, "get", "staticpodstatus")
+		requireLine(t, out, "kube-system/kube-apiserver-conf-cp", "True")
+		requireLine(t, out, "kube-system/kube-scheduler-conf-cp")
+		require.NotContains(t, wk.run(t, "get", "staticpodstatus"), "kube-apiserver", "a worker runs no static pods")
+	})
+
+	t.Run("memory containers time read", func(t *testing.T) {
+		requireLine(t, cp.run(t, "memory"), "conf-cp", "4096")
+		out := cp.run(t, "containers")
+		for _, c := range []string{"apid", "trustd", "etcd", "kubelet"} {
+			requireLine(t, out, "system", c, "RUNNING")
+		}
+		requireLine(t, cp.run(t, "containers", "-k"), "k8s.io", "kube-system/kube-apiserver-conf-cp:kube-apiserver", "CONTAINER_RUNNING")
+		require.NotContains(t, wk.run(t, "containers"), "etcd")
+		requireLine(t, cp.run(t, "time"), "conf-cp", "time.cloudflare.com")
+		require.Contains(t, cp.run(t, "read", "/etc/os-release"), "VERSION_ID=v1.13.0")
+	})
+
+	t.Run("kubeconfig", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		cp.run(t, "kubeconfig", path)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Contains(t, string(b), "clusters:")
+	})
+
+	t.Run("apply-config", func(t *testing.T) {
+		watched := wk.watch(t, "get", "machineconfig", "--watch", "-o", "yaml")
+		eventually(t, "the watch to list the config", func() error {
+			if !strings.Contains(watched(), "clusterName: conformance") {
+				return fmt.Errorf("watch output so far: %s", watched())
+			}
+			return nil
+		})
+		patch, err := configpatcher.LoadPatch([]byte("machine:\n  nodeLabels:\n    conformance: applied\n"))
+		require.NoError(t, err)
+		out, err := configpatcher.Apply(configpatcher.WithBytes(tc.worker), []configpatcher.Patch{patch})
+		require.NoError(t, err)
+		b, err := out.Bytes()
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "worker.yaml")
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+		_, stderr, err := wk.try("apply-config", "--file", path, "--mode", "auto")
+		require.NoError(t, err, stderr)
+		require.Contains(t, stderr, "Applied configuration without a reboot") // talosctl prints the mode details there
+		st, err := em.Get("conf-worker")
+		require.NoError(t, err)
+		require.Equal(t, configHash(b), st.ConfigHash)
+		eventually(t, "the watch to see the new config", func() error {
+			if !strings.Contains(watched(), "conformance: applied") {
+				return fmt.Errorf("watch output so far: %s", watched())
+			}
+			return nil
+		})
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		// --drain=false: draining needs the Kubernetes API, which no node has.
+		wk.run(t, "upgrade", "--image", "ghcr.io/siderolabs/installer:v1.13.1", "--wait", "--drain=false")
+		st, err := em.Get("conf-worker")
+		require.NoError(t, err)
+		require.Equal(t, "v1.13.1", st.Version)
+		requireLine(t, wk.run(t, "version"), "Tag:", "v1.13.1")
+		requireLine(t, wk.run(t, "get", "versions"), "Talos", "v1.13.1")
+		require.Contains(t, wk.run(t, "read", "/etc/os-release"), "VERSION_ID=v1.13.1")
+		requireLine(t, cp.run(t, "get", "members"), "conf-worker", "Talos (v1.13.1)")
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		wk.run(t, "reset", "--graceful", "--reboot")
+		eventually(t, "worker back in maintenance mode", phaseIs(em, "conf-worker", PhaseMaintenance))
+		eventually(t, "the worker gone from the members", func() error {
+			out := cp.run(t, "get", "members")
+			if strings.Contains(out, "conf-worker") {
+				return fmt.Errorf("members: %s", out)
+			}
+			return nil
+		})
+	})
+}
