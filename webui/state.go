@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -16,7 +17,49 @@ import (
 // hides the unlock control from others.
 func (u *UI) stateRoutes(p *pages) {
 	p.GET("/tenants/:tenant/state", u.statePage)
+	p.GET("/live/tenants/:tenant/state", u.stateLive)
 	p.POST("/tenants/:tenant/state/unlock", u.forceUnlockState)
+}
+
+// stateFragments are the live parts of the state page: the lock and the
+// kept versions. State writes and locks are no events of the tenant's
+// stream, so they show with the next apply event or LiveRefresh.
+func (u *UI) stateFragments(tenant string) []fragment {
+	read := func(c echo.Context) (statePageView, error) {
+		var list stateVersionList
+		err := u.api.call(c.Request(), apiRequest{Path: "/tenants/" + tenant + "/state/versions"}, &list)
+		if domain.ReasonOf(err) == domain.ReasonNotFound {
+			return statePageView{}, &liveEnd{Message: goneMessage("Tenant " + tenant)}
+		}
+		if err != nil {
+			return statePageView{}, err
+		}
+		if as, err := listOf[domain.Apply](u, c.Request(), "/tenants/"+tenant+"/applies"); err == nil {
+			attributeVersions(list.Items, as)
+		}
+		return statePageView{Tenant: tenant, Lock: list.Lock, Versions: list.Items}, nil
+	}
+	return []fragment{
+		{Event: "state-lock", Render: func(c echo.Context) (templ.Component, error) {
+			s, err := read(c)
+			if err != nil {
+				return nil, err
+			}
+			return stateLockView(viewerOf(c), s), nil
+		}},
+		{Event: "state-versions", Render: func(c echo.Context) (templ.Component, error) {
+			s, err := read(c)
+			if err != nil {
+				return nil, err
+			}
+			return stateVersionTable(s), nil
+		}},
+	}
+}
+
+func (u *UI) stateLive(c echo.Context) error {
+	t := c.Param("tenant")
+	return u.liveIn(c, t, tenantSubjects(t), u.stateFragments(t)...)
 }
 
 // stateLockInfo is OpenTofu's lock description as the API serves it.
@@ -75,6 +118,10 @@ type statePageView struct {
 	Diff *stateDiffView
 	// DiffError is why the chosen diff could not be made.
 	DiffError string
+	// LockPart and VersionsPart are the live fragments as first rendered,
+	// and Seen their digests for the live stream.
+	LockPart, VersionsPart templ.Component
+	Seen                   string
 }
 
 func (u *UI) statePage(c echo.Context) error {
@@ -87,6 +134,11 @@ func (u *UI) statePage(c echo.Context) error {
 		attributeVersions(list.Items, as)
 	}
 	view := statePageView{Tenant: t, Lock: list.Lock, Versions: list.Items}
+	comps, seen, err := renderFragments(c, u.stateFragments(t))
+	if err != nil {
+		return u.fail(c, err)
+	}
+	view.LockPart, view.VersionsPart, view.Seen = comps[0], comps[1], seen
 	if from, to := c.QueryParam("from"), c.QueryParam("to"); from != "" || to != "" {
 		d, err := u.diffVersions(c, t, list.Items, from, to)
 		if err != nil {

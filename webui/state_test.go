@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,6 +136,22 @@ func TestStatePage(t *testing.T) {
 	d = admin.get("/ui/tenants/acme/state?from=" + revStr(v2.Revision) + "&to=" + revStr(v3.Revision))
 	require.Equal(t, http.StatusOK, d.Code, d.Body)
 	require.Contains(t, d.Body, `data-testid="state-diff-encrypted"`)
+
+	// The lock and the versions are live: a version written while the page
+	// is open shows with the next event of the tenant (here a label).
+	page := admin.get("/ui/tenants/acme/state")
+	seen := regexp.MustCompile(`sse-connect="/ui/live/tenants/acme/state\?seen=([^"]+)"`).FindStringSubmatch(page.Body)
+	require.NotNil(t, seen, "the page opens its live stream with what it shows")
+	var v4 eventstore.StateVersion
+	got := admin.liveEventsHook("/ui/live/tenants/acme/state?seen="+seen[1], 10*time.Second, func() {
+		v4, err = store.Put(ctx, "acme", "lock-secret-id", eventstore.LockOwner{ApplyID: "apply-7", Credential: "cred-1"}, plainState(4))
+		require.NoError(t, err)
+		s.apiCall(http.MethodPatch, "/tenants/acme", map[string]any{"metadata": map[string]any{"labels": map[string]string{"touched": "yes"}}}, nil)
+	}, func(event, data string) bool {
+		require.NotEqual(t, "state-lock", event, "the lock did not change: not sent again")
+		return event == "state-versions" && strings.Contains(data, `data-revision="`+revStr(v4.Revision)+`"`)
+	})
+	require.True(t, got, "the new version arrives live")
 
 	// Force-unlock as admin.
 	admin.get("/ui/tenants/acme/state")
