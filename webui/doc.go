@@ -8,7 +8,10 @@
 // event stream shows a change to what they display. Static assets (Tailwind's
 // output, htmx and its SSE extension) are built from npm by `npm run build` in
 // this directory, committed under static/, and embedded, so `go build` alone
-// serves the UI.
+// serves the UI. static/live.js is hand-written: it closes each live stream
+// while its tab is hidden and reopens it with ?seen= digests of what the
+// page shows when it is visible again, so many open tabs do not use up the
+// browser's six HTTP/1.1 connections.
 //
 // Controls that change shared resources carry the attribute data-mutating and
 // are rendered only for roles that may use them (the API refuses the others

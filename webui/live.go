@@ -281,10 +281,21 @@ func withUser(subjects []string, user string) []string {
 // allSubjects is every resource event.
 func allSubjects() []string { return []string{domain.SubjectPrefix + ".>"} }
 
-// fragmentDigest is a short digest of a rendered fragment.
+// fragmentDigest is a short digest of a rendered fragment: FNV-1a 64 in
+// base 36 of the fragment as the browser receives it, an SSE event's data
+// (its lines as writeEvent frames them, joined with "\n"). static/live.js
+// computes the same digest of each event it receives, so a stream reopened
+// after the tab was hidden names in ?seen= what the page shows now.
 func fragmentDigest(html []byte) string {
 	h := fnv.New64a()
-	h.Write(html)
+	sc := bufio.NewScanner(bytes.NewReader(html))
+	sc.Buffer(make([]byte, 0, 64*1024), len(html)+1)
+	for first := true; sc.Scan(); first = false {
+		if !first {
+			h.Write([]byte{'\n'})
+		}
+		h.Write(sc.Bytes())
+	}
 	return strconv.FormatUint(h.Sum64(), 36)
 }
 

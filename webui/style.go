@@ -23,7 +23,7 @@ const (
 	tableClass      = "min-w-full divide-y divide-slate-200 text-sm"
 	thClass         = "px-3 py-2 text-left text-xs font-semibold uppercase tracking-wide text-slate-500"
 	tdClass         = "whitespace-nowrap px-3 py-2"
-	tableWrap       = "overflow-x-auto"
+	tableWrap       = "relative overflow-x-auto" // relative: an sr-only header (absolute) stays inside the scroll box
 	linkClass       = "text-indigo-700 hover:underline"
 	preClass        = "max-h-96 overflow-auto rounded bg-slate-900 p-3 font-mono text-xs leading-relaxed text-slate-100"
 )

@@ -176,6 +176,7 @@ func (u *UI) routes() {
 	u.tenantListRoutes(p)
 	u.tenantRoutes(p)
 	u.tenantOpsRoutes(p)
+	u.stateRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)
 	u.providerRoutes(p)
