@@ -175,6 +175,7 @@ func (u *UI) routes() {
 	u.dashboardRoutes(p)
 	u.tenantListRoutes(p)
 	u.tenantRoutes(p)
+	u.tenantSpecRoutes(p)
 	u.tenantOpsRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)

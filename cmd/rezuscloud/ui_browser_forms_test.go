@@ -1,0 +1,89 @@
+//go:build browser
+
+package main
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// formsSession starts a server (no emulator: these forms only write
+// objects through the API) and signs the admin in, in a fresh tab.
+func formsSession(t *testing.T) (*proc, *tab) {
+	t.Helper()
+	chromium := findChromium(t)
+	dataDir := t.TempDir()
+	p := startServer(t, dataDir)
+	adminPassword := strings.TrimSpace(string(waitFile(t, filepath.Join(dataDir, "initial-admin-password"))))
+	browserCtx := startBrowser(t, chromium)
+	admin := newBrowserUser(t, browserCtx, p.url, "admin", "")
+	t.Cleanup(admin.close)
+	b := admin.on(t)
+	b.open("/ui/login", "form[action='/ui/login']")
+	b.signIn("admin", adminPassword)
+	return p, b
+}
+
+// mustAPI calls the API as the admin token and fails the test on an error answer.
+func mustAPI(t *testing.T, p *proc, method, path, body string) map[string]any {
+	t.Helper()
+	code, out := p.do(method, path, body)
+	require.Less(t, code, 400, "%s %s: %v", method, path, out)
+	return out
+}
+
+// expectFocusRing tabs to sel with the keyboard and checks that focusing it
+// shows a ring (the inputs' focus style), so focus is visible.
+func (b *tab) expectFocusRing(sel string) {
+	b.t.Helper()
+	b.waitJS(sel+" shows a focus ring when focused", 10*time.Second, `(() => {
+	  const e = document.querySelector(`+jsString(sel)+`);
+	  if (!e) return {ok: false, state: 'missing'};
+	  e.focus();
+	  const s = getComputedStyle(e);
+	  const ring = s.boxShadow !== 'none' || (s.outlineStyle !== 'none' && s.outlineWidth !== '0px');
+	  const label = e.labels && e.labels.length > 0 ? e.labels[0].textContent.trim() : (e.getAttribute('aria-label') || '');
+	  return {ok: document.activeElement === e && ring && label !== '', state: 'ring=' + ring + ' label=' + label}; })()`)
+}
+
+// TestBrowserTenantSpecEdit edits a tenant's spec from its page: a refused
+// endpoint shows its cause at the field, a fixed form with a new Talos
+// version saves and lands on the upgrades, and the overview shows the new
+// values.
+func TestBrowserTenantSpecEdit(t *testing.T) {
+	p, b := formsSession(t)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"acme","labels":{"env":"dev"}},"spec":{}}`)
+
+	b.open("/ui/tenants/acme", `a[data-testid=edit-tenant]`)
+	b.clickAndLoad(`a[data-testid=edit-tenant]`)
+	b.waitPath("/ui/tenants/acme/edit", 10*time.Second)
+	b.waitLoaded()
+	b.expectFocusRing("#tenant-spec-endpoint")
+	b.setValue("#tenant-spec-endpoint", "http://10.0.0.5:6443/api")
+	b.setValue("#tenant-spec-services", "10.244.1.0/24")
+	b.click(`[data-testid=save-tenant-spec]`)
+	b.waitJS("the API's causes show at their fields", 10*time.Second, `(() => {
+	  const ep = document.querySelector('#tenant-spec-endpoint ~ [data-field-error="spec.controlPlane.endpoint"]');
+	  const svc = document.querySelector('#tenant-spec-services ~ [data-field-error="spec.network.serviceSubnets"]');
+	  return {ok: !!ep && !!svc && ep.textContent.includes('https URL') && svc.textContent.includes('overlaps'),
+	          state: (ep ? ep.textContent : 'no endpoint error') + ' | ' + (svc ? svc.textContent : 'no subnet error')}; })()`)
+
+	b.setValue("#tenant-spec-endpoint", "https://10.0.0.5:6443")
+	b.setValue("#tenant-spec-services", "10.96.0.0/12")
+	b.setValue("#tenant-spec-talos", "v1.13.1")
+	b.setValue("#tenant-spec-labels", "env=prod,team=a")
+	b.click(`[data-testid=save-tenant-spec]`)
+	b.waitPath("/ui/tenants/acme", 10*time.Second)
+	b.waitJS("the overview shows the new spec", 10*time.Second, `(() => {
+	  const t = document.querySelector('[data-testid=tenant-talos]'), e = document.querySelector('[data-testid=tenant-endpoint]'),
+	        l = document.querySelector('[data-testid=tenant-labels]');
+	  const s = [t, e, l].map(n => n ? n.textContent.replace(/\s+/g, ' ').trim() : '?').join(' | ');
+	  return {ok: location.hash === '#upgrades' && s === 'v1.13.1 | https://10.0.0.5:6443 | env=prod team=a', state: location.hash + ' ' + s}; })()`)
+	got := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme", "")
+	require.Equal(t, "v1.13.1", got["spec"].(map[string]any)["talosVersion"])
+}
