@@ -340,11 +340,13 @@ type nodeGroupEditForm struct {
 	// refused with a conflict when the group changed since.
 	ResourceVersion                                             string
 	Count, TalosVersion, Labels, MaxParallelism, ProviderConfig string
-	Errors                                                      formErrors
+	// Taints are one a line, key=value:Effect.
+	Taints string
+	Errors formErrors
 }
 
 var nodeGroupEditFields = []string{"spec.count", "spec.talosVersion", "spec.labels",
-	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion"}
+	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion", "spec.taints"}
 
 func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 	pc := ""
@@ -358,7 +360,8 @@ func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 	}
 	return nodeGroupEditForm{Tenant: tenant, Name: ng.Metadata.Name, Role: ng.Spec.Role, Provider: ng.Spec.Provider,
 		ResourceVersion: ng.Metadata.ResourceVersion, Count: strconv.Itoa(ng.Spec.Count), TalosVersion: ng.Spec.TalosVersion,
-		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc}
+		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc,
+		Taints: taintString(ng.Spec.Taints)}
 }
 
 func (u *UI) editNodeGroupPage(c echo.Context) error {
@@ -384,7 +387,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	f := nodeGroupEditForm{Tenant: t, Name: name, ResourceVersion: strings.TrimSpace(c.FormValue("metadata.resourceVersion")),
 		Count: strings.TrimSpace(c.FormValue("spec.count")), TalosVersion: strings.TrimSpace(c.FormValue("spec.talosVersion")),
 		Labels: strings.TrimSpace(c.FormValue("spec.labels")), MaxParallelism: strings.TrimSpace(c.FormValue("spec.updateStrategy.maxParallelism")),
-		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig"))}
+		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig")), Taints: strings.TrimSpace(c.FormValue("spec.taints"))}
 	path := "/tenants/" + t + "/nodegroups/" + name
 	ng, err := getOf[domain.NodeGroup](u, c.Request(), path)
 	if err != nil {
@@ -414,6 +417,10 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	if err != nil {
 		causes = append(causes, domain.Cause{Field: "spec.labels", Type: domain.CauseInvalid, Message: err.Error()})
 	}
+	taints, err := parseTaints(f.Taints)
+	if err != nil {
+		causes = append(causes, domain.Cause{Field: "spec.taints", Type: domain.CauseInvalid, Message: err.Error()})
+	}
 	var pc json.RawMessage
 	if f.ProviderConfig != "" {
 		if !json.Valid([]byte(f.ProviderConfig)) {
@@ -427,6 +434,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	spec := ng.Spec
 	spec.Count, spec.TalosVersion, spec.Labels, spec.ProviderConfig = count, f.TalosVersion, labels, pc
 	spec.UpdateStrategy.MaxParallelism = mp
+	spec.Taints = taints
 	meta := ng.Metadata
 	meta.ResourceVersion = f.ResourceVersion
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind, "metadata": meta, "spec": spec}

@@ -176,6 +176,7 @@ func (u *UI) routes() {
 	u.tenantListRoutes(p)
 	u.tenantRoutes(p)
 	u.tenantSpecRoutes(p)
+	u.nodeGroupOpsRoutes(p)
 	u.tenantOpsRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)

@@ -87,3 +87,44 @@ func TestBrowserTenantSpecEdit(t *testing.T) {
 	got := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme", "")
 	require.Equal(t, "v1.13.1", got["spec"].(map[string]any)["talosVersion"])
 }
+
+// TestBrowserNodeGroupTaintsAndDelete edits a node group's taints and node
+// labels (a refused effect shows at the field), then deletes another group
+// through its confirmation: the row goes without a reload.
+func TestBrowserNodeGroupTaintsAndDelete(t *testing.T) {
+	p, b := formsSession(t)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"emu"},"spec":{"type":"emulated","config":{"endpoint":"http://127.0.0.1:1"}}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"acme"},"spec":{}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants/acme/nodegroups", `{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emu"}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants/acme/nodegroups", `{"metadata":{"name":"gpus"},"spec":{"role":"worker","count":2,"provider":"emu"}}`)
+
+	b.open("/ui/tenants/acme/nodegroups/workers/edit", "#nodegroup-taints")
+	b.expectFocusRing("#nodegroup-taints")
+	b.setValue("#nodegroup-taints", "dedicated=gpu:Sometimes")
+	b.setValue("input[name='spec.labels']", "tier=gpu")
+	b.click("[data-testid=save-nodegroup]")
+	b.waitJS("the refused effect shows at the taints", 10*time.Second, `(() => {
+	  const e = document.querySelector('#nodegroup-taints ~ [data-field-error="spec.taints"]');
+	  return {ok: !!e && e.textContent.includes('NoSchedule'), state: e ? e.textContent : 'no error'}; })()`)
+	b.setValue("#nodegroup-taints", "dedicated=gpu:NoSchedule")
+	b.click("[data-testid=save-nodegroup]")
+	b.waitPath("/ui/tenants/acme", 10*time.Second)
+	ng := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
+	spec := ng["spec"].(map[string]any)
+	require.Equal(t, []any{map[string]any{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}}, spec["taints"])
+	require.Equal(t, map[string]any{"tier": "gpu"}, spec["labels"])
+
+	b.open("/ui/tenants/acme", `tr[data-nodegroup=gpus] [data-testid=delete-nodegroup]`)
+	b.markNoReload()
+	b.click(`tr[data-nodegroup=gpus] [data-testid=delete-nodegroup]`)
+	b.waitJS("the deleted group's row is gone", 15*time.Second, `(() => {
+	  const rows = [...document.querySelectorAll('#nodegroup-rows tr[data-nodegroup]')].map(r => r.dataset.nodegroup);
+	  return {ok: rows.join(',') === 'workers', state: rows.join(',')}; })()`)
+	b.expectNoReload()
+	b.mu.Lock()
+	confirmed := strings.Join(b.console, "\n")
+	b.mu.Unlock()
+	require.Contains(t, confirmed, "dialog accepted: Delete node group gpus of acme? Its 2 machines will be removed by the next apply.")
+	code, _ := p.do(http.MethodGet, "/api/v1/tenants/acme/nodegroups/gpus", "")
+	require.Equal(t, http.StatusNotFound, code)
+}
