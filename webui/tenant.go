@@ -132,6 +132,7 @@ func (u *UI) tenantPage(c echo.Context) error {
 	if len(tv.Providers) > 0 {
 		tv.AddForm.Provider = tv.Providers[0]
 	}
+	tv.AddForm.ProviderConfig, _ = u.newProviderConfigForm(c.Request(), tv.AddForm.Provider, nil)
 	return render(c, http.StatusOK, TenantPage(u, viewerOf(c), tv))
 }
 
@@ -294,6 +295,7 @@ func (u *UI) scaleNodeGroup(c echo.Context) error {
 type nodeGroupAddForm struct {
 	Tenant                      string
 	Name, Role, Count, Provider string
+	ProviderConfig              providerConfigForm
 	Errors                      formErrors
 	// Added names the group just created, for the confirmation.
 	Added string
@@ -308,8 +310,11 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 		Role: strings.TrimSpace(c.FormValue("spec.role")), Count: strings.TrimSpace(c.FormValue("spec.count")),
 		Provider: strings.TrimSpace(c.FormValue("spec.provider"))}
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
+	params, _ := c.FormParams()
+	pcForm, provider := u.newProviderConfigForm(c.Request(), f.Provider, params)
 	again := func(err error) error {
-		f.Errors = toFormErrors(err, nodeGroupAddFields...)
+		f.Errors = toFormErrors(err, append(pcForm.FieldNames(), nodeGroupAddFields...)...)
+		f.ProviderConfig, f.ProviderConfig.Errors = pcForm, f.Errors
 		if isHTMX(c) {
 			return render(c, errorCode(err), nodeGroupAddFormView(f, providerNames(providers)))
 		}
@@ -320,16 +325,20 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, f.Name, []domain.Cause{{Field: "spec.count", Type: domain.CauseInvalid,
 			Message: fmt.Sprintf("%q is not a whole number", f.Count)}}))
 	}
+	pc, causes := pcForm.check(provider, f.Role)
+	if len(causes) > 0 {
+		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, f.Name, causes))
+	}
 	ng := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind,
 		"metadata": map[string]any{"name": f.Name, "tenant": t},
-		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider}}
+		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider, "providerConfig": pc}}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/nodegroups", Body: ng}, nil); err != nil {
 		return again(err)
 	}
 	if !isHTMX(c) {
 		return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#nodegroups")
 	}
-	next := nodeGroupAddForm{Tenant: t, Role: f.Role, Count: "1", Provider: f.Provider, Added: f.Name}
+	next := nodeGroupAddForm{Tenant: t, Role: f.Role, Count: "1", Provider: f.Provider, Added: f.Name, ProviderConfig: pcForm}
 	return render(c, http.StatusCreated, nodeGroupAddFormView(next, providerNames(providers)))
 }
 

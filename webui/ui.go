@@ -177,6 +177,7 @@ func (u *UI) routes() {
 	u.tenantRoutes(p)
 	u.tenantSpecRoutes(p)
 	u.nodeGroupOpsRoutes(p)
+	u.providerConfigRoutes(p)
 	u.tenantOpsRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)

@@ -128,3 +128,54 @@ func TestBrowserNodeGroupTaintsAndDelete(t *testing.T) {
 	code, _ := p.do(http.MethodGet, "/api/v1/tenants/acme/nodegroups/gpus", "")
 	require.Equal(t, http.StatusNotFound, code)
 }
+
+// choose selects value in a select and fires change, as a user's pick does.
+func (b *tab) choose(sel, value string) {
+	b.t.Helper()
+	b.t.Logf("[%s] choose %s = %q", b.name, sel, value)
+	b.waitJS("choosing "+value+" in "+sel, 10*time.Second, `(() => {
+	  const s = document.querySelector(`+jsString(sel)+`);
+	  if (!s) return {ok: false, state: 'missing'};
+	  s.value = `+jsString(value)+`;
+	  s.dispatchEvent(new Event('change', {bubbles: true}));
+	  return {ok: s.value === `+jsString(value)+`, state: s.value}; })()`)
+}
+
+// TestBrowserCreateTenantOpenStack creates a tenant on an OpenStack
+// provider from the tenants page: choosing the provider brings its
+// providerConfig fields, a missing required one is refused at the field, and
+// the created node groups hold the fields, accepted by the API (there is no
+// OpenStack cloud here: the apply itself is not expected to succeed).
+func TestBrowserCreateTenantOpenStack(t *testing.T) {
+	p, b := formsSession(t)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"emu"},"spec":{"type":"emulated","config":{"endpoint":"http://127.0.0.1:1"}}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"os"},"spec":{"type":"openstack","config":{"authURL":"https://keystone.example.com:5000/v3"}}}`)
+
+	b.open("/ui/tenants", `#tenant-create-provider-config[data-provider-type=emulated]`)
+	b.choose(`#tenant-create select[name=provider]`, "os")
+	b.waitJS("the OpenStack fields replace the emulated ones", 10*time.Second, `(() => {
+	  const f = document.querySelector('#tenant-create-provider-config');
+	  return {ok: !!f && f.dataset.providerType === 'openstack' && !!document.getElementById('tenant-create-pc-flavor'), state: f ? f.dataset.providerType : 'none'}; })()`)
+	b.expectFocusRing("#tenant-create-pc-flavor")
+	b.setValue(`#tenant-create input[name='metadata.name']`, "cloud")
+	b.setValue("#tenant-create-pc-flavor", "m1.large")
+	b.setValue("#tenant-create-pc-network", "private")
+	b.setValue("#tenant-create-pc-securityGroups", "talos, default")
+	b.click("[data-testid=create-tenant]")
+	b.waitJS("the missing image is refused at its field", 10*time.Second, `(() => {
+	  const e = document.querySelector('#tenant-create-pc-image ~ [data-field-error="spec.providerConfig.image"]');
+	  return {ok: !!e, state: e ? e.textContent : 'no error yet'}; })()`)
+	code, _ := p.do(http.MethodGet, "/api/v1/tenants/cloud", "")
+	require.Equal(t, http.StatusNotFound, code, "a refused form leaves no tenant")
+
+	b.setValue("#tenant-create-pc-image", "talos-v1.13.0")
+	b.click("[data-testid=create-tenant]")
+	b.waitPath("/ui/tenants/cloud", 15*time.Second)
+	for _, g := range []string{"controlplane", "workers"} {
+		ng := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/cloud/nodegroups/"+g, "")
+		spec := ng["spec"].(map[string]any)
+		require.Equal(t, "os", spec["provider"])
+		require.Equal(t, map[string]any{"flavor": "m1.large", "image": "talos-v1.13.0", "network": "private",
+			"securityGroups": []any{"talos", "default"}}, spec["providerConfig"], g)
+	}
+}
