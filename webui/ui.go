@@ -178,6 +178,7 @@ func (u *UI) routes() {
 	u.tenantSpecRoutes(p)
 	u.nodeGroupOpsRoutes(p)
 	u.providerConfigRoutes(p)
+	u.metalRoutes(p)
 	u.tenantOpsRoutes(p)
 	u.machineRoutes(p)
 	u.settingsRoutes(p)

@@ -179,3 +179,35 @@ func TestBrowserCreateTenantOpenStack(t *testing.T) {
 			"securityGroups": []any{"talos", "default"}}, spec["providerConfig"], g)
 	}
 }
+
+// TestBrowserRegisterMetalMachine registers a machine on a tenant with a
+// metal node group: a bad address is refused at the field; the registered
+// machine shows as waiting in maintenance mode, selected by the group.
+func TestBrowserRegisterMetalMachine(t *testing.T) {
+	p, b := formsSession(t)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"rack"},"spec":{"type":"metal"}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"iron"},"spec":{}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants/iron/nodegroups",
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":0,"provider":"rack","providerConfig":{"selector":"rack=r1","installDisk":"/dev/nvme0n1"}}}`)
+
+	b.open("/ui/tenants/iron", "[data-testid=metal-link]")
+	b.clickAndLoad("[data-testid=metal-link]")
+	b.waitPath("/ui/tenants/iron/metal", 10*time.Second)
+	b.waitLoaded()
+	b.expectFocusRing("#metal-address")
+	b.setValue("#metal-name", "node3")
+	b.setValue("#metal-address", "10.0.0.13/24")
+	b.setValue("#metal-labels", "rack=r1")
+	b.click("[data-testid=register-machine]")
+	b.waitJS("the bad address is refused at its field", 10*time.Second, `(() => {
+	  const e = document.querySelector('#metal-address ~ [data-field-error="spec.address"]');
+	  return {ok: !!e, state: e ? e.textContent : 'no error yet'}; })()`)
+	b.setValue("#metal-address", "10.0.0.13")
+	b.click("[data-testid=register-machine]")
+	b.waitJS("the machine is listed, in maintenance mode, selected by its group", 10*time.Second, `(() => {
+	  const r = document.querySelector('tr[data-metal-machine=node3]');
+	  const st = r ? r.querySelector('[data-testid=metal-state]').textContent.trim() : '', sel = r ? r.querySelector('[data-testid=metal-selection]').textContent.trim() : '';
+	  return {ok: st.startsWith('maintenance mode') && sel === 'selected by workers (rack=r1)', state: st + ' | ' + sel}; })()`)
+	m := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/iron/machines/node3", "")
+	require.Equal(t, "10.0.0.13", m["spec"].(map[string]any)["address"])
+}
