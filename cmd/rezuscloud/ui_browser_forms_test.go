@@ -211,3 +211,30 @@ func TestBrowserRegisterMetalMachine(t *testing.T) {
 	m := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/iron/machines/node3", "")
 	require.Equal(t, "10.0.0.13", m["spec"].(map[string]any)["address"])
 }
+
+// TestBrowserAddNodeGroupOpenStack adds a node group on an OpenStack
+// provider from the tenant page: naming the provider brings its fields, and
+// the group holds what was filled in.
+func TestBrowserAddNodeGroupOpenStack(t *testing.T) {
+	p, b := formsSession(t)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"emu"},"spec":{"type":"emulated","config":{"endpoint":"http://127.0.0.1:1"}}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/providers", `{"metadata":{"name":"os"},"spec":{"type":"openstack","config":{"authURL":"https://keystone.example.com:5000/v3"}}}`)
+	mustAPI(t, p, http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"acme"},"spec":{}}`)
+
+	b.open("/ui/tenants/acme", "#add-nodegroup summary")
+	b.click("#add-nodegroup summary")
+	b.choose(`#nodegroup-add input[name='spec.provider']`, "os")
+	b.waitJS("the OpenStack fields show", 10*time.Second, `(() => {
+	  const f = document.querySelector('#nodegroup-add-provider-config');
+	  return {ok: !!f && f.dataset.providerType === 'openstack', state: f ? f.dataset.providerType : 'none'}; })()`)
+	b.setValue(`#nodegroup-add input[name='metadata.name']`, "big")
+	b.setValue("#nodegroup-add-pc-flavor", "m1.xlarge")
+	b.setValue("#nodegroup-add-pc-image", "talos")
+	b.setValue("#nodegroup-add-pc-network", "private")
+	b.click("[data-testid=add-nodegroup]")
+	b.waitJS("the group is created", 10*time.Second, `(() => {
+	  const ok = [...document.querySelectorAll('#nodegroup-add [role=status], #nodegroup-add div')].some(n => n.textContent.includes('Node group big created.'));
+	  return {ok, state: ok ? 'created' : 'not yet'}; })()`)
+	ng := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme/nodegroups/big", "")
+	require.Equal(t, map[string]any{"flavor": "m1.xlarge", "image": "talos", "network": "private"}, ng["spec"].(map[string]any)["providerConfig"])
+}
