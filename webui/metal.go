@@ -2,6 +2,7 @@ package webui
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -21,12 +22,14 @@ func (u *UI) metalRoutes(p *pages) {
 type metalForm struct {
 	Tenant                                           string
 	Name, Address, Hostname, NodeGroup, Role, Labels string
-	Errors                                           formErrors
+	// InstallDisk is the machine's own install disk ("" for its group's).
+	InstallDisk string
+	Errors      formErrors
 	// Registered names the machine just registered, for the confirmation.
 	Registered string
 }
 
-var metalFormFields = []string{"metadata.name", "metadata.labels", "spec.address", "spec.hostname", "spec.nodeGroup", "spec.role"}
+var metalFormFields = []string{"installDisk", "metadata.name", "metadata.labels", "metadata.annotations", "spec.address", "spec.hostname", "spec.nodeGroup", "spec.role"}
 
 // metalView is the page: the form, the tenant's node groups to choose from
 // and its registered machines.
@@ -87,7 +90,8 @@ func (u *UI) registerMachine(c echo.Context) error {
 	t := c.Param("tenant")
 	f := metalForm{Tenant: t, Name: strings.TrimSpace(c.FormValue("metadata.name")), Address: strings.TrimSpace(c.FormValue("spec.address")),
 		Hostname: strings.TrimSpace(c.FormValue("spec.hostname")), NodeGroup: strings.TrimSpace(c.FormValue("spec.nodeGroup")),
-		Role: strings.TrimSpace(c.FormValue("spec.role")), Labels: strings.TrimSpace(c.FormValue("metadata.labels"))}
+		Role: strings.TrimSpace(c.FormValue("spec.role")), Labels: strings.TrimSpace(c.FormValue("metadata.labels")),
+		InstallDisk: strings.TrimSpace(c.FormValue("installDisk"))}
 	again := func(err error) error {
 		switch domain.ReasonOf(err) {
 		case domain.ReasonInvalid, domain.ReasonBadRequest, domain.ReasonConflict, domain.ReasonAlreadyExists:
@@ -112,8 +116,15 @@ func (u *UI) registerMachine(c echo.Context) error {
 	if f.Hostname != "" {
 		spec["hostname"] = f.Hostname
 	}
-	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.MachineKind.Kind,
-		"metadata": map[string]any{"name": f.Name, "tenant": t, "labels": labels}, "spec": spec}
+	meta := map[string]any{"name": f.Name, "tenant": t, "labels": labels}
+	if f.InstallDisk != "" {
+		if !strings.HasPrefix(f.InstallDisk, "/dev/") {
+			return again(domain.NewInvalid(domain.MachineKind.Kind, f.Name, []domain.Cause{{Field: "installDisk", Type: domain.CauseInvalid,
+				Message: fmt.Sprintf("%q must be a device path, e.g. /dev/nvme0n1", f.InstallDisk)}}))
+		}
+		meta["annotations"] = map[string]string{domain.AnnotationInstallDisk: f.InstallDisk}
+	}
+	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.MachineKind.Kind, "metadata": meta, "spec": spec}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/machines", Body: obj}, nil); err != nil {
 		return again(err)
 	}

@@ -42,6 +42,11 @@ func TestMetalMachines(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, p.Code, p.Body)
 
 	form.Set("spec.address", "10.0.0.13")
+	form.Set("installDisk", "nvme1n1")
+	p = edit.hx(http.MethodPost, "/ui/tenants/iron/metal", form)
+	require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+	require.Contains(t, p.Body, `data-field-error="installDisk">&#34;nvme1n1&#34; must be a device path`)
+	form.Set("installDisk", "/dev/nvme1n1")
 	p = edit.hx(http.MethodPost, "/ui/tenants/iron/metal", form)
 	require.Equal(t, http.StatusCreated, p.Code, p.Body)
 	require.Equal(t, "/ui/tenants/iron/metal?registered=node3#registered", p.Header.Get("HX-Redirect"))
@@ -49,10 +54,12 @@ func TestMetalMachines(t *testing.T) {
 	s.apiCall(http.MethodGet, "/tenants/iron/machines/node3", nil, &m)
 	require.Equal(t, domain.MachineSpec{NodeGroup: "workers", Role: "worker", Address: "10.0.0.13"}, m.Spec)
 	require.Equal(t, map[string]string{"rack": "r1"}, m.Metadata.Labels)
+	require.Equal(t, "/dev/nvme1n1", m.Metadata.Annotations[domain.AnnotationInstallDisk])
 
 	form.Set("metadata.name", "node4")
 	form.Set("spec.address", "10.0.0.14")
 	form.Set("metadata.labels", "rack=r2")
+	form.Del("installDisk")
 	p = edit.form("/ui/tenants/iron/metal", form)
 	require.Equal(t, http.StatusSeeOther, p.Code, p.Body)
 

@@ -203,6 +203,7 @@ func TestBrowserRegisterMetalMachine(t *testing.T) {
 	  const e = document.querySelector('#metal-address ~ [data-field-error="spec.address"]');
 	  return {ok: !!e, state: e ? e.textContent : 'no error yet'}; })()`)
 	b.setValue("#metal-address", "10.0.0.13")
+	b.setValue("#metal-install-disk", "/dev/nvme1n1")
 	b.click("[data-testid=register-machine]")
 	b.waitJS("the machine is listed, in maintenance mode, selected by its group", 10*time.Second, `(() => {
 	  const r = document.querySelector('tr[data-metal-machine=node3]');
@@ -210,6 +211,7 @@ func TestBrowserRegisterMetalMachine(t *testing.T) {
 	  return {ok: st.startsWith('maintenance mode') && sel === 'selected by workers (rack=r1)', state: st + ' | ' + sel}; })()`)
 	m := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/iron/machines/node3", "")
 	require.Equal(t, "10.0.0.13", m["spec"].(map[string]any)["address"])
+	require.Equal(t, "/dev/nvme1n1", m["metadata"].(map[string]any)["annotations"].(map[string]any)["rezuscloud.io/install-disk"])
 }
 
 // TestBrowserAddNodeGroupOpenStack adds a node group on an OpenStack
