@@ -36,6 +36,9 @@ const (
 	// machine's config hash: a config reached it. Its history is the machine's
 	// config history.
 	EventMachineConfigApplied = "MachineConfigApplied"
+	// AnnotationInstallDisk on a registered (metal) Machine is the disk
+	// Talos installs to on it, over its node group's installDisk.
+	AnnotationInstallDisk = "rezuscloud.io/install-disk"
 )
 
 // machineMetaEvent names a change of the config hash alone MachineConfigApplied.

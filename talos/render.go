@@ -142,6 +142,10 @@ func render(in RenderInput) (config.Provider, error) {
 			}
 		}
 	}
+	if in.Machine != nil && in.Machine.Metadata.Annotations[domain.AnnotationInstallDisk] != "" {
+		// A registered machine's own disk.
+		pc.InstallDisk = in.Machine.Metadata.Annotations[domain.AnnotationInstallDisk]
+	}
 	if pc.InstallDisk == "" {
 		pc.InstallDisk = DefaultInstallDisk
 	}

@@ -39,3 +39,28 @@ func TestRenderListedMachineInstallDisk(t *testing.T) {
 		})
 	}
 }
+
+// A registered machine's install-disk annotation wins over its group's installDisk.
+func TestRenderRegisteredMachineInstallDisk(t *testing.T) {
+	b := fixedBundle(t, "v1.12.0")
+	ng := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: "metal", Tenant: "acme"},
+		Spec: domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 1, Provider: "metal",
+			ProviderConfig: json.RawMessage(`{"installDisk":"/dev/sdb","selector":"rack=r1"}`)}}
+	for _, tc := range []struct{ name, annotation, want string }{
+		{"its own disk", "/dev/nvme1n1", "/dev/nvme1n1"},
+		{"the group's", "", "/dev/sdb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &domain.Machine{Metadata: domain.ObjectMeta{Name: "node3", Tenant: "acme", Labels: map[string]string{"rack": "r1"}},
+				Spec: domain.MachineSpec{NodeGroup: "metal", Role: domain.RoleWorker, Address: "10.0.0.13"}}
+			if tc.annotation != "" {
+				m.Metadata.Annotations = map[string]string{domain.AnnotationInstallDisk: tc.annotation}
+			}
+			got, err := talos.Render(talos.RenderInput{Tenant: tenant("v1.12.0"), NodeGroup: ng, Machine: m, ControlPlaneAddress: "10.0.0.10", Bundle: b})
+			require.NoError(t, err)
+			cfg, err := configloader.NewFromBytes(got)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, cfg.Machine().Install().Disk())
+		})
+	}
+}

@@ -225,6 +225,10 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		spec.Role = tg.ng.Spec.Role
 	}
 	m := &domain.Machine{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant}, Spec: spec}
+	if tg.registered {
+		// Its annotations may name its own install disk (domain.AnnotationInstallDisk).
+		m.Metadata.Annotations = tg.obj.Metadata.Annotations
+	}
 	// A listed machine's own install disk is the render's pick (by address),
 	// so the config controller renders the same config from the same group.
 	ng := tg.ng

@@ -132,6 +132,7 @@ func (u *UI) tenantPage(c echo.Context) error {
 	if len(tv.Providers) > 0 {
 		tv.AddForm.Provider = tv.Providers[0]
 	}
+	tv.AddForm.ProviderConfig, _ = u.newProviderConfigForm(c.Request(), tv.AddForm.Provider, nil)
 	return render(c, http.StatusOK, TenantPage(u, viewerOf(c), tv))
 }
 
@@ -294,6 +295,7 @@ func (u *UI) scaleNodeGroup(c echo.Context) error {
 type nodeGroupAddForm struct {
 	Tenant                      string
 	Name, Role, Count, Provider string
+	ProviderConfig              providerConfigForm
 	Errors                      formErrors
 	// Added names the group just created, for the confirmation.
 	Added string
@@ -308,8 +310,11 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 		Role: strings.TrimSpace(c.FormValue("spec.role")), Count: strings.TrimSpace(c.FormValue("spec.count")),
 		Provider: strings.TrimSpace(c.FormValue("spec.provider"))}
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
+	params, _ := c.FormParams()
+	pcForm, provider := u.newProviderConfigForm(c.Request(), f.Provider, params)
 	again := func(err error) error {
-		f.Errors = toFormErrors(err, nodeGroupAddFields...)
+		f.Errors = toFormErrors(err, append(pcForm.FieldNames(), nodeGroupAddFields...)...)
+		f.ProviderConfig, f.ProviderConfig.Errors = pcForm, f.Errors
 		if isHTMX(c) {
 			return render(c, errorCode(err), nodeGroupAddFormView(f, providerNames(providers)))
 		}
@@ -320,16 +325,20 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, f.Name, []domain.Cause{{Field: "spec.count", Type: domain.CauseInvalid,
 			Message: fmt.Sprintf("%q is not a whole number", f.Count)}}))
 	}
+	pc, causes := pcForm.check(provider, f.Role)
+	if len(causes) > 0 {
+		return again(domain.NewInvalid(domain.NodeGroupKind.Kind, f.Name, causes))
+	}
 	ng := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind,
 		"metadata": map[string]any{"name": f.Name, "tenant": t},
-		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider}}
+		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider, "providerConfig": pc}}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/nodegroups", Body: ng}, nil); err != nil {
 		return again(err)
 	}
 	if !isHTMX(c) {
 		return c.Redirect(http.StatusSeeOther, "/ui/tenants/"+t+"#nodegroups")
 	}
-	next := nodeGroupAddForm{Tenant: t, Role: f.Role, Count: "1", Provider: f.Provider, Added: f.Name}
+	next := nodeGroupAddForm{Tenant: t, Role: f.Role, Count: "1", Provider: f.Provider, Added: f.Name, ProviderConfig: pcForm}
 	return render(c, http.StatusCreated, nodeGroupAddFormView(next, providerNames(providers)))
 }
 
@@ -340,11 +349,13 @@ type nodeGroupEditForm struct {
 	// refused with a conflict when the group changed since.
 	ResourceVersion                                             string
 	Count, TalosVersion, Labels, MaxParallelism, ProviderConfig string
-	Errors                                                      formErrors
+	// Taints are one a line, key=value:Effect.
+	Taints string
+	Errors formErrors
 }
 
 var nodeGroupEditFields = []string{"spec.count", "spec.talosVersion", "spec.labels",
-	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion"}
+	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion", "spec.taints"}
 
 func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 	pc := ""
@@ -358,7 +369,8 @@ func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 	}
 	return nodeGroupEditForm{Tenant: tenant, Name: ng.Metadata.Name, Role: ng.Spec.Role, Provider: ng.Spec.Provider,
 		ResourceVersion: ng.Metadata.ResourceVersion, Count: strconv.Itoa(ng.Spec.Count), TalosVersion: ng.Spec.TalosVersion,
-		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc}
+		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc,
+		Taints: taintString(ng.Spec.Taints)}
 }
 
 func (u *UI) editNodeGroupPage(c echo.Context) error {
@@ -384,7 +396,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	f := nodeGroupEditForm{Tenant: t, Name: name, ResourceVersion: strings.TrimSpace(c.FormValue("metadata.resourceVersion")),
 		Count: strings.TrimSpace(c.FormValue("spec.count")), TalosVersion: strings.TrimSpace(c.FormValue("spec.talosVersion")),
 		Labels: strings.TrimSpace(c.FormValue("spec.labels")), MaxParallelism: strings.TrimSpace(c.FormValue("spec.updateStrategy.maxParallelism")),
-		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig"))}
+		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig")), Taints: strings.TrimSpace(c.FormValue("spec.taints"))}
 	path := "/tenants/" + t + "/nodegroups/" + name
 	ng, err := getOf[domain.NodeGroup](u, c.Request(), path)
 	if err != nil {
@@ -414,6 +426,10 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	if err != nil {
 		causes = append(causes, domain.Cause{Field: "spec.labels", Type: domain.CauseInvalid, Message: err.Error()})
 	}
+	taints, err := parseTaints(f.Taints)
+	if err != nil {
+		causes = append(causes, domain.Cause{Field: "spec.taints", Type: domain.CauseInvalid, Message: err.Error()})
+	}
 	var pc json.RawMessage
 	if f.ProviderConfig != "" {
 		if !json.Valid([]byte(f.ProviderConfig)) {
@@ -427,6 +443,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	spec := ng.Spec
 	spec.Count, spec.TalosVersion, spec.Labels, spec.ProviderConfig = count, f.TalosVersion, labels, pc
 	spec.UpdateStrategy.MaxParallelism = mp
+	spec.Taints = taints
 	meta := ng.Metadata
 	meta.ResourceVersion = f.ResourceVersion
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind, "metadata": meta, "spec": spec}

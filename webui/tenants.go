@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -24,7 +25,9 @@ type tenantForm struct {
 	Name, Labels, TalosVersion, KubernetesVersion string
 	Provider                                      string
 	ControlPlanes, Workers                        string
-	Errors                                        formErrors
+	// ProviderConfig is the first node groups' providerConfig.
+	ProviderConfig providerConfigForm
+	Errors         formErrors
 }
 
 // tenantFormFields are the form's fields as the API names them in causes.
@@ -58,6 +61,7 @@ func (u *UI) tenantList(c echo.Context) error {
 	if len(providers) > 0 {
 		form.Provider = providers[0].Metadata.Name
 	}
+	form.ProviderConfig, _ = u.newProviderConfigForm(c.Request(), form.Provider, nil)
 	return render(c, http.StatusOK, TenantsPage(u, v, c.QueryParam("labelSelector"), seen, rows, form, providerNames(providers)))
 }
 
@@ -95,8 +99,11 @@ func (u *UI) createTenant(c echo.Context) error {
 		Workers: strings.TrimSpace(c.FormValue("workers")),
 	}
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
+	params, _ := c.FormParams()
+	pcForm, provider := u.newProviderConfigForm(c.Request(), f.Provider, params)
 	again := func(err error) error {
-		f.Errors = toFormErrors(err, tenantFormFields...)
+		f.Errors = toFormErrors(err, append(pcForm.FieldNames(), tenantFormFields...)...)
+		f.ProviderConfig, f.ProviderConfig.Errors = pcForm, f.Errors
 		return render(c, errorCode(err), tenantCreateForm(v, f, providerNames(providers)))
 	}
 	labels, lerr := parseLabels(f.Labels)
@@ -111,6 +118,13 @@ func (u *UI) createTenant(c echo.Context) error {
 	workers, wErr := optionalCount(f.Workers)
 	if wErr != nil {
 		causes = append(causes, domain.Cause{Field: "workers", Type: domain.CauseInvalid, Message: wErr.Error()})
+	}
+	var providerConfig json.RawMessage
+	if f.Provider != "" {
+		// The groups' providerConfig, checked as the API will check it.
+		var pcCauses []domain.Cause
+		providerConfig, pcCauses = pcForm.check(provider, domain.RoleControlPlane)
+		causes = append(causes, pcCauses...)
 	}
 	if f.Provider != "" && cpErr == nil && wErr == nil {
 		// Check the groups before the tenant exists, so a bad count does not
@@ -158,6 +172,9 @@ func (u *UI) createTenant(c echo.Context) error {
 			ng := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind,
 				"metadata": map[string]any{"name": g.name, "tenant": f.Name},
 				"spec":     map[string]any{"role": g.role, "count": g.count, "provider": f.Provider}}
+			if providerConfig != nil {
+				ng["spec"].(map[string]any)["providerConfig"] = providerConfig
+			}
 			if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + f.Name + "/nodegroups", Body: ng}, nil); err != nil {
 				err = domain.NewInvalid(domain.NodeGroupKind.Kind, g.name, []domain.Cause{{Field: g.field,
 					Message: fmt.Sprintf("the tenant was created, but its %s node group was not: %s", g.name, errorMessage(err))}})
