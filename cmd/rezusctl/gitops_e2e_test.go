@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/talos/emulator"
 )
 
 // TestDiffAndPruneEndToEnd drives diff and apply --prune against a real
@@ -320,5 +323,54 @@ func TestOperationsEndToEnd(t *testing.T) {
 			assert.Contains(t, r.stderr, "Error from server (ServiceUnavailable)", args)
 			assert.Contains(t, r.stderr, "(127.0.0.1:50000) is unreachable", args)
 		}
+	})
+
+	t.Run("machine logs from a node", func(t *testing.T) {
+		tc := tc.with(t)
+		// A Talos node (the emulator) booted with the config the server
+		// renders for the machine, so it serves mTLS with the tenant's PKI.
+		ctx, cancel := context.WithCancel(context.Background())
+		em, err := emulator.New(emulator.Config{StateDir: t.TempDir(), Addressing: emulator.AddressingLoopback})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() { done <- em.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		<-em.Ready()
+		ip, err := em.ReserveAddress(ctx, emulator.AddressSpec{Name: "logs-cp-1"})
+		require.NoError(t, err)
+		for _, w := range []struct{ path, body string }{
+			{"/api/v1/tenants", `{"metadata":{"name":"logs"},"spec":{"controlPlane":{"endpoint":"https://` + ip.Address + `:6443"}}}`},
+			{"/api/v1/tenants/logs/nodegroups", `{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"slow-emu"}}`},
+			{"/api/v1/tenants/logs/machines", `{"metadata":{"name":"cp-1"},"spec":{"nodeGroup":"cp","role":"controlplane","address":"` + ip.Address + `"}}`},
+		} {
+			code, body := srv.api(t, http.MethodPost, w.path, "application/json", w.body)
+			require.Equal(t, http.StatusCreated, code, string(body))
+		}
+		var cfg string
+		require.Eventually(t, func() bool {
+			r := tc.run("config", "render", "machine/cp-1", "-t", "logs")
+			cfg = r.stdout
+			return r.code == 0
+		}, 30*time.Second, 100*time.Millisecond, "the tenant's PKI is made")
+		_, err = em.Create(ctx, emulator.NodeSpec{Name: "cp-1", Cluster: "logs", UserData: []byte(cfg), Address: ip.Address})
+		require.NoError(t, err)
+
+		var out string
+		require.Eventually(t, func() bool {
+			r := tc.run("logs", "machine/cp-1", "-t", "logs", "--service", "kubelet")
+			out = r.stdout
+			return r.code == 0
+		}, 30*time.Second, 100*time.Millisecond, "the node answers with the tenant's PKI")
+		assert.Regexp(t, `(?m)^\S+ kubelet: starting\n\S+ kubelet: running on talos v\S+$`, out)
+		assert.Contains(t, tc.ok("logs", "machine", "cp-1", "-t", "logs", "--service", "etcd", "--tail", "10"), "etcd: running on talos")
+		assert.NotEmpty(t, tc.ok("logs", "machine/cp-1", "-t", "logs", "--dmesg"))
+		r := tc.run("logs", "machine/cp-1", "-t", "logs", "--service", "no-such-service")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "Error from server (NotFound)")
+
+		// -f streams until the command is stopped.
+		stdout, stderr, stop := tc.start("logs", "machine/cp-1", "-t", "logs", "--service", "apid", "-f")
+		require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "apid: running on talos") }, 30*time.Second, 50*time.Millisecond)
+		assert.Equal(t, 0, stop(), stderr.String())
 	})
 }
