@@ -142,7 +142,7 @@ func (t Tofu) RunTofu(ctx context.Context, dir string, env []string, out io.Writ
 	cmd.Stderr = out
 	// Its own process group, so a cancel reaches the provider plugins too;
 	// and it dies with the server (a restart must not race a leftover tofu).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = tofuProcAttr()
 	// SIGINT, not the default SIGKILL: a killed tofu keeps its state lock
 	// and may leave half-written state.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }

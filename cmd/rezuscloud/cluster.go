@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -22,6 +22,7 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "cluster-listen", EnvVars: []string{"REZUSCLOUD_CLUSTER_LISTEN"}, Usage: "make the embedded NATS server one node of a cluster: its route listener (host:port, e.g. 0.0.0.0:6222); needs --peers and a shared --secrets-key-file or REZUSCLOUD_SECRETS_PASSPHRASE"},
 		&cli.StringFlag{Name: "peers", EnvVars: []string{"REZUSCLOUD_PEERS"}, Usage: "the other replicas' route addresses, comma-separated host:port (with --cluster-listen)"},
 		&cli.StringFlag{Name: "node-name", EnvVars: []string{"REZUSCLOUD_NODE_NAME"}, Usage: "this replica's NATS server name, unique in the cluster and stable across restarts; default <host name>-<route port>"},
+		allPeersFlag(),
 	}
 }
 
@@ -32,11 +33,10 @@ type clusterFlagsConfig struct {
 }
 
 func clusterFlagsFrom(c *cli.Context) clusterFlagsConfig {
-	var peers []string
-	for _, p := range strings.Split(c.String("peers"), ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			peers = append(peers, p)
-		}
+	peers := splitList(c.String("peers"))
+	if all := splitList(c.String("all-peers")); len(all) > 0 {
+		host, _ := os.Hostname()
+		peers = append(peers, withoutSelf(all, host)...)
 	}
 	return clusterFlagsConfig{Name: c.String("cluster-name"), Listen: c.String("cluster-listen"), NodeName: c.String("node-name"), Peers: peers}
 }

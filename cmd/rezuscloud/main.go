@@ -6,10 +6,16 @@ import (
 	"os"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, commit and date are set at build time with -ldflags "-X
+// main.version=... -X main.commit=... -X main.date=..." (go tool task release).
+var (
+	version      = "dev"
+	commit, date string
+)
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
@@ -22,7 +28,7 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:    "rezuscloud",
 		Usage:   "the RezusCloud management plane for Talos Linux Kubernetes clusters",
-		Version: version,
+		Version: buildinfo.Get(version, commit, date).String(),
 		Commands: []*cli.Command{
 			serveCommand(),
 			rebuildCommand(),

@@ -26,7 +26,7 @@ func (r *rezusctl) createCommand() *cli.Command {
 			"  rezusctl create provider lab --from-dir ./mymodule --config emulator=http://127.0.0.1:8089",
 		Flags:       manifestFlags(),
 		Action:      func(c *cli.Context) error { return r.applyManifests(c, false) },
-		Subcommands: []*cli.Command{r.createProviderCommand()},
+		Subcommands: []*cli.Command{r.createProviderCommand(), r.createCredentialCommand()},
 	}
 }
 
@@ -38,8 +38,9 @@ func (r *rezusctl) applyCommand() *cli.Command {
 			"that exists is replaced (PUT at its current resourceVersion): spec, labels and annotations become\n" +
 			"the document's; finalizers are kept when the document does not list any. A conflict with a\n" +
 			"concurrent writer is retried once.\n\n" +
-			"  rezusctl apply -f cluster.yaml\n  rezusctl apply -f manifests/\n  cat ng.json | rezusctl apply -f - -t acme",
-		Flags:  manifestFlags(),
+			"  rezusctl apply -f cluster.yaml\n  rezusctl apply -f manifests/\n  cat ng.json | rezusctl apply -f - -t acme\n" +
+			pruneHelp,
+		Flags:  append(manifestFlags(), pruneFlags()...),
 		Action: func(c *cli.Context) error { return r.applyManifests(c, true) },
 	}
 }
@@ -49,6 +50,10 @@ func (r *rezusctl) applyCommand() *cli.Command {
 func (r *rezusctl) applyManifests(c *cli.Context, update bool) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: give files with -f", c.Args().Slice())
+	}
+	prune, err := pruneOptionsOf(c)
+	if err != nil {
+		return err
 	}
 	docs, err := readManifests(c.StringSlice("filename"), r.env.Stdin)
 	if err != nil {
@@ -75,7 +80,13 @@ func (r *rezusctl) applyManifests(c *cli.Context, update bool) error {
 		fmt.Fprintln(r.env.Stdout, result)
 	}
 	if failed > 0 {
+		if prune.enabled {
+			fmt.Fprintln(r.env.Stderr, "nothing pruned: not every document was applied")
+		}
 		return exitError{code: 1}
+	}
+	if prune.enabled {
+		return r.prune(c.Context, a, docs, prune.selector)
 	}
 	return nil
 }

@@ -60,12 +60,13 @@ compdef _rezusctl_zsh_autocomplete PROG
 func (r *rezusctl) completionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "completion",
-		Usage:     "print a shell completion script (bash or zsh)",
-		ArgsUsage: "bash|zsh",
+		Usage:     "print a shell completion script (bash, zsh or fish)",
+		ArgsUsage: "bash|zsh|fish",
 		Description: "  source <(rezusctl completion bash)        # this shell\n" +
-			"  rezusctl completion zsh > \"${fpath[1]}/_rezusctl\"",
+			"  rezusctl completion zsh > \"${fpath[1]}/_rezusctl\"\n" +
+			"  rezusctl completion fish > ~/.config/fish/completions/rezusctl.fish",
 		BashComplete: func(c *cli.Context) {
-			fmt.Fprintln(c.App.Writer, "bash\nzsh")
+			fmt.Fprintln(c.App.Writer, "bash\nzsh\nfish")
 		},
 		Action: func(c *cli.Context) error {
 			var script string
@@ -74,8 +75,16 @@ func (r *rezusctl) completionCommand() *cli.Command {
 				script = bashCompletion
 			case "zsh":
 				script = zshCompletion
+			case "fish":
+				// urfave/cli writes fish completions from the command tree
+				// itself (static: commands, subcommands and flags).
+				fish, err := c.App.ToFishCompletion()
+				if err != nil {
+					return fmt.Errorf("writing the fish completion: %w", err)
+				}
+				script = "# fish completion for rezusctl; install with: rezusctl completion fish > ~/.config/fish/completions/rezusctl.fish\n" + fish
 			default:
-				return fmt.Errorf("give the shell: bash or zsh")
+				return fmt.Errorf("give the shell: bash, zsh or fish")
 			}
 			_, err := fmt.Fprint(r.env.Stdout, strings.ReplaceAll(script, "PROG", c.App.Name))
 			return err

@@ -11,8 +11,9 @@ import (
 func (r *rezusctl) configCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "config",
-		Usage: "manage contexts in $REZUSCONFIG or ~/.config/rezus/config",
+		Usage: "manage contexts in $REZUSCONFIG or ~/.config/rezus/config; render machine configs",
 		Subcommands: []*cli.Command{
+			r.configRenderCommand(),
 			{
 				Name:  "get-contexts",
 				Usage: "list the contexts; * marks the current one",

@@ -71,7 +71,8 @@ type e2eServer struct {
 
 const e2eAdminPassword = "e2e-admin-password-123"
 
-func startServer(t *testing.T) *e2eServer {
+// startServer starts a server; extra are more flags of serve.
+func startServer(t *testing.T, extra ...string) *e2eServer {
 	bin := buildServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -79,7 +80,7 @@ func startServer(t *testing.T) *e2eServer {
 	require.NoError(t, ln.Close())
 
 	s := &e2eServer{url: "http://" + addr, token: "e2e-admin-token-0123456789", adminPassword: e2eAdminPassword, log: &syncBuffer{}}
-	exited := runServer(t, bin, s.log, "serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn")
+	exited := runServer(t, bin, s.log, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn"}, extra...)...)
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -78,6 +78,9 @@ func (r *rezusctl) getOptions(c *cli.Context, s *session) (getOptions, error) {
 }
 
 func (r *rezusctl) get(c *cli.Context) error {
+	if isCredentialsKind(c.Args().First()) {
+		return r.getCredentials(c)
+	}
 	s, cl, err := r.connect(c)
 	if err != nil {
 		return err

@@ -18,16 +18,23 @@ import (
 func (r *rezusctl) logsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "logs",
-		Usage:     "print an apply's tofu log (the tenant's newest apply unless one is named)",
-		ArgsUsage: "[APPLY]",
+		Usage:     "print an apply's tofu log (the tenant's newest apply unless one is named), or a machine's logs",
+		ArgsUsage: "[APPLY | apply/APPLY | machine/MACHINE]",
 		Description: "  rezusctl logs -t acme            # the newest apply's log\n" +
 			"  rezusctl logs -t acme -f         # follow it while it runs\n" +
-			"  rezusctl logs -t acme apply-1795990602680",
-		Flags: []cli.Flag{
+			"  rezusctl logs -t acme apply-1795990602680\n" +
+			machineLogsHelp,
+		Flags: append([]cli.Flag{
 			tenantFlag(),
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream the log until the run ends"},
-		},
+		}, machineLogFlags()...),
 		Action: func(c *cli.Context) error {
+			if name, ok, err := machineLogTarget(c); err != nil || ok {
+				if err != nil {
+					return err
+				}
+				return r.machineLogs(c, name)
+			}
 			if c.NArg() > 1 {
 				return errors.New("give at most one apply name")
 			}
@@ -39,7 +46,7 @@ func (r *rezusctl) logsCommand() *cli.Command {
 			if tenant == "" {
 				return errors.New("give the tenant with --tenant/-t (or set one on the context)")
 			}
-			name := c.Args().First()
+			name := applyLogName(c.Args().First())
 			if name == "" {
 				var list struct{ Items []domain.Object }
 				if err := cl.call(c.Context, request{method: http.MethodGet, path: "/api/v1/tenants/" + tenant + "/applies"}, &list); err != nil {

@@ -141,6 +141,7 @@ func (r *rezusctl) app() *cli.App {
 			r.describeCommand(),
 			r.createCommand(),
 			r.applyCommand(),
+			r.diffCommand(),
 			r.deleteCommand(),
 			r.editCommand(),
 			r.eventsCommand(),
@@ -160,6 +161,8 @@ func (r *rezusctl) app() *cli.App {
 			r.backupCommand(),
 			r.restoreCommand(),
 			r.logsCommand(),
+			r.cancelCommand(),
+			r.stateCommand(),
 		},
 	}
 	for _, c := range app.Commands {
@@ -169,7 +172,9 @@ func (r *rezusctl) app() *cli.App {
 }
 
 func setUsageErrors(c *cli.Command) {
-	c.OnUsageError = usageError
+	if c.OnUsageError == nil {
+		c.OnUsageError = usageError
+	}
 	for _, s := range c.Subcommands {
 		setUsageErrors(s)
 	}
@@ -200,13 +205,19 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// report prints err the way a person wants to read it and returns the exit code.
+// report prints err the way a person wants to read it and returns the exit
+// code: 1, or the code of a codedError.
 func (r *rezusctl) report(err error) int {
 	var (
 		ee exitError
+		ce codedError
 		se *statusError
 		ne *networkError
 	)
+	code := 1
+	if errors.As(err, &ce) {
+		code = ce.code
+	}
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
@@ -219,7 +230,7 @@ func (r *rezusctl) report(err error) int {
 	default:
 		fmt.Fprintln(r.env.Stderr, "error:", err.Error())
 	}
-	return 1
+	return code
 }
 
 // printStatus prints a server's Status: its message, then each field cause on

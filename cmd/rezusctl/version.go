@@ -3,18 +3,23 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"runtime"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 )
+
+// commit and date are set at build time with -ldflags "-X main.commit=...
+// -X main.date=..." (go tool task release), beside main.version.
+var commit, date string
 
 func (r *rezusctl) versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the client's version and the server's",
+		Usage: "print the client's version, commit and build date, and the server's version",
 		Flags: []cli.Flag{&cli.BoolFlag{Name: "client", Usage: "only the client's version"}},
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(r.env.Stdout, "Client Version: %s (%s)\n", version, runtime.Version())
+			fmt.Fprintf(r.env.Stdout, "Client Version: %s\n", buildinfo.Get(version, commit, date))
 			if c.Bool("client") {
 				return nil
 			}

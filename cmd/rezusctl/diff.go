@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// Exit codes of diff, as kubectl diff: 0 no differences, 1 differences,
+// anything above an error.
+const (
+	diffExitSame    = 0
+	diffExitChanged = 1
+	diffExitError   = 2
+)
+
+func (r *rezusctl) diffCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "diff",
+		Usage: "show what apply -f would change, as a unified diff per object",
+		Description: "Each object is shown as apply would leave it (merged) against what the server has (live), with\n" +
+			"the fields the server manages left out: resourceVersion, uid, generation, timestamps and status.\n" +
+			"The document's spec is defaulted the way the server does, so a field left to its default is not a\n" +
+			"difference. Exit status: 0 no differences, 1 differences, 2 an error (as kubectl diff).\n\n" +
+			"  rezusctl diff -f cluster.yaml\n  rezusctl diff -f manifests/ && echo up to date",
+		Flags: manifestFlags(),
+		// A usage error must not read as "there are differences".
+		OnUsageError: func(c *cli.Context, err error, sub bool) error {
+			return codedError{err: usageError(c, err, sub), code: diffExitError}
+		},
+		Action: r.diff,
+	}
+}
+
+// codedError is an error reported as usual but ending the command with code.
+type codedError struct {
+	err  error
+	code int
+}
+
+func (e codedError) Error() string { return e.err.Error() }
+func (e codedError) Unwrap() error { return e.err }
+
+func (r *rezusctl) diff(c *cli.Context) error {
+	fail := func(err error) error { return codedError{err: err, code: diffExitError} }
+	if c.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected arguments %q: give files with -f", c.Args().Slice()))
+	}
+	docs, err := readManifests(c.StringSlice("filename"), r.env.Stdin)
+	if err != nil {
+		return fail(err)
+	}
+	s, cl, err := r.connect(c)
+	if err != nil {
+		return fail(err)
+	}
+	a := applier{cl: cl, defaultTenant: s.tenant(c), explicitTenant: c.String("tenant")}
+	failed, changed := 0, false
+	for _, d := range docs {
+		text, err := a.diff(c.Context, d)
+		if err != nil {
+			failed++
+			r.reportDocument(d, err)
+			continue
+		}
+		if text != "" {
+			changed = true
+			fmt.Fprint(r.env.Stdout, text)
+		}
+	}
+	switch {
+	case failed > 0:
+		return exitError{code: diffExitError}
+	case changed:
+		return exitError{code: diffExitChanged}
+	}
+	return nil
+}
+
+// diff reads the live object of a document and returns the unified diff of
+// what apply would change; "" when nothing.
+func (a applier) diff(ctx context.Context, d document) (string, error) {
+	k, tenant, err := a.target(d)
+	if err != nil {
+		return "", err
+	}
+	live, err := a.cl.getObject(ctx, k, tenant, d.Name)
+	if isNotFound(err) {
+		live, err = nil, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return diffDocument(k, tenant, d, live)
+}
+
+// diffView is what diff compares of an object: what apply writes, in a fixed
+// order. Server-managed fields are not in it.
+type diffView struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   diffMeta        `json:"metadata"`
+	Spec       json.RawMessage `json:"spec,omitempty"`
+}
+
+type diffMeta struct {
+	Name        string            `json:"name"`
+	Tenant      string            `json:"tenant,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Finalizers  []string          `json:"finalizers,omitempty"`
+}
+
+// diffDocument is the pure part of diff: the unified diff between live (nil
+// when the object does not exist) and what applying d to it leaves, as YAML.
+// The spec is normalised the way the server does (domain's NormalizeSpec,
+// then CreateSpec or UpdateSpec), so defaults are no difference; a spec the
+// server would refuse is an error naming the fields.
+func diffDocument(k kind, tenant string, d document, live *domain.Object) (string, error) {
+	var doc struct {
+		Metadata struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+			Finalizers  []string          `json:"finalizers"`
+		} `json:"metadata"`
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(d.Raw, &doc); err != nil {
+		return "", fmt.Errorf("reading the document: %w", err)
+	}
+	merged := diffView{APIVersion: domain.APIVersion, Kind: k.Kind, Spec: doc.Spec,
+		Metadata: diffMeta{Name: d.Name, Tenant: tenant, Labels: doc.Metadata.Labels, Annotations: doc.Metadata.Annotations, Finalizers: doc.Metadata.Finalizers}}
+	if live != nil && !d.hasMeta("finalizers") {
+		merged.Metadata.Finalizers = live.Metadata.Finalizers // apply keeps them
+	}
+	if info := domainKind(k.Kind); info != nil && info.NormalizeSpec != nil {
+		spec, causes := info.NormalizeSpec(doc.Spec)
+		if len(causes) > 0 {
+			return "", domain.NewInvalid(k.Kind, d.Name, causes)
+		}
+		switch {
+		case live == nil && info.CreateSpec != nil:
+			spec = info.CreateSpec(spec)
+		case live != nil && info.UpdateSpec != nil && len(live.Spec) > 0:
+			spec = info.UpdateSpec(live.Spec, spec)
+		}
+		merged.Spec = spec
+	}
+	liveText, mergedText := "", ""
+	path := k.Singular + "/" + d.Name
+	if tenant != "" {
+		path = k.Singular + "/" + tenant + "/" + d.Name
+	}
+	if live != nil {
+		lv := diffView{APIVersion: domain.APIVersion, Kind: k.Kind, Spec: live.Spec,
+			Metadata: diffMeta{Name: live.Metadata.Name, Tenant: live.Metadata.Tenant, Labels: live.Metadata.Labels,
+				Annotations: live.Metadata.Annotations, Finalizers: live.Metadata.Finalizers}}
+		if !k.TenantScoped {
+			lv.Metadata.Tenant = ""
+		}
+		t, err := diffYAML(lv)
+		if err != nil {
+			return "", err
+		}
+		liveText = t
+	}
+	mergedText, err := diffYAML(merged)
+	if err != nil {
+		return "", err
+	}
+	if liveText == mergedText {
+		return "", nil
+	}
+	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: diffLines(liveText), B: diffLines(mergedText),
+		FromFile: "live/" + path, ToFile: "merged/" + path, Context: 3,
+	})
+}
+
+// diffLines splits a text into lines that keep their newlines; an empty text
+// has none (difflib.SplitLines would make it one empty line).
+func diffLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// diffYAML renders a view as YAML with the keys of every map sorted, so that
+// the server's key order and the document's do not count as a difference.
+func diffYAML(v diffView) (string, error) {
+	if len(v.Spec) > 0 {
+		canon, err := canonicalJSON(v.Spec)
+		if err != nil {
+			return "", fmt.Errorf("reading spec: %w", err)
+		}
+		v.Spec = canon
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	y, err := toYAML(b)
+	return string(y), err
+}
+
+// canonicalJSON re-encodes JSON with sorted keys, keeping numbers exact.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// domainKind is domain's description of a kind, nil for kinds domain does
+// not define (users and API tokens belong to identity).
+func domainKind(name string) *domain.KindInfo {
+	for _, k := range domain.Kinds() {
+		if strings.EqualFold(k.Kind, name) {
+			return k
+		}
+	}
+	return nil
+}
