@@ -3,9 +3,11 @@ package tfrunner
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -179,21 +181,16 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 			add(rng, domain.CauseInvalid, "%s", msg)
 		}
 	}
+	// The files parse independently, so on every core at once (the parse
+	// is most of the check's cost); findings are then taken in file order.
+	names := spec.Module.SortedFiles()
+	parsed := make([]parsedFile, len(names))
+	parseFiles(spec.Module, names, parsed)
 	var bodies []hcl.Body
-	for _, name := range spec.Module.SortedFiles() {
-		src := []byte(spec.Module.Files[name])
-		var (
-			f     *hcl.File
-			diags hcl.Diagnostics
-		)
-		if strings.HasSuffix(name, ".tf.json") {
-			f, diags = hcljson.Parse(src, name)
-		} else {
-			f, diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-		}
-		addDiags(diags)
-		if f != nil && !diags.HasErrors() {
-			bodies = append(bodies, f.Body)
+	for _, p := range parsed {
+		addDiags(p.diags)
+		if p.file != nil && !p.diags.HasErrors() {
+			bodies = append(bodies, p.file.Body)
 		}
 	}
 	// Where each variable and output is declared, for duplicates and for
@@ -310,6 +307,40 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 	}
 	sortCauses(causes)
 	return info, causes
+}
+
+// parsedFile is one module file, parsed.
+type parsedFile struct {
+	file  *hcl.File
+	diags hcl.Diagnostics
+}
+
+// parseFiles parses the named files of m into out (same order), on up to
+// GOMAXPROCS goroutines that all end before it returns.
+func parseFiles(m *domain.ModuleSource, names []string, out []parsedFile) {
+	workers := min(runtime.GOMAXPROCS(0), len(names))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				name := names[i]
+				src := []byte(m.Files[name])
+				if strings.HasSuffix(name, ".tf.json") {
+					out[i].file, out[i].diags = hcljson.Parse(src, name)
+				} else {
+					out[i].file, out[i].diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+				}
+			}
+		}()
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // sortCauses orders causes by field, keeping the order of one field's.
