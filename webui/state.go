@@ -195,7 +195,7 @@ func (u *UI) diffVersions(c echo.Context, tenant string, vs []stateVersion, from
 		return nil, err
 	}
 	d := &stateDiffView{From: f, To: t}
-	if f.Encrypted || t.Encrypted {
+	if (f.Encrypted || t.Encrypted) && u.decryptState == nil {
 		d.Unreadable = "encrypted"
 		return d, nil
 	}
@@ -204,6 +204,16 @@ func (u *UI) diffVersions(c echo.Context, tenant string, vs []stateVersion, from
 		path := "/tenants/" + tenant + "/state" + query("revision", strconv.FormatUint(v.Revision, 10))
 		if err := u.api.call(c.Request(), apiRequest{Path: path}, &blob); err != nil {
 			return stateResources{}, err
+		}
+		if v.Encrypted && u.decryptState != nil {
+			plain, err := u.decryptState(c.Request().Context(), tenant, blob)
+			if err != nil {
+				// Encrypted under another key (a passphrase changed since):
+				// compared by serial and size, as without a key.
+				u.log.Warn("state page: decrypting a state version", "tenant", tenant, "revision", v.Revision, "err", err)
+				return stateResources{Encrypted: true}, nil
+			}
+			blob = plain
 		}
 		return readStateResources(blob)
 	}

@@ -1933,7 +1933,7 @@ func stateDiffResult(d stateDiffView) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if d.Unreadable != "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 141, "<p class=\"rounded border border-amber-300 bg-amber-50 px-3 py-2 text-amber-900\" data-testid=\"state-diff-encrypted\">The resources of an encrypted state cannot be compared here: tofu encrypts state with TF_ENCRYPTION before it reaches the server, and the API serves it as stored, without decrypting it. Only the versions' serial, lineage and size are compared.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 141, "<p class=\"rounded border border-amber-300 bg-amber-50 px-3 py-2 text-amber-900\" data-testid=\"state-diff-encrypted\">The resources of these versions cannot be compared here: they are encrypted (TF_ENCRYPTION) under a key this server does not hold (a state passphrase changed since they were written). Only the versions' serial, lineage and size are compared.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

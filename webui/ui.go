@@ -83,6 +83,12 @@ type Deps struct {
 	// Cache reports changes on the event stream, so live fragments are
 	// re-rendered, and is waited on, so the re-render shows the change.
 	Cache *projections.Cache
+	// DecryptState, when set, decrypts a tenant's state as tofu encrypted it
+	// (TF_ENCRYPTION), so the state page can compare the resources of two
+	// encrypted versions; the blob is read through the API as the user (the
+	// API decides who may), and only addresses and attribute names reach
+	// the page. Nil leaves encrypted versions compared by serial and size.
+	DecryptState func(ctx context.Context, tenant string, blob []byte) ([]byte, error)
 }
 
 // UI serves the web interface.
@@ -92,6 +98,8 @@ type UI struct {
 	identity Identity
 	cache    *projections.Cache
 	log      *slog.Logger
+	// decryptState is Deps.DecryptState.
+	decryptState func(ctx context.Context, tenant string, blob []byte) ([]byte, error)
 	echo     *echo.Echo
 	static   fs.FS
 	etags    map[string]string
@@ -104,7 +112,7 @@ type UI struct {
 // New builds the UI and its routes.
 func New(cfg Config, d Deps) *UI {
 	cfg.setDefaults()
-	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, cache: d.Cache, log: cfg.Log}
+	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, cache: d.Cache, log: cfg.Log, decryptState: d.DecryptState}
 	u.stopping, u.stop = context.WithCancel(context.Background())
 	u.static, _ = fs.Sub(staticFiles, "static")
 	u.etags = map[string]string{}

@@ -308,7 +308,13 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules}, apiDeps)
 
-	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache})
+	// The state page decrypts state with the apply worker's keys (made below,
+	// before the server answers any request).
+	var worker *tfrunner.Worker
+	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
+		return worker.DecryptState(ctx, tenant, blob)
+	}
+	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache, DecryptState: decryptState})
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
@@ -339,7 +345,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := workerCfg.Validate(); err != nil {
 		return err
 	}
-	worker := tfrunner.NewWorker(workerCfg)
+	worker = tfrunner.NewWorker(workerCfg)
 	if _, err := worker.Tofu().Path(); err != nil {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}

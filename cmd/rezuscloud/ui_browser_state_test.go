@@ -15,8 +15,9 @@ import (
 // TestBrowserStatePage follows a tenant's Terraform state in the UI: two
 // applies on the emulator write versions, the tenant page links to its state
 // page, which lists them, says the state is not locked (so no force-unlock),
-// and compares two versions; the server's state is encrypted (TF_ENCRYPTION),
-// so the comparison says resources cannot be read and shows metadata only.
+// and compares the oldest and newest versions: the server's state is
+// encrypted (TF_ENCRYPTION), and the page decrypts it with the tenant's key
+// to show the worker the second apply added (names only, no values).
 func TestBrowserStatePage(t *testing.T) {
 	chromium := findChromium(t)
 	dataDir := t.TempDir()
@@ -57,9 +58,16 @@ func TestBrowserStatePage(t *testing.T) {
 		`(() => { const rows = document.querySelectorAll('[data-testid=state-versions] tbody tr');
 		  const ok = rows.length >= 2 && !!document.querySelector('[data-testid=state-unlocked]') && !document.querySelector('[data-testid=state-force-unlock]');
 		  return {ok, state: rows.length + ' versions, ' + document.querySelector('[data-testid=state-lock]').textContent.trim()}; })()`)
+	b.waitJS("the oldest and newest versions are picked", 10*time.Second,
+		`(() => { const f = document.querySelector('[data-testid=state-diff-from]'), t = document.querySelector('[data-testid=state-diff-to]');
+		  const vals = Array.from(f.options).map(o => +o.value);
+		  f.value = String(Math.min(...vals)); t.value = String(Math.max(...vals));
+		  return {ok: f.value !== t.value, state: f.value + ' -> ' + t.value}; })()`)
 	b.clickAndLoad("[data-testid=state-diff-submit]")
-	b.waitJS("the comparison of two encrypted versions says what it can compare", 10*time.Second,
+	b.waitJS("the comparison of two encrypted versions shows the added worker", 10*time.Second,
 		`(() => { const d = document.querySelector('[data-testid=state-diff]');
-		  const ok = !!d && !!document.querySelector('[data-testid=state-diff-encrypted]') && /Revision \d+ \(serial \d+/.test(d.textContent);
-		  return {ok, state: d ? d.textContent.replace(/\s+/g, ' ').trim().slice(0, 200) : 'no diff'}; })()`)
+		  const added = Array.from(document.querySelectorAll('[data-testid=state-diff-added]')).map(e => e.textContent);
+		  const ok = !!d && !document.querySelector('[data-testid=state-diff-encrypted]') && /Revision \d+ \(serial \d+/.test(d.textContent) &&
+		    added.some(a => a.includes('module.ng_w__emulated.emulated_machine.machine["w-0"]')) && !/BEGIN/.test(d.textContent);
+		  return {ok, state: d ? d.textContent.replace(/\s+/g, ' ').trim().slice(0, 300) : 'no diff'}; })()`)
 }
