@@ -100,9 +100,9 @@ type UI struct {
 	log      *slog.Logger
 	// decryptState is Deps.DecryptState.
 	decryptState func(ctx context.Context, tenant string, blob []byte) ([]byte, error)
-	echo     *echo.Echo
-	static   fs.FS
-	etags    map[string]string
+	echo         *echo.Echo
+	static       fs.FS
+	etags        map[string]string
 
 	// stopping ends live streams when the server shuts down.
 	stopping context.Context
