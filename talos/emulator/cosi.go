@@ -204,7 +204,8 @@ func (e *Emulator) refreshCOSI(n *node) {
 		n.cosiPending.Store(false)
 		n.mu.Lock()
 		st, seen := n.st, n.cosiSeen
-		n.cosiSeen = memberFacts{st.Role, st.ClusterID, st.Version, st.Address}
+		now := memberFacts{st.Role, st.ClusterID, st.Version, st.Address}
+		n.cosiSeen = now
 		n.mu.Unlock()
 		n.syncCOSI()
 		// The other nodes of its cluster, and of the cluster it left (a
@@ -213,7 +214,7 @@ func (e *Emulator) refreshCOSI(n *node) {
 		// member everywhere. Nothing else does, so a change costs at most
 		// O(cluster), not O(cluster²).
 		cpChanged := st.Role == "controlplane" || seen.role == "controlplane"
-		memberChanged := n.cosiSeen != seen
+		memberChanged := now != seen
 		if !cpChanged && !memberChanged {
 			return
 		}
