@@ -114,11 +114,20 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			if json.Unmarshal(e.Value(), &entry) == nil {
 				queue[e.Key()] = queued{rev: e.Revision(), entry: entry}
 				// A put is never the entry a run in flight started from
-				// (that one came before): it is untaken.
-				r.absorbed.open(e.Key())
+				// (that one came before): it is untaken. While the key
+				// runs it stays closed, so every change meanwhile writes
+				// the bucket (the run's dequeue must see it); it opens
+				// when the run ends.
+				if !running[e.Key()] {
+					r.absorbed.open(e.Key())
+				}
 			}
 		case e := <-results:
 			delete(running, e.key)
+			if p, ok := queue[e.key]; ok && p.rev != e.rev {
+				// A follow-up was put during the run: untaken, open now.
+				r.absorbed.open(e.key)
+			}
 			switch e.result.kind {
 			case resultDone:
 				delete(attempts, e.key)
