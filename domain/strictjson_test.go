@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	kjson "sigs.k8s.io/json"
 )
 
 type strictTaint struct {
@@ -479,4 +482,40 @@ func TestDecodeStrictDuplicateKeys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecodeStrictFastPath holds DecodeStrict's one strict decode, which
+// accepts a document on its own, to the walk's verdict: a document the walk
+// finds a cause in must fail the strict decode too.
+func FuzzDecodeStrictFastPath(f *testing.F) {
+	for _, seed := range []string{
+		`{"name":"a","network":{"podSubnets":["10.0.0.0/8"],"mtu":1500},"pair":[1,2],"enabled":true}`,
+		`{"Name":"a"}`, `{"network":{"mtu":70000}}`, `{"pair":[1,2,3]}`, `{"quoted":"12"}`, `{"quoted":12}`,
+		`{"byPort":{"80":"http"}}`, `{"byPort":{"x":"http"}}`, `{"data":"aGk="}`, `{"data":"!"}`,
+		`{"self":{"items":[{"n":"1"}]}}`, `{"when":"2026-01-01T00:00:00Z"}`, `{"when":"x"}`,
+		`{"name":"a","name":"b"}`, `{"taints":[{"key":"k","weight":1.5}]}`, `{"extra":true}`, `{"count":null}`,
+		`{"ratio":1e39}`, `{"grid":[[1,-129]]}`, `{"Untagged":"x"}`, `{"untagged":"x"}`, `{} x`, `[]`, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !utf8.Valid(data) {
+			return // refused before either runs
+		}
+		var fast, slow strictSpec
+		fastOK := false
+		if strictErrs, err := kjson.UnmarshalStrict(data, &fast); err == nil && len(strictErrs) == 0 {
+			fastOK = true
+		}
+		causes := walkStrict(data, reflect.ValueOf(&slow), "spec")
+		if fastOK && len(causes) > 0 {
+			t.Fatalf("the strict decode accepted %q, the walk found %v", data, causes)
+		}
+		if fastOK && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q decoded differently: %+v and %+v", data, fast, slow)
+		}
+		if !fastOK && len(causes) == 0 {
+			t.Fatalf("the strict decode refused %q, the walk found nothing", data)
+		}
+	})
 }

@@ -56,6 +56,10 @@ type entry struct {
 	// group is a Machine's spec.nodeGroup (indexed: a group's machines are
 	// read without going through the tenant's).
 	group string
+	// uid and generation identify the object's incarnation and spec
+	// version, read by Identity without decoding raw.
+	uid        string
+	generation int64
 }
 
 type kindIndex struct {
@@ -368,7 +372,8 @@ func (c *Cache) apply(rec *eventstore.Record) {
 // newEntry is the cache's record of an object whose JSON is raw.
 func newEntry(state *domain.Object, raw []byte, seq uint64) *entry {
 	e := &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
-		labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: seq}
+		labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: seq,
+		uid: state.Metadata.UID, generation: state.Metadata.Generation}
 	if state.Kind == domain.MachineKind.Kind {
 		e.group = machineGroup(state.Spec)
 	}
@@ -482,6 +487,22 @@ func (c *Cache) GetAt(ref domain.Ref) ([]byte, uint64, bool) {
 		return nil, 0, false
 	}
 	return e.raw, e.seq, true
+}
+
+// Identity returns the uid and generation of one object without decoding
+// it: what a consumer needs to tell a stale event from the current one.
+func (c *Cache) Identity(ref domain.Ref) (uid string, generation int64, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[ref.Kind]
+	if idx == nil {
+		return "", 0, false
+	}
+	e, ok := idx.items[ref.Key()]
+	if !ok {
+		return "", 0, false
+	}
+	return e.uid, e.generation, true
 }
 
 // GetObject returns one decoded object.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,7 +66,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 	// An event redelivered after a newer spec of its object (a handover, a
 	// retry) is stale: the newer event decides, or has decided. Generations
 	// count spec changes only, so status writes in between do not matter.
-	if cur, ok := s.cfg.Cache.GetObject(obj.Ref()); ok && (cur.Metadata.UID != obj.Metadata.UID || cur.Metadata.Generation > obj.Metadata.Generation) {
+	if uid, gen, ok := s.cfg.Cache.Identity(obj.Ref()); ok && (uid != obj.Metadata.UID || gen > obj.Metadata.Generation) {
 		return nil
 	}
 	if ev.Action == domain.ActionDeleted {
@@ -76,14 +77,9 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		}
 		return forgetTenantVersions(ctx, kv, tenantName)
 	}
-	tenant, ok, err := projections.Get[domain.Tenant](s.cfg.Cache, domain.TenantRef(tenantName))
+	tenant, ok, err := s.eventTenant(obj, tenantName)
 	if err != nil || !ok {
 		return err
-	}
-	if obj.Kind == domain.TenantKind.Kind {
-		if err := objectAs(obj, tenant); err != nil {
-			return err
-		}
 	}
 	if tenant.Metadata.DeletionTimestamp != nil {
 		return nil
@@ -161,8 +157,8 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 // groups the tenant has.
 func (s *Saga) triggerScope(obj *domain.Object, tenant string) (groups []domain.NodeGroup, total int, machines []domain.Machine, err error) {
 	if obj.Kind == domain.NodeGroupKind.Kind {
-		var ng domain.NodeGroup
-		if err := objectAs(obj, &ng); err != nil {
+		ng := domain.NodeGroup{APIVersion: obj.APIVersion, Kind: obj.Kind, Metadata: obj.Metadata}
+		if err := decodeParts(obj, &ng.Spec, &ng.Status); err != nil {
 			return nil, 0, nil, err
 		}
 		total = s.cfg.Cache.Count(domain.NodeGroupKind.Kind, tenant)
@@ -376,7 +372,67 @@ func ignoreNoKey(err error) error {
 	return err
 }
 
-// decodeObject reads an event's post-image into a typed view.
-func objectAs(obj *domain.Object, v any) error {
-	return json.Unmarshal(upgradeJSON(obj), v)
+// decodeParts reads an event's post-image's spec and status (when it has
+// them) into their typed views; the metadata is the caller's to copy.
+func decodeParts(obj *domain.Object, spec, status any) error {
+	if len(obj.Spec) > 0 {
+		if err := json.Unmarshal(obj.Spec, spec); err != nil {
+			return fmt.Errorf("decoding the spec of %s: %w", obj.Ref(), err)
+		}
+	}
+	if len(obj.Status) > 0 {
+		if err := json.Unmarshal(obj.Status, status); err != nil {
+			return fmt.Errorf("decoding the status of %s: %w", obj.Ref(), err)
+		}
+	}
+	return nil
+}
+
+// tenantHead is the part of a Tenant a node group event needs: whether it is
+// being deleted and the Talos version its groups follow. Decoding only it
+// skips the tenant's status, which grows with its machines and applies.
+type tenantHead struct {
+	Metadata struct {
+		DeletionTimestamp *time.Time `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		TalosVersion string `json:"talosVersion"`
+	} `json:"spec"`
+}
+
+// eventTenant is the tenant of an event, false when the read model no longer
+// has it. A tenant event's tenant is the event's post-image (status from the
+// read model when the event carries none); a node group event reads only the
+// tenant's head from the read model.
+func (s *Saga) eventTenant(obj *domain.Object, name string) (*domain.Tenant, bool, error) {
+	ref := domain.TenantRef(name)
+	if obj.Kind != domain.TenantKind.Kind {
+		raw, ok := s.cfg.Cache.Get(ref)
+		if !ok {
+			return nil, false, nil
+		}
+		var head tenantHead
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return nil, false, fmt.Errorf("decoding %s: %w", ref, err)
+		}
+		t := &domain.Tenant{}
+		t.Metadata.Name = name
+		t.Metadata.DeletionTimestamp = head.Metadata.DeletionTimestamp
+		t.Spec.TalosVersion = head.Spec.TalosVersion
+		return t, true, nil
+	}
+	if len(obj.Status) == 0 {
+		t, ok, err := projections.Get[domain.Tenant](s.cfg.Cache, ref)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		t.APIVersion, t.Kind, t.Metadata = obj.APIVersion, obj.Kind, obj.Metadata
+		t.Spec = domain.TenantSpec{}
+		return t, true, decodeParts(obj, &t.Spec, &t.Status)
+	}
+	if _, _, ok := s.cfg.Cache.Identity(ref); !ok {
+		return nil, false, nil
+	}
+	t := &domain.Tenant{APIVersion: obj.APIVersion, Kind: obj.Kind, Metadata: obj.Metadata}
+	return t, true, decodeParts(obj, &t.Spec, &t.Status)
 }
