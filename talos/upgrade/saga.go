@@ -149,12 +149,18 @@ type Saga struct {
 
 	mu   sync.Mutex
 	runs map[string]*upgradeRun // by tenant, while running here
+
+	// heads holds the head of each tenant the trigger read, with the
+	// read model's sequence it was decoded at: a tenant changes far less
+	// often than its node groups, whose events all read it.
+	headsMu sync.Mutex
+	heads   map[string]tenantHeadAt
 }
 
 // New returns the saga; Run starts it.
 func New(cfg Config) *Saga {
 	cfg.setDefaults()
-	s := &Saga{cfg: cfg, runs: map[string]*upgradeRun{}}
+	s := &Saga{cfg: cfg, runs: map[string]*upgradeRun{}, heads: map[string]tenantHeadAt{}}
 	s.rt = controller.New(controller.Config{
 		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
 		Consumer:  jetstream.ConsumerConfig{Durable: Consumer},

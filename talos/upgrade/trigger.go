@@ -75,6 +75,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 			prefix += obj.Metadata.Name
 			return ignoreNoKey(kv.Purge(ctx, prefix))
 		}
+		s.forgetTenantHead(tenantName)
 		return forgetTenantVersions(ctx, kv, tenantName)
 	}
 	tenant, ok, err := s.eventTenant(obj, tenantName)
@@ -400,6 +401,40 @@ type tenantHead struct {
 	} `json:"spec"`
 }
 
+// tenantHeadAt is a tenant's head and the read model's sequence of it.
+type tenantHeadAt struct {
+	seq  uint64
+	head tenantHead
+}
+
+// tenantHead reads a tenant's head from the read model, decoding it only
+// when the tenant changed since the last read.
+func (s *Saga) tenantHead(ref domain.Ref) (tenantHead, bool, error) {
+	raw, seq, ok := s.cfg.Cache.GetAt(ref)
+	s.headsMu.Lock()
+	defer s.headsMu.Unlock()
+	if !ok {
+		delete(s.heads, ref.Name)
+		return tenantHead{}, false, nil
+	}
+	if h, hit := s.heads[ref.Name]; hit && h.seq == seq {
+		return h.head, true, nil
+	}
+	var head tenantHead
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return tenantHead{}, false, fmt.Errorf("decoding %s: %w", ref, err)
+	}
+	s.heads[ref.Name] = tenantHeadAt{seq: seq, head: head}
+	return head, true, nil
+}
+
+// forgetTenantHead drops a deleted tenant's head.
+func (s *Saga) forgetTenantHead(name string) {
+	s.headsMu.Lock()
+	delete(s.heads, name)
+	s.headsMu.Unlock()
+}
+
 // eventTenant is the tenant of an event, false when the read model no longer
 // has it. A tenant event's tenant is the event's post-image (status from the
 // read model when the event carries none); a node group event reads only the
@@ -407,13 +442,9 @@ type tenantHead struct {
 func (s *Saga) eventTenant(obj *domain.Object, name string) (*domain.Tenant, bool, error) {
 	ref := domain.TenantRef(name)
 	if obj.Kind != domain.TenantKind.Kind {
-		raw, ok := s.cfg.Cache.Get(ref)
-		if !ok {
-			return nil, false, nil
-		}
-		var head tenantHead
-		if err := json.Unmarshal(raw, &head); err != nil {
-			return nil, false, fmt.Errorf("decoding %s: %w", ref, err)
+		head, ok, err := s.tenantHead(ref)
+		if err != nil || !ok {
+			return nil, false, err
 		}
 		t := &domain.Tenant{}
 		t.Metadata.Name = name
