@@ -376,11 +376,11 @@ func (a *API) tenantAcceptsObjects(ctx context.Context, tenant string) error {
 	if err := a.readBarrier(ctx); err != nil {
 		return err
 	}
-	t, ok := a.cache.GetObject(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
+	terminating, ok := a.cache.IsTerminating(domain.Ref{Kind: domain.TenantKind.Kind, Name: tenant})
 	if !ok {
 		return domain.NewNotFound(domain.TenantKind.Kind, tenant)
 	}
-	if t.Terminating() {
+	if terminating {
 		return domain.NewForbidden(domain.TenantKind.Kind, tenant, "it is being deleted; no new objects can be created in it")
 	}
 	return nil

@@ -505,6 +505,22 @@ func (c *Cache) Identity(ref domain.Ref) (uid string, generation int64, ok bool)
 	return e.uid, e.generation, true
 }
 
+// IsTerminating reports whether one object's deletion was requested, without
+// decoding it; ok is false when the object does not exist.
+func (c *Cache) IsTerminating(ref domain.Ref) (terminating, ok bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	idx := c.kinds[ref.Kind]
+	if idx == nil {
+		return false, false
+	}
+	e, ok := idx.items[ref.Key()]
+	if !ok {
+		return false, false
+	}
+	return e.deleting, true
+}
+
 // GetObject returns one decoded object.
 func (c *Cache) GetObject(ref domain.Ref) (*domain.Object, bool) {
 	raw, ok := c.Get(ref)

@@ -3,6 +3,7 @@ package projections
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -149,4 +150,45 @@ func TestCacheMembersAndNames(t *testing.T) {
 	c.apply(tenant(4, "acme", true))
 	require.NotEqual(t, m1, c.Members(kind))
 	require.Equal(t, []string{"beta"}, c.Names(kind))
+}
+
+// Identity and IsTerminating answer from the entry, as the decoded object
+// would: the uid and generation of the object's last event, and whether its
+// deletion was requested.
+func TestCacheIdentityAndTerminatingWithoutDecoding(t *testing.T) {
+	c := NewCache(nil, nil)
+	ref := domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: "acme", Name: "workers"}
+	_, _, ok := c.Identity(ref)
+	require.False(t, ok)
+	_, ok = c.IsTerminating(ref)
+	require.False(t, ok)
+
+	r := nodeGroupRecord(1, "acme", "workers", false)
+	r.Event.Object.Metadata.UID, r.Event.Object.Metadata.Generation = "u-1", 3
+	c.apply(r)
+	uid, gen, ok := c.Identity(ref)
+	require.True(t, ok)
+	require.Equal(t, "u-1", uid)
+	require.EqualValues(t, 3, gen)
+	terminating, ok := c.IsTerminating(ref)
+	require.True(t, ok)
+	require.False(t, terminating)
+
+	r = nodeGroupRecord(2, "acme", "workers", false)
+	r.Event.Object.Metadata.UID, r.Event.Object.Metadata.Generation = "u-1", 4
+	now := time.Now()
+	r.Event.Object.Metadata.DeletionTimestamp = &now
+	c.apply(r)
+	obj, ok := c.GetObject(ref)
+	require.True(t, ok)
+	uid, gen, _ = c.Identity(ref)
+	require.Equal(t, obj.Metadata.UID, uid)
+	require.Equal(t, obj.Metadata.Generation, gen)
+	terminating, _ = c.IsTerminating(ref)
+	require.Equal(t, obj.Terminating(), terminating)
+	require.True(t, terminating)
+
+	c.apply(nodeGroupRecord(3, "acme", "workers", true))
+	_, _, ok = c.Identity(ref)
+	require.False(t, ok)
 }
