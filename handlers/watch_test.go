@@ -257,3 +257,37 @@ func TestWatchLimit(t *testing.T) {
 	require.Equal(t, domain.ReasonTooManyRequests, r.status(t).Reason)
 	require.Equal(t, "5", r.Header.Get("Retry-After"))
 }
+
+// A list larger than the write buffer is streamed and is the same document a
+// small one is: every item, in key order, as JSON.
+func TestLargeListIsStreamedWhole(t *testing.T) {
+	s := newStack(t)
+	labels := map[string]string{}
+	for i := range 24 {
+		labels[fmt.Sprintf("team.example.com/label-%02d-%s", i, strings.Repeat("k", 30))] = strings.Repeat("v", 63)
+	}
+	const n = 40
+	for i := range n {
+		s.mustCreate("/api/v1/tenants", tenantBody(fmt.Sprintf("big%03d", i), labels))
+	}
+	r := s.do(http.MethodGet, "/api/v1/tenants", nil)
+	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
+	require.Greater(t, len(r.Body), 64<<10, "the list must exceed the buffer for this test to mean anything")
+	require.Equal(t, "application/json", r.Header.Get("Content-Type"))
+	var list domain.List
+	require.NoError(t, jsonUnmarshal(r.Body, &list))
+	require.Equal(t, "TenantList", list.Kind)
+	require.NotEmpty(t, list.Metadata.ResourceVersion)
+	require.Len(t, list.Items, n)
+	for i, it := range list.Items {
+		require.Equal(t, fmt.Sprintf("big%03d", i), it.Metadata.Name)
+		require.Equal(t, labels, it.Metadata.Labels)
+	}
+
+	small := s.do(http.MethodGet, "/api/v1/tenants?limit=2", nil)
+	require.Equal(t, http.StatusOK, small.Code)
+	require.NoError(t, jsonUnmarshal(small.Body, &list))
+	require.Len(t, list.Items, 2)
+	require.NotEmpty(t, list.Metadata.Continue)
+	require.EqualValues(t, n-2, *list.Metadata.RemainingItemCount)
+}
