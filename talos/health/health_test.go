@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
@@ -368,4 +370,41 @@ func TestHealthWritesNodeGroupReplicas(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, groupWrites, "the workers group only")
+}
+
+// TestHealthGoesByTheNodesResources: whatever the Version and ServiceList
+// calls answer (here: a newer version, every service healthy), the probe
+// goes by the node's runtime.Version and v1alpha1.Service resources: an
+// unhealthy etcd is reported and the version is the node's.
+func TestHealthGoesByTheNodesResources(t *testing.T) {
+	lie := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		switch r := reply.(type) {
+		case *machine.VersionResponse:
+			for _, m := range r.GetMessages() {
+				m.Version.Tag = "v9.9.9"
+			}
+		case *machine.ServiceListResponse:
+			for _, m := range r.GetMessages() {
+				for _, s := range m.GetServices() {
+					s.State, s.Health = "Running", &machine.ServiceHealth{Healthy: true}
+				}
+			}
+		}
+		return nil
+	})
+	h := newHealthEnv(t, 3, 1, func(c *health.Config) { c.DialOptions = append(c.DialOptions, lie) })
+	h.fault("cp-2", emulator.Faults{Unhealthy: true})
+	got, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthDegraded, got.State)
+	assert.Contains(t, got.Reasons, "etcd on cp-2 is unhealthy")
+	for _, m := range got.Machines {
+		assert.Equal(t, "v1.13.0", m.TalosVersion, m.Name)
+		assert.Equal(t, m.Name != "cp-2", m.Ready, m.Name)
+	}
+	assert.Equal(t, domain.EtcdMemberUnhealthy, got.Machines[1].Etcd)
+	assert.Equal(t, "v1.13.0", h.machine("w-1").Status.TalosVersion)
 }
