@@ -92,23 +92,23 @@ func LocalEtcdMemberID(ctx context.Context, c *client.Client) (uint64, error) {
 }
 
 // StaticPodImages are the images the containers of the node's static pods
-// run, by pod name without the node suffix (kube-apiserver, …), from the
-// kubelet's view in its k8s.StaticPodStatus resources.
-func StaticPodImages(ctx context.Context, c *client.Client, node string) (map[string][]string, error) {
+// run, by container name (kube-apiserver, …), from the kubelet's view in its
+// k8s.StaticPodStatus resources. Pods are named after the Kubernetes node
+// (kube-system/kube-apiserver-<nodename>), which need not be the machine's
+// name, so their containers name them.
+func StaticPodImages(ctx context.Context, c *client.Client) (map[string][]string, error) {
 	list, err := safe.StateListAll[*k8s.StaticPodStatus](ctx, c.COSI)
 	if err != nil {
 		return nil, fmt.Errorf("listing the node's static pods: %w", err)
 	}
 	out := map[string][]string{}
 	for p := range list.All() {
-		name := strings.TrimPrefix(p.Metadata().ID(), "kube-system/")
-		name = strings.TrimSuffix(name, "-"+node)
 		cs, _ := p.TypedSpec().PodStatus["containerStatuses"].([]any)
 		for _, c := range cs {
-			if m, ok := c.(map[string]any); ok {
-				if img, ok := m["image"].(string); ok {
-					out[name] = append(out[name], img)
-				}
+			m, _ := c.(map[string]any)
+			name, _ := m["name"].(string)
+			if img, ok := m["image"].(string); ok && name != "" {
+				out[name] = append(out[name], img)
 			}
 		}
 	}

@@ -198,7 +198,7 @@ func (ns *sagaNodes) staticPodsProblem(ctx context.Context, m *domain.Machine, w
 	var images map[string][]string
 	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
 		var err error
-		images, err = talos.StaticPodImages(ctx, c, m.Metadata.Name)
+		images, err = talos.StaticPodImages(ctx, c)
 		return err
 	})
 	if err != nil {
