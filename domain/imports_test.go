@@ -28,7 +28,7 @@ var allowedLayers = map[string][]string{
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
 	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller"},
-	"talos":       {"domain", "eventstore", "projections"},
+	"talos":       {"domain", "eventstore", "projections", "talos/etcdsnapshot"},
 	"identity":    {"domain", "eventstore", "projections"},
 	"webui":       {"domain", "projections", "handlers", "identity"},
 	// The controller runtime sits right above the event store: every
@@ -41,14 +41,17 @@ var allowedLayers = map[string][]string{
 	"talos/configsync": {"domain", "eventstore", "projections", "internal/controller", "talos"},
 	// The etcd backup controller takes snapshots and restores them through
 	// talos's NodeAPI, on the controller runtime.
-	"talos/backup": {"domain", "eventstore", "projections", "internal/controller", "talos"},
+	"talos/backup": {"domain", "eventstore", "projections", "internal/controller", "talos", "talos/etcdsnapshot"},
+	// etcd's snapshot format, which the emulator writes and the backups
+	// read: a leaf, so both can use it.
+	"talos/etcdsnapshot": {},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup"}
+var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},

@@ -34,7 +34,7 @@ func TestEtcdBackupsSealedRoundTrip(t *testing.T) {
 	env := eventstoretest.Start(t)
 	ctx := testCtx(t)
 	b := openBackups(t, ctx, env)
-	plain := append([]byte("rezus-emulated-etcd-snapshot/v1\n{\"secret\":\"hunter2\"}\n"), make([]byte, 300<<10)...)
+	plain := append([]byte("an etcd snapshot, opaque to the store: {\"secret\":\"hunter2\"}\n"), make([]byte, 300<<10)...)
 	_, _ = rand.Read(plain[60:])
 	obj := eventstore.EtcdBackupObject("acme", "b1", "uid-1")
 	size, err := b.Put(ctx, obj, bytes.NewReader(plain))

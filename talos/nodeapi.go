@@ -77,17 +77,19 @@ func (a NodeAPI) Probe(ctx context.Context, b *secrets.Bundle, address string) (
 	if err != nil {
 		return NodeState{}, err
 	}
-	v, serr := c.Version(ctx)
+	v, serr := NodeVersion(ctx, c)
 	c.Close()
-	if serr == nil && len(v.GetMessages()) > 0 {
-		return NodeState{Version: v.GetMessages()[0].GetVersion().GetTag()}, nil
+	if serr == nil {
+		return NodeState{Version: v}, nil
 	}
 	ic, err := a.insecure(ctx, address)
 	if err != nil {
 		return NodeState{}, err
 	}
 	defer ic.Close()
-	// In maintenance mode the only open calls are Version and ApplyConfiguration.
+	// In maintenance mode the only open calls are Version and
+	// ApplyConfiguration (COSI answers only what the maintenance service
+	// allows): the Version call is what tells maintenance mode.
 	if _, err := ic.Version(ctx); err == nil {
 		return NodeState{Maintenance: true}, nil
 	}

@@ -20,7 +20,7 @@ func TestBackupAndRestoreCommands(t *testing.T) {
 	f, srv := newFakeAPI(t)
 	tc := newTestCLI(t)
 	tc.loginTo(srv.URL)
-	snapshot := []byte("rezus-emulated-etcd-snapshot/v1\n{}\nsecret bytes")
+	snapshot := []byte("an etcd snapshot, opaque to the CLI: secret bytes")
 	sum := sha256.Sum256(snapshot)
 
 	f.handle("POST /api/v1/tenants/acme/etcdbackups", func(w http.ResponseWriter, r *http.Request) {

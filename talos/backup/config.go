@@ -73,6 +73,11 @@ type Config struct {
 	PollInterval time.Duration
 	// Clock schedules, times and stamps everything; default the wall clock.
 	Clock controller.Clock
+	// TempDir is where a snapshot is copied as it streams, to read its
+	// revision from the bolt database once whole (it can be anywhere in
+	// it); default os.TempDir(). It needs room for one snapshot per
+	// tenant running at once (Concurrency).
+	TempDir string
 }
 
 // Validate checks the required fields.

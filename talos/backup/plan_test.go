@@ -64,14 +64,6 @@ func TestRetire(t *testing.T) {
 	}
 }
 
-func TestSnapshotRevision(t *testing.T) {
-	rev, ok := snapshotRevision([]byte(emulatedSnapshotMagic + `{"cluster":"a\"revision\":9","revision":42,"keys":{}}` + "\n"))
-	require.True(t, ok)
-	require.Equal(t, int64(42), rev)
-	_, ok = snapshotRevision([]byte("bolt database bytes"))
-	require.False(t, ok)
-}
-
 func TestDueSlot(t *testing.T) {
 	now := time.Date(2026, 1, 2, 7, 31, 0, 0, time.UTC)
 	on := &domain.Tenant{Spec: domain.TenantSpec{EtcdBackup: &domain.EtcdBackupSchedule{Interval: "6h", Keep: 7}}}

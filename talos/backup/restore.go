@@ -17,6 +17,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/etcdsnapshot"
 )
 
 // restore runs a Restore from the stage it recorded: Verifying (the whole
@@ -257,19 +258,21 @@ func (c *Controller) check(ctx context.Context, bundle *secrets.Bundle, cps []do
 	return rev, nil
 }
 
-// revisionNow reads etcd's revision from the start of a snapshot taken now.
+// revisionNow reads etcd's revision from a snapshot taken now (the whole
+// snapshot: the revision is in its bolt database, see revision.go). ok is
+// false when the snapshot is not one whose revision can be read.
 func (c *Controller) revisionNow(ctx context.Context, bundle *secrets.Bundle, address string) (int64, bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	rc, err := c.cfg.Nodes.EtcdSnapshot(ctx, bundle, address)
 	if err != nil {
 		return 0, false, err
 	}
 	defer rc.Close()
-	head, err := io.ReadAll(io.LimitReader(rc, sniffBytes))
-	if err != nil && !errors.Is(err, talos.ErrSnapshotDamaged) {
+	rev, err := snapshotRevision(rc, c.cfg.TempDir)
+	switch {
+	case errors.Is(err, etcdsnapshot.ErrInvalid):
+		return 0, false, nil
+	case err != nil:
 		return 0, false, err
 	}
-	rev, ok := snapshotRevision(head)
-	return rev, ok, nil
+	return rev, true, nil
 }

@@ -81,7 +81,8 @@ type snapshotResult struct {
 }
 
 // snapshotInto streams the snapshot of the control plane at address into
-// the object: one pass, no copy held beyond a chunk.
+// the object: one pass, no copy held in memory beyond a chunk (one goes to
+// a file, for the revision: revision.go).
 func (c *Controller) snapshotInto(ctx context.Context, bundle *secrets.Bundle, address, object string) (snapshotResult, error) {
 	rc, err := c.cfg.Nodes.EtcdSnapshot(ctx, bundle, address)
 	if err != nil {
@@ -90,15 +91,16 @@ func (c *Controller) snapshotInto(ctx context.Context, bundle *secrets.Bundle, a
 	defer rc.Close()
 	h := sha256.New()
 	var n countWriter
-	var head sniffer
-	stored, err := c.cfg.Backups.Put(ctx, object, snapshotReader{io.TeeReader(rc, io.MultiWriter(h, &n, &head))})
+	spool := newSpoolFile(c.cfg.TempDir)
+	stored, err := c.cfg.Backups.Put(ctx, object, snapshotReader{io.TeeReader(rc, io.MultiWriter(h, &n, spool))})
 	if err != nil {
+		spool.discard()
 		if isSnapshotError(err) {
 			return snapshotResult{}, err
 		}
 		return snapshotResult{}, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	rev, _ := snapshotRevision(head.head)
+	rev, _ := spool.revision()
 	return snapshotResult{size: int64(n), sha256: hex.EncodeToString(h.Sum(nil)), revision: rev, stored: stored}, nil
 }
 

@@ -3,7 +3,6 @@ package emulator
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -55,7 +54,7 @@ type EtcdData struct {
 
 // freshEtcd is a cluster's etcd just after bootstrap.
 func freshEtcd(clusterID string) *etcdState {
-	return &etcdState{Cluster: clusterID, Revision: 1, Keys: map[string]string{}}
+	return &etcdState{Cluster: clusterID, Revision: 1, Keys: map[string]string{}, Revs: map[string]keyRevs{}}
 }
 
 // etcdStateLocked returns the cluster's etcd data; ok is false when the
@@ -116,6 +115,10 @@ func (e *Emulator) updateEtcd(clusterID string, change func(s *etcdState) error)
 	}
 	s := *old
 	s.Keys = maps.Clone(old.Keys)
+	s.Revs = maps.Clone(old.Revs)
+	if s.Revs == nil {
+		s.Revs = map[string]keyRevs{}
+	}
 	if err := change(&s); err != nil {
 		e.mu.Unlock()
 		return EtcdData{}, err
@@ -148,11 +151,10 @@ func (e *Emulator) PutEtcdKey(clusterID, key, value string) (EtcdData, error) {
 		return EtcdData{}, domain.NewInvalid(kindEtcdKey, key, causes)
 	}
 	return e.updateEtcd(clusterID, func(s *etcdState) error {
-		s.Keys[key] = value
+		s.put(key, value)
 		if s.keyspaceBytes() > maxKeyspaceBytes {
 			return domain.NewForbidden(kindEtcd, clusterID, fmt.Sprintf("the keyspace would exceed the emulator's %d bytes", maxKeyspaceBytes))
 		}
-		s.Revision++
 		return nil
 	})
 }
@@ -163,8 +165,7 @@ func (e *Emulator) DeleteEtcdKey(clusterID, key string) (EtcdData, error) {
 		if _, ok := s.Keys[key]; !ok {
 			return domain.NewNotFound(kindEtcdKey, key)
 		}
-		delete(s.Keys, key)
-		s.Revision++
+		s.del(key)
 		return nil
 	})
 }
@@ -216,14 +217,15 @@ func (e *Emulator) WipeEtcd(clusterID string) error {
 	return nil
 }
 
-// etcdDir holds one file per cluster's etcd data.
+// etcdDir holds one file per cluster's etcd data: a bolt database laid
+// out as its snapshots are (without their free pages).
 const etcdDir = "etcd"
 
 // etcdFile names a cluster's file by a hash of its id, which may hold any
 // character; the id itself is inside.
 func etcdFile(stateDir, clusterID string) string {
 	sum := sha256.Sum256([]byte(clusterID))
-	return filepath.Join(stateDir, etcdDir, hex.EncodeToString(sum[:16])+".json")
+	return filepath.Join(stateDir, etcdDir, hex.EncodeToString(sum[:16])+".db")
 }
 
 // persistEtcd writes a cluster's etcd data, or removes its file when it has
@@ -252,7 +254,7 @@ func writeEtcdFile(path string, s *etcdState) error {
 	if s == nil {
 		return writeOrRemove(path, nil)
 	}
-	b, err := json.Marshal(s)
+	b, err := encodeEtcd(s)
 	if err != nil {
 		return err
 	}
@@ -273,21 +275,14 @@ func (e *Emulator) restoreEtcdLocked() error {
 		return fmt.Errorf("reading emulator etcd data: %w", err)
 	}
 	for _, ent := range entries {
-		if !strings.HasSuffix(ent.Name(), ".json") {
+		if !strings.HasSuffix(ent.Name(), ".db") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		s, err := readEtcdFile(filepath.Join(dir, ent.Name()))
 		if err != nil {
-			return fmt.Errorf("reading emulator etcd data: %w", err)
-		}
-		var s etcdState
-		if err := json.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("reading etcd data %s: %w", ent.Name(), err)
 		}
-		if s.Keys == nil {
-			s.Keys = map[string]string{}
-		}
-		e.etcd[s.Cluster] = &s
+		e.etcd[s.Cluster] = s
 	}
 	return nil
 }

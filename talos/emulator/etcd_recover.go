@@ -99,7 +99,7 @@ func (m *machineServer) EtcdRecover(srv grpc.ClientStreamingServer[common.Data, 
 	if st := n.status(); st.Role != "controlplane" {
 		return status.Error(codes.FailedPrecondition, "etcd does not run on a worker")
 	}
-	s, err := readSnapshot(&recvReader{srv: srv})
+	s, err := readSnapshot(&recvReader{srv: srv}, "")
 	switch {
 	case errors.Is(err, errSnapshot):
 		return status.Error(codes.InvalidArgument, err.Error())

@@ -78,9 +78,13 @@ func TestEtcdBackupAndRecover(t *testing.T) {
 	want := map[string]string{"/registry/a": "3", "/registry/b": "2"}
 	snap, err := takeSnapshot(t, clients["cp-2"]) // any member serves it
 	require.NoError(t, err)
-	s, err := readSnapshot(bytes.NewReader(snap))
+	s, err := readSnapshot(bytes.NewReader(snap), t.TempDir())
 	require.NoError(t, err)
-	require.Equal(t, &etcdState{Cluster: id, Revision: 4, Keys: want}, s)
+	require.Equal(t, id, s.Cluster)
+	require.Equal(t, int64(4), s.Revision)
+	require.Equal(t, want, s.Keys)
+	require.Equal(t, keyRevs{Create: 2, Mod: 4, Version: 2}, s.Revs["/registry/a"], "etcd's revisions of the key")
+	require.Equal(t, keyRevs{Create: 3, Mod: 3, Version: 1}, s.Revs["/registry/b"])
 
 	// The data survives a restart: the snapshot is the same, byte for byte.
 	stop()
@@ -208,9 +212,10 @@ func TestEtcdSnapshotRefusals(t *testing.T) {
 }
 
 // TestEtcdSnapshotLarge streams a 200 MiB padded snapshot through
-// machinery's client and checks it whole (size, filler, SHA-256) as it
-// arrives, with the heap in use sampled per MiB: the emulator never holds
-// the snapshot, nor does the reader. It runs alone (not parallel), so the
+// machinery's client and checks it whole (size, SHA-256, the bolt database
+// read back) as it arrives, with the heap in use sampled per MiB: the
+// emulator never holds the snapshot, nor does the reader (it spools it to a
+// file). It runs alone (not parallel), so the
 // heap is this test's. Under the race detector it streams 64 MiB (200 MiB
 // takes 20 s there), still more than the bound it checks.
 func TestEtcdSnapshotLarge(t *testing.T) {
@@ -242,7 +247,7 @@ func TestEtcdSnapshotLarge(t *testing.T) {
 	defer rc.Close()
 	r := &sampledReader{r: rc}
 	h := sha256.New()
-	got, err := readSnapshot(io.TeeReader(r, h))
+	got, err := readSnapshot(io.TeeReader(r, h), t.TempDir())
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"/registry/big": "small"}, got.Keys)
 	require.Equal(t, padding, got.Padding)
@@ -305,7 +310,7 @@ func BenchmarkEtcdSnapshot(b *testing.B) {
 	for range b.N {
 		rc, err := c.EtcdSnapshot(ctx, &machine.EtcdSnapshotRequest{})
 		require.NoError(b, err)
-		_, err = readSnapshot(rc)
+		_, err = readSnapshot(rc, b.TempDir())
 		rc.Close()
 		require.NoError(b, err)
 	}

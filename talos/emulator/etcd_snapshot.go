@@ -1,61 +1,80 @@
 package emulator
 
 import (
-	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
+	"os"
+	"slices"
+	"strconv"
 	"unicode/utf8"
+
+	"github.com/rezuscloud/rezuscloud/talos/etcdsnapshot"
 )
 
-// An emulated etcd snapshot is what EtcdSnapshot streams and EtcdRecover
-// takes back. Real etcd streams its bolt database followed by the SHA-256 of
-// the bytes before it, so a truncated or altered snapshot is caught on
-// restore; the emulator keeps that shape with a format small enough to read:
-//
-//	snapshotMagic                         "rezus-emulated-etcd-snapshot/v1\n"
-//	one line of JSON, then "\n"           {"cluster":"…","revision":N,"keys":{"k":"v",…},"padding":P}
-//	                                      (spaces before the "\n" align the hash, see snapshotMeta)
-//	P bytes of filler                     byte i is i mod 251: deterministic, never held whole
-//	32 bytes                              SHA-256 of everything above
-//
-// The JSON is encoding/json's (map keys sorted), so one etcd state always
-// gives the same bytes. cluster is informational: a snapshot may be
-// restored into another cluster, as with real etcd.
-const snapshotMagic = "rezus-emulated-etcd-snapshot/v1\n"
+// An emulated etcd snapshot is what real etcd streams: its bolt database,
+// laid out as etcd's (the mvcc "key" bucket, one revision key per live key
+// with its mvccpb.KeyValue; the "meta" bucket, with the compaction at the
+// store revision that lets etcd restore it), then the SHA-256 of the bytes
+// before it (talos/etcdsnapshot writes and reads it). talosctl, etcdutl and
+// a real etcd read it as any other. The emulator's own facts (the cluster it
+// was taken of, the padding) are in a bucket of their own, which etcd
+// ignores; padding is free pages, as a database that compactions thinned
+// carries, made as they stream and never held. The same etcd state always
+// gives the same bytes. A recovery takes a real etcd's snapshot as well:
+// its live keys at its revision.
+
+// emulatorBucket holds what the emulator knows of a snapshot beyond etcd's data.
+var (
+	emulatorBucket = []byte("rezus-emulator")
+	itemCluster    = []byte("cluster")
+	itemPadding    = []byte("padding")
+)
 
 // Bounds on what a snapshot may hold. The keyspace lives in memory, so it is
 // small; padding stands for a large database and is never held.
 const (
 	// maxKeyspaceBytes bounds the keys and values of a cluster (keyspaceBytes).
 	maxKeyspaceBytes = 8 << 20
-	// maxSnapshotMeta bounds the JSON line of a snapshot: the keyspace with
-	// JSON's escaping (at most 6 bytes per byte).
-	maxSnapshotMeta = 64 << 20
 	// maxPadding is etcd's largest recommended backend quota (8 GiB).
 	maxPadding = 8 << 30
+	// maxSnapshot bounds an uploaded snapshot: a full keyspace in bolt pages
+	// (a page can be half empty, and each key costs its revision key and
+	// encoding) and the largest padding.
+	maxSnapshot = 4*maxKeyspaceBytes + maxPadding + 1<<20
 	// snapshotChunk is the size of the common.Data messages a snapshot is streamed in.
 	snapshotChunk = 1 << 20
 )
 
-// etcdState is one cluster's etcd data: its keys and store revision (1 after
-// bootstrap, +1 per write), and padding, filler bytes a snapshot carries to
-// stand for a large database. A stored etcdState is never modified: a write
-// replaces it, so a snapshot can stream one without a lock.
+// etcdState is one cluster's etcd data: its keys, their revisions and the
+// store revision (1 after bootstrap, +1 per write), and padding, free space
+// a snapshot carries to stand for a large database. A stored etcdState is
+// never modified: a write replaces it, so a snapshot can stream one without
+// a lock.
 type etcdState struct {
 	Cluster  string            `json:"cluster"`
 	Revision int64             `json:"revision"`
 	Keys     map[string]string `json:"keys"`
-	Padding  int64             `json:"padding,omitempty"`
+	// Revs are each key's revisions, as etcd's KeyValue carries them. A key
+	// without (state persisted before they were kept) reads as written at
+	// the store revision (keyRevsOf).
+	Revs    map[string]keyRevs `json:"revs,omitempty"`
+	Padding int64              `json:"padding,omitempty"`
+}
+
+// keyRevs are a key's revisions: of its creation, of its last change (with
+// the change's index within its revision's transaction) and how many changes
+// since its creation.
+type keyRevs struct {
+	Create  int64 `json:"create"`
+	Mod     int64 `json:"mod"`
+	Sub     int64 `json:"sub,omitempty"`
+	Version int64 `json:"version"`
+	Lease   int64 `json:"lease,omitempty"`
 }
 
 // keyOverhead is what each key costs beyond its bytes, so that many tiny
-// keys are bounded too: with it, the JSON of a full keyspace (at most 6
-// bytes per byte escaped, 6 more per key) stays under maxSnapshotMeta.
+// keys are bounded too.
 const keyOverhead = 16
 
 // keyspaceBytes is the summed length of the keys and values, with keyOverhead per key.
@@ -67,196 +86,161 @@ func (s *etcdState) keyspaceBytes() int {
 	return n
 }
 
+// put writes a key at the next revision, as etcd's Put.
+func (s *etcdState) put(key, value string) {
+	s.Revision++
+	r, ok := s.keyRevsOf(key)
+	if !ok {
+		r = keyRevs{Create: s.Revision}
+	}
+	r.Mod, r.Sub, r.Version = s.Revision, 0, r.Version+1
+	s.Keys[key] = value
+	s.Revs[key] = r
+}
+
+// del deletes a key at the next revision.
+func (s *etcdState) del(key string) {
+	s.Revision++
+	delete(s.Keys, key)
+	delete(s.Revs, key)
+}
+
+// keyRevsOf is a key's revisions. Keys without any (persisted before the
+// emulator kept them) are taken as written by one transaction at the store
+// revision, one sub revision each in key order, which keeps every key's
+// revision distinct and none above the store's.
+func (s *etcdState) keyRevsOf(key string) (keyRevs, bool) {
+	if _, ok := s.Keys[key]; !ok {
+		return keyRevs{}, false
+	}
+	if r, ok := s.Revs[key]; ok {
+		return r, true
+	}
+	var missing []string
+	for k := range s.Keys {
+		if _, ok := s.Revs[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	slices.Sort(missing)
+	sub := int64(slices.Index(missing, key))
+	return keyRevs{Create: s.Revision, Mod: s.Revision, Sub: sub, Version: 1}, true
+}
+
+// database is the bolt database of s; free says whether it carries the
+// padding as free pages (a snapshot) or only records it (the emulator's own
+// files).
+func (s *etcdState) database(free bool) *etcdsnapshot.Database {
+	d := &etcdsnapshot.Database{Revision: s.Revision, ConsistentIndex: uint64(max(s.Revision, 0)), Term: 1}
+	var missing []string // keys without revisions, see keyRevsOf
+	for k := range s.Keys {
+		if _, ok := s.Revs[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	slices.Sort(missing)
+	for k, v := range s.Keys {
+		r, ok := s.Revs[k]
+		if !ok {
+			sub, _ := slices.BinarySearch(missing, k)
+			r = keyRevs{Create: s.Revision, Mod: s.Revision, Sub: int64(sub), Version: 1}
+		}
+		d.KeyValues = append(d.KeyValues, etcdsnapshot.KeyValue{Key: []byte(k), Value: []byte(v),
+			CreateRevision: r.Create, ModRevision: r.Mod, Sub: r.Sub, Version: r.Version, Lease: r.Lease})
+	}
+	d.Buckets = []etcdsnapshot.Bucket{{Name: emulatorBucket, Items: []etcdsnapshot.Item{
+		{Key: itemCluster, Value: []byte(s.Cluster)},
+		{Key: itemPadding, Value: strconv.AppendInt(nil, s.Padding, 10)},
+	}}}
+	if free {
+		d.FreeBytes = s.Padding
+	}
+	return d
+}
+
 // snapshotSize is the length of the snapshot of s, or an error if s cannot be encoded.
 func (s *etcdState) snapshotSize() (int64, error) {
-	meta, err := snapshotMeta(s)
-	if err != nil {
-		return 0, err
-	}
-	return int64(len(snapshotMagic)+len(meta)) + s.Padding + sha256.Size, nil
-}
-
-func snapshotMeta(s *etcdState) ([]byte, error) {
-	keys := s.Keys
-	if keys == nil {
-		keys = map[string]string{}
-	}
-	meta, err := json.Marshal(etcdState{Cluster: s.Cluster, Revision: s.Revision, Keys: keys, Padding: s.Padding})
-	if err != nil {
-		return nil, fmt.Errorf("encoding the etcd snapshot: %w", err)
-	}
-	// Spaces after the JSON make everything before the hash a whole number
-	// of 512-byte blocks, as a bolt database is: clients such as talosctl
-	// check that a snapshot's size is 32 more than a multiple of 512.
-	used := (int64(len(snapshotMagic)+len(meta)+1) + s.Padding) % snapshotBlock
-	meta = append(meta, bytes.Repeat([]byte{' '}, int((snapshotBlock-used)%snapshotBlock))...)
-	return append(meta, '\n'), nil
-}
-
-// snapshotBlock is what a snapshot's size before its hash is a multiple of.
-const snapshotBlock = 512
-
-// The padding filler repeats a pattern whose period, 251, is prime, so it
-// does not line up with a chunk or message boundary. fillerBlock holds whole
-// periods, so any run of up to maxFillerRun bytes from any offset is one
-// slice of it: nothing is generated per byte, and nothing is held whole.
-const fillerPeriod = 251
-
-var fillerBlock = func() []byte {
-	b := make([]byte, fillerPeriod*256)
-	for i := range b {
-		b[i] = byte(i % fillerPeriod)
-	}
-	return b
-}()
-
-// maxFillerRun is the longest run fillerAt serves.
-var maxFillerRun = int64(len(fillerBlock) - fillerPeriod)
-
-// fillerAt is the n padding bytes from offset off; n ≤ maxFillerRun.
-func fillerAt(off, n int64) []byte {
-	start := off % fillerPeriod
-	return fillerBlock[start : start+n]
+	return etcdsnapshot.Size(s.database(true))
 }
 
 // writeSnapshot writes the snapshot of s to w.
 func writeSnapshot(w io.Writer, s *etcdState) error {
-	meta, err := snapshotMeta(s)
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	mw := io.MultiWriter(w, h)
-	if _, err := io.WriteString(mw, snapshotMagic); err != nil {
-		return err
-	}
-	if _, err := mw.Write(meta); err != nil {
-		return err
-	}
-	for off := int64(0); off < s.Padding; {
-		n := min(maxFillerRun, s.Padding-off)
-		if _, err := mw.Write(fillerAt(off, n)); err != nil {
-			return err
-		}
-		off += n
-	}
-	_, err = w.Write(h.Sum(nil))
+	_, err := etcdsnapshot.Write(w, s.database(true))
 	return err
 }
 
+// encodeEtcd is the database the emulator keeps s in on disk: the
+// snapshot's layout without the free pages.
+func encodeEtcd(s *etcdState) ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := etcdsnapshot.Write(&buf, s.database(false)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // errSnapshot marks a snapshot that is malformed, truncated or altered.
-var errSnapshot = errors.New("invalid etcd snapshot")
+var errSnapshot = etcdsnapshot.ErrInvalid
 
 func snapshotErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errSnapshot, fmt.Sprintf(format, args...))
 }
 
-// readSnapshot reads and checks a snapshot from r, reading no further than
-// its end (a snapshot followed by more bytes is refused). The padding is
-// hashed as it streams past, never held. Errors wrap errSnapshot when the
-// bytes are at fault, else they are r's.
-func readSnapshot(r io.Reader) (*etcdState, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	h := sha256.New()
-	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(br, magic); err != nil {
-		return nil, shortRead(err, "the header")
-	}
-	if string(magic) != snapshotMagic {
-		return nil, snapshotErrorf("not an emulated etcd snapshot (header %q)", magic)
-	}
-	h.Write(magic)
-	meta, err := readLine(br, h, maxSnapshotMeta)
+// readSnapshot reads and checks a snapshot from r to its end: it is spooled
+// to a file in dir (os.TempDir() when ""), its SHA-256 checked, and its live
+// keys read at its revision, whether the emulator or a real etcd made it.
+// Errors wrap errSnapshot when the bytes are at fault, else they are r's.
+func readSnapshot(r io.Reader, dir string) (*etcdState, error) {
+	path, err := etcdsnapshot.Spool(r, dir, maxSnapshot)
 	if err != nil {
 		return nil, err
 	}
-	var s etcdState
-	dec := json.NewDecoder(bytes.NewReader(meta))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, snapshotErrorf("decoding its header: %v", err)
-	}
-	if s.Revision < 1 {
-		return nil, snapshotErrorf("revision %d is not positive", s.Revision)
-	}
-	if s.Padding < 0 || s.Padding > maxPadding {
-		return nil, snapshotErrorf("padding %d is out of range [0, %d]", s.Padding, int64(maxPadding))
-	}
-	if s.Keys == nil {
-		s.Keys = map[string]string{}
-	}
-	if n := s.keyspaceBytes(); n > maxKeyspaceBytes {
-		return nil, snapshotErrorf("its keyspace (%d bytes) exceeds the emulator's %d", n, maxKeyspaceBytes)
-	}
-	if _, ok := s.Keys[""]; ok {
-		return nil, snapshotErrorf("it holds an empty key")
-	}
-	if err := checkPadding(br, h, s.Padding); err != nil {
-		return nil, err
-	}
-	sum := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(br, sum); err != nil {
-		return nil, shortRead(err, "the checksum")
-	}
-	if !bytes.Equal(sum, h.Sum(nil)) {
-		return nil, snapshotErrorf("sha256 mismatch: the snapshot is truncated or altered")
-	}
-	if _, err := br.ReadByte(); err == nil {
-		return nil, snapshotErrorf("bytes after the checksum")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return &s, nil
+	defer os.Remove(path)
+	return readEtcdFile(path)
 }
 
-// readLine reads the JSON line (without its "\n") into h, refusing one longer than limit.
-func readLine(br *bufio.Reader, h hash.Hash, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := br.ReadSlice('\n')
-		if len(line)+len(frag) > limit+1 {
-			return nil, snapshotErrorf("its header is longer than %d bytes", limit)
-		}
-		line = append(line, frag...)
+// readEtcdFile reads the etcd state in the bolt database at path.
+func readEtcdFile(path string) (*etcdState, error) {
+	db, err := etcdsnapshot.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	info, err := db.Info()
+	if err != nil {
+		return nil, err
+	}
+	kvs, err := db.LiveKeys(maxKeyspaceBytes, keyOverhead)
+	if err != nil {
+		return nil, err
+	}
+	// etcd's store starts at revision 1, even with nothing written.
+	s := &etcdState{Revision: max(info.Revision, 1), Keys: make(map[string]string, len(kvs)), Revs: make(map[string]keyRevs, len(kvs))}
+	for _, kv := range kvs {
+		s.Keys[string(kv.Key)] = string(kv.Value)
+		s.Revs[string(kv.Key)] = keyRevs{Create: kv.CreateRevision, Mod: kv.ModRevision, Sub: kv.Sub, Version: kv.Version, Lease: kv.Lease}
+	}
+	items, ok, err := db.Bucket(emulatorBucket, 64<<10)
+	if err != nil || !ok {
+		return s, err
+	}
+	for _, it := range items {
 		switch {
-		case err == nil:
-			h.Write(line)
-			return line[:len(line)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			return nil, shortRead(err, "the header")
+		case bytes.Equal(it.Key, itemCluster):
+			s.Cluster = string(it.Value)
+		case bytes.Equal(it.Key, itemPadding):
+			p, err := strconv.ParseInt(string(it.Value), 10, 64)
+			if err != nil || p < 0 || p > maxPadding {
+				return nil, snapshotErrorf("padding %q is out of range [0, %d]", it.Value, int64(maxPadding))
+			}
+			s.Padding = p
 		}
 	}
+	return s, nil
 }
 
-// checkPadding reads n padding bytes into h and checks they are the filler.
-func checkPadding(br *bufio.Reader, h hash.Hash, n int64) error {
-	buf := make([]byte, 32<<10)
-	for off := int64(0); off < n; {
-		m := min(int64(len(buf)), n-off)
-		if _, err := io.ReadFull(br, buf[:m]); err != nil {
-			return shortRead(err, "the padding")
-		}
-		h.Write(buf[:m])
-		if !bytes.Equal(buf[:m], fillerAt(off, m)) {
-			return snapshotErrorf("the padding at offset %d is altered", off)
-		}
-		off += m
-	}
-	return nil
-}
-
-// shortRead turns an early end of the stream into a truncation error.
-func shortRead(err error, what string) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return snapshotErrorf("truncated in %s", what)
-	}
-	return err
-}
-
-// validText reports why a key or value cannot be kept (the snapshot is JSON,
-// so both must be UTF-8), or "" if it can.
+// validText reports why a key or value cannot be written through the HTTP
+// API (its JSON carries text), or "" if it can.
 func validText(what, s string) string {
 	if !utf8.ValidString(s) {
 		return what + " is not valid UTF-8"

@@ -41,7 +41,7 @@ func (e *Emulator) persist(n *node) {
 	defer e.writes.Done()
 	var uploaded []byte
 	if upload != nil {
-		b, err := json.Marshal(upload)
+		b, err := encodeEtcd(upload)
 		if err != nil {
 			e.cfg.Logf("persisting node %s: %v", st.Name, err)
 			return
@@ -81,7 +81,7 @@ func writeFiles(dir string, st NodeStatus, cfg, staged, upload []byte) error {
 const (
 	configSuffix = ".config.yaml"
 	stagedSuffix = ".staged.yaml"
-	uploadSuffix = ".etcd-upload.json"
+	uploadSuffix = ".etcd-upload.db"
 )
 
 func writeOrRemove(path string, b []byte) error {
@@ -213,20 +213,14 @@ func (n *node) restoreConfigLocked(dir string) error {
 
 // restoreUploadLocked loads the etcd snapshot uploaded to the node, if any.
 func (n *node) restoreUploadLocked(dir string) error {
-	b, err := os.ReadFile(filepath.Join(dir, n.st.Name+uploadSuffix))
-	if errors.Is(err, os.ErrNotExist) {
+	path := filepath.Join(dir, n.st.Name+uploadSuffix)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	s, err := readEtcdFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the etcd upload of node %s: %w", n.st.Name, err)
 	}
-	var s etcdState
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("reading the etcd upload of node %s: %w", n.st.Name, err)
-	}
-	if s.Keys == nil {
-		s.Keys = map[string]string{}
-	}
-	n.upload = &s
+	n.upload = s
 	return nil
 }

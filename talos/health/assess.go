@@ -33,10 +33,13 @@ type observation struct {
 	// MembersErr is why it has none.
 	Members    []etcdMember
 	MembersErr string
+	// MemberID is the id of the machine's own etcd member (0: none known).
+	MemberID uint64
 }
 
 // etcdMember is one member of an EtcdMemberList answer.
 type etcdMember struct {
+	ID       uint64
 	Name     string
 	PeerURLs []string
 	Learner  bool
@@ -196,9 +199,16 @@ func assessEtcd(obs []observation, machines []domain.MachineHealth) domain.EtcdH
 	return e
 }
 
-// memberMachine finds the control plane an etcd member runs on: by its name
-// (the machine's name or hostname) or by the host of its peer URL.
+// memberMachine finds the control plane an etcd member runs on: the one
+// whose own member (its etcd.Member resource) has the member's id, else by
+// the member's name (the machine's name or hostname) or the host of its
+// peer URL.
 func memberMachine(obs []observation, mb etcdMember) *observation {
+	for i := range obs {
+		if mb.ID != 0 && obs[i].MemberID == mb.ID && obs[i].Machine.Spec.Role == domain.RoleControlPlane {
+			return &obs[i]
+		}
+	}
 	for i := range obs {
 		m := &obs[i].Machine
 		if m.Spec.Role != domain.RoleControlPlane {

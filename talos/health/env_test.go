@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,13 +73,22 @@ func (c *callCounter) interceptor(ctx context.Context, method string, req, reply
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// snapshot returns the counts so far, keyed by the method's short name.
+func (c *callCounter) streamInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	c.mu.Lock()
+	c.n[method]++
+	c.mu.Unlock()
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// snapshot returns the counts so far, keyed by the service's last name and
+// the method (MachineService/Version, State/Get).
 func (c *callCounter) snapshot() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := map[string]int{}
 	for k, v := range c.n {
-		out[k[len("/machine.MachineService/"):]] = v
+		svc, method, _ := strings.Cut(strings.TrimPrefix(k, "/"), "/")
+		out[svc[strings.LastIndexByte(svc, '.')+1:]+"/"+method] = v
 	}
 	return out
 }
@@ -102,7 +112,7 @@ func newHealthEnv(t testing.TB, cps, workers int, mutate func(*health.Config)) *
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := health.Config{Cache: c.Cache, PKI: c.PKI, Store: c.Store, Now: h.clock.Now, Port: healthPort, Log: quiet,
 		Timeout:     time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.calls.interceptor)}}
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.calls.interceptor), grpc.WithChainStreamInterceptor(h.calls.streamInterceptor)}}
 	if mutate != nil {
 		mutate(&cfg)
 	}

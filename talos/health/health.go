@@ -14,9 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 	"github.com/siderolabs/talos/pkg/machinery/role"
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
@@ -246,7 +251,7 @@ func (s *Service) observe(ctx context.Context, tlsCfg *tls.Config, machines []do
 }
 
 // observeMachine asks one machine for its version, its services and, on a
-// control plane, the etcd members, all within Timeout.
+// control plane, its etcd member and the cluster's members, all within Timeout.
 func (s *Service) observeMachine(ctx context.Context, tlsCfg *tls.Config, m domain.Machine) observation {
 	o := observation{Machine: m}
 	if m.Spec.Address == "" {
@@ -262,29 +267,47 @@ func (s *Service) observeMachine(ctx context.Context, tlsCfg *tls.Config, m doma
 		return o
 	}
 	defer c.Close() //nolint:errcheck // nothing was written through it
-	v, err := c.Version(ctx)
+	// What the node's controllers hold (COSI resources, as Omni reads them):
+	// its version, its services and, on a control plane, its own etcd member.
+	v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, runtime.NewVersion().Metadata())
 	if err != nil {
 		o.Err = s.describe(err)
 		return o
 	}
-	if len(v.GetMessages()) > 0 {
-		o.Version = v.GetMessages()[0].GetVersion().GetTag()
-	}
-	sl, err := c.ServiceList(ctx)
+	o.Version = v.TypedSpec().Version
+	svcs, err := safe.StateListAll[*v1alpha1.Service](ctx, c.COSI)
 	if err != nil {
 		o.Err = s.describe(err)
 		return o
 	}
 	o.Services = map[string]domain.ServiceHealth{}
-	for _, msg := range sl.GetMessages() {
-		for _, si := range msg.GetServices() {
-			o.Services[si.GetId()] = domain.ServiceHealth{ID: si.GetId(), State: si.GetState(),
-				Healthy: si.GetHealth().GetHealthy() && !si.GetHealth().GetUnknown(), Message: si.GetHealth().GetLastMessage()}
+	var bad []string
+	for sv := range svcs.All() {
+		spec := sv.TypedSpec()
+		h := domain.ServiceHealth{ID: sv.Metadata().ID(), State: "Running", Healthy: spec.Healthy && !spec.Unknown}
+		if !spec.Running {
+			h.State = "Stopped"
 		}
+		if h.State != "Running" || !h.Healthy {
+			bad = append(bad, h.ID)
+		}
+		o.Services[h.ID] = h
+	}
+	if len(bad) > 0 {
+		s.explain(ctx, c, o.Services, bad)
 	}
 	if m.Spec.Role != domain.RoleControlPlane {
 		return o
 	}
+	local, err := safe.StateGet[*etcd.Member](ctx, c.COSI, etcd.NewMember(etcd.NamespaceName, etcd.LocalMemberID).Metadata())
+	switch {
+	case err == nil:
+		o.MemberID, _ = etcd.ParseMemberID(local.TypedSpec().MemberID)
+	case !state.IsNotFoundError(err): // NotFound: it runs no member
+		o.MembersErr = s.describe(err)
+		return o
+	}
+	// No COSI resource lists the cluster's members: the etcd call does.
 	ml, err := c.EtcdMemberList(ctx, &machine.EtcdMemberListRequest{})
 	if err != nil {
 		o.MembersErr = s.describe(err)
@@ -292,10 +315,34 @@ func (s *Service) observeMachine(ctx context.Context, tlsCfg *tls.Config, m doma
 	}
 	for _, msg := range ml.GetMessages() {
 		for _, mb := range msg.GetMembers() {
-			o.Members = append(o.Members, etcdMember{Name: mb.GetHostname(), PeerURLs: mb.GetPeerUrls(), Learner: mb.GetIsLearner()})
+			o.Members = append(o.Members, etcdMember{ID: mb.GetId(), Name: mb.GetHostname(), PeerURLs: mb.GetPeerUrls(), Learner: mb.GetIsLearner()})
 		}
 	}
 	return o
+}
+
+// explain fills in the state and last health message of the services that
+// are not running healthy: the Service resource says only whether, so the
+// service list (ServiceList) says why. It is asked only then, and a failure
+// leaves the resource's verdict as it was.
+func (s *Service) explain(ctx context.Context, c *client.Client, svcs map[string]domain.ServiceHealth, bad []string) {
+	sl, err := c.ServiceList(ctx)
+	if err != nil {
+		return
+	}
+	for _, msg := range sl.GetMessages() {
+		for _, si := range msg.GetServices() {
+			h, ok := svcs[si.GetId()]
+			if !ok || !slices.Contains(bad, h.ID) {
+				continue
+			}
+			if si.GetState() != "" && (h.State != "Running" || si.GetState() != "Running") {
+				h.State = si.GetState()
+			}
+			h.Message = si.GetHealth().GetLastMessage()
+			svcs[h.ID] = h
+		}
+	}
 }
 
 // describe says in a few words why a call failed.

@@ -8,17 +8,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 )
 
-// oneRound is the Talos calls of one probe of 3 control planes and 2 workers:
-// a version and a service list from each, the etcd members from each control plane.
-var oneRound = map[string]int{"Version": 5, "ServiceList": 5, "EtcdMemberList": 3}
+// oneRound is the Talos calls of one probe of 3 control planes and 2
+// workers: the Version resource (a COSI Get) and the Service resources (a
+// COSI List) of each, and each control plane's own etcd.Member (a Get) and
+// the etcd members. A healthy cluster needs no ServiceList.
+var oneRound = map[string]int{"State/Get": 8, "State/List": 5, "MachineService/EtcdMemberList": 3}
 
 func TestHealthReadyCluster(t *testing.T) {
 	h := newHealthEnv(t, 3, 2, nil)
@@ -196,31 +200,31 @@ func TestHealthCacheAndRefresh(t *testing.T) {
 	h := newHealthEnv(t, 3, 2, nil)
 	first, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
-	require.Equal(t, 13, h.calls.total())
+	require.Equal(t, 16, h.calls.total())
 
 	again, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.True(t, again.Cached)
 	assert.Equal(t, first.ObservedAt, again.ObservedAt)
-	assert.Equal(t, 13, h.calls.total(), "a cached answer calls nothing")
+	assert.Equal(t, 16, h.calls.total(), "a cached answer calls nothing")
 
 	h.clock.Advance(14 * time.Second)
 	again, err = h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.True(t, again.Cached)
-	assert.Equal(t, 13, h.calls.total())
+	assert.Equal(t, 16, h.calls.total())
 
 	h.clock.Advance(time.Second)
 	again, err = h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.False(t, again.Cached, "15 s on, the answer is probed again")
 	assert.Equal(t, h.clock.Now().UTC(), again.ObservedAt)
-	assert.Equal(t, 26, h.calls.total())
+	assert.Equal(t, 32, h.calls.total())
 
 	fresh, err := h.svc.Probe(h.ctx, h.tenant, true)
 	require.NoError(t, err)
 	assert.False(t, fresh.Cached)
-	assert.Equal(t, 39, h.calls.total(), "refresh bypasses the cache")
+	assert.Equal(t, 48, h.calls.total(), "refresh bypasses the cache")
 }
 
 func TestHealthConcurrentProbesShareOne(t *testing.T) {
@@ -263,8 +267,8 @@ func TestHealthWaitersContextIsRespected(t *testing.T) {
 	got, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.Equal(t, domain.HealthDegraded, got.State)
-	assert.Equal(t, map[string]int{"Version": 5, "ServiceList": 4, "EtcdMemberList": 3}, h.calls.snapshot(),
-		"one round: the hung worker answers nothing past Version")
+	assert.Equal(t, map[string]int{"State/Get": 8, "State/List": 4, "MachineService/EtcdMemberList": 3}, h.calls.snapshot(),
+		"one round: the hung worker answers nothing past its Version resource")
 }
 
 func TestHealthWritesBackOnlyWhatChanged(t *testing.T) {
@@ -366,4 +370,41 @@ func TestHealthWritesNodeGroupReplicas(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, groupWrites, "the workers group only")
+}
+
+// TestHealthGoesByTheNodesResources: whatever the Version and ServiceList
+// calls answer (here: a newer version, every service healthy), the probe
+// goes by the node's runtime.Version and v1alpha1.Service resources: an
+// unhealthy etcd is reported and the version is the node's.
+func TestHealthGoesByTheNodesResources(t *testing.T) {
+	lie := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		switch r := reply.(type) {
+		case *machine.VersionResponse:
+			for _, m := range r.GetMessages() {
+				m.Version.Tag = "v9.9.9"
+			}
+		case *machine.ServiceListResponse:
+			for _, m := range r.GetMessages() {
+				for _, s := range m.GetServices() {
+					s.State, s.Health = "Running", &machine.ServiceHealth{Healthy: true}
+				}
+			}
+		}
+		return nil
+	})
+	h := newHealthEnv(t, 3, 1, func(c *health.Config) { c.DialOptions = append(c.DialOptions, lie) })
+	h.fault("cp-2", emulator.Faults{Unhealthy: true})
+	got, err := h.svc.Probe(h.ctx, h.tenant, false)
+	require.NoError(t, err)
+	assert.Equal(t, domain.HealthDegraded, got.State)
+	assert.Contains(t, got.Reasons, "etcd on cp-2 is unhealthy")
+	for _, m := range got.Machines {
+		assert.Equal(t, "v1.13.0", m.TalosVersion, m.Name)
+		assert.Equal(t, m.Name != "cp-2", m.Ready, m.Name)
+	}
+	assert.Equal(t, domain.EtcdMemberUnhealthy, got.Machines[1].Etcd)
+	assert.Equal(t, "v1.13.0", h.machine("w-1").Status.TalosVersion)
 }

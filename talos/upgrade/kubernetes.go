@@ -191,7 +191,7 @@ func (r *upgradeRun) kubernetesStep(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	if p := r.awaitHealthy(ctx, m, ""); p != "" {
+	if p := r.awaitKubernetes(ctx, m, e.To); p != "" {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/crypto/x509"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // upgradeAPIPort is the port of apid on every Talos node.
@@ -80,16 +83,13 @@ func (ns *sagaNodes) with(ctx context.Context, m *domain.Machine, f func(context
 	return f(cctx, c)
 }
 
-// version is the Talos version the node runs.
+// version is the Talos version the node runs, from its runtime.Version resource.
 func (ns *sagaNodes) version(ctx context.Context, m *domain.Machine) (string, error) {
 	var v string
 	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
-		resp, err := c.Version(ctx)
-		if err != nil {
-			return err
-		}
-		v = firstMessage(resp.GetMessages()).GetVersion().GetTag()
-		return nil
+		var err error
+		v, err = talos.NodeVersion(ctx, c)
+		return err
 	})
 	return v, err
 }
@@ -132,47 +132,44 @@ func (ns *sagaNodes) rollback(ctx context.Context, m *domain.Machine) error {
 
 // health says what keeps the node from being healthy on version want ("" when
 // it is; want "" takes any version): every service running and healthy and, on a control plane, its
-// etcd member in the member list and without errors.
+// etcd member in the member list and without errors. The version, the
+// services and the node's own member id are its COSI resources
+// (runtime.Version, v1alpha1.Service, etcd.Member); the member list and the
+// member's errors have no COSI resource, so they come from the etcd calls.
 func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string) string {
 	problem := ""
 	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
-		v, err := c.Version(ctx)
+		got, err := talos.NodeVersion(ctx, c)
 		if err != nil {
 			return err
 		}
-		if got := firstMessage(v.GetMessages()).GetVersion().GetTag(); want != "" && got != want {
+		if want != "" && got != want {
 			problem = fmt.Sprintf("runs %s, not %s", got, want)
 			return nil
 		}
-		svcs, err := c.ServiceList(ctx)
+		svcs, err := talos.NodeServices(ctx, c)
 		if err != nil {
 			return err
 		}
-		var bad []string
-		for _, msg := range svcs.GetMessages() {
-			for _, s := range msg.GetServices() {
-				if s.GetState() != "Running" || !s.GetHealth().GetHealthy() {
-					why := s.GetState()
-					if h := s.GetHealth().GetLastMessage(); h != "" {
-						why += ": " + h
-					}
-					bad = append(bad, s.GetId()+" ("+why+")")
-				}
-			}
-		}
-		if len(bad) > 0 {
-			problem = "services not healthy: " + strings.Join(bad, ", ")
+		if problem = talos.ServicesProblem(svcs); problem != "" {
 			return nil
 		}
 		if m.Spec.Role != domain.RoleControlPlane {
 			return nil
 		}
+		id, err := talos.LocalEtcdMemberID(ctx, c)
+		if state.IsNotFoundError(err) {
+			problem = "it runs no etcd member"
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("etcd member: %w", err)
+		}
 		st, err := c.EtcdStatus(ctx)
 		if err != nil {
 			return fmt.Errorf("etcd status: %w", err)
 		}
-		ms := firstMessage(st.GetMessages()).GetMemberStatus()
-		if errs := ms.GetErrors(); len(errs) > 0 {
+		if errs := firstMessage(st.GetMessages()).GetMemberStatus().GetErrors(); len(errs) > 0 {
 			problem = "etcd member errors: " + strings.Join(errs, "; ")
 			return nil
 		}
@@ -181,7 +178,7 @@ func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string)
 			return fmt.Errorf("etcd members: %w", err)
 		}
 		for _, mb := range firstMessage(members.GetMessages()).GetMembers() {
-			if mb.GetId() == ms.GetMemberId() {
+			if mb.GetId() == id {
 				return nil
 			}
 		}
@@ -194,13 +191,46 @@ func (ns *sagaNodes) health(ctx context.Context, m *domain.Machine, want string)
 	return problem
 }
 
+// staticPodsProblem says which of the control plane's static pods do not
+// run the images of Kubernetes version want ("" when they all do), from
+// the kubelet's view (k8s.StaticPodStatus resources).
+func (ns *sagaNodes) staticPodsProblem(ctx context.Context, m *domain.Machine, want string) string {
+	var images map[string][]string
+	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		var err error
+		images, err = talos.StaticPodImages(ctx, c)
+		return err
+	})
+	if err != nil {
+		return describeTalosErr(err)
+	}
+	tag := ":v" + strings.TrimPrefix(want, "v") // Kubernetes images are tagged vX.Y.Z
+	var bad []string
+	for _, pod := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		imgs := images[pod]
+		switch {
+		case len(imgs) == 0:
+			bad = append(bad, pod+" is not running")
+		case !slices.ContainsFunc(imgs, func(img string) bool {
+			return strings.HasSuffix(img, tag) || strings.HasSuffix(img, ":v"+strings.TrimPrefix(want, "v"))
+		}):
+			bad = append(bad, fmt.Sprintf("%s runs %s", pod, strings.Join(imgs, ", ")))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("static pods not on Kubernetes %s: %s", want, strings.Join(bad, "; "))
+}
+
 // etcdLeaderView is a control plane's view of etcd: members and the leader's id.
 type etcdLeaderView struct {
 	members []*machine.EtcdMember
 	leader  uint64
 }
 
-// etcd reads the member list and the leader through one control plane.
+// etcd reads the member list and the leader through one control plane
+// (the etcd calls: no COSI resource lists the members or names the leader).
 func (ns *sagaNodes) etcd(ctx context.Context, m *domain.Machine) (etcdLeaderView, error) {
 	var v etcdLeaderView
 	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
@@ -219,23 +249,20 @@ func (ns *sagaNodes) etcd(ctx context.Context, m *domain.Machine) (etcdLeaderVie
 	return v, err
 }
 
-// etcdHealthy says what keeps a member from serving ("" when it is healthy).
+// etcdHealthy says what keeps a member from serving ("" when it is
+// healthy): its etcd service, as its v1alpha1.Service resource says, and the
+// member's errors, which have no COSI resource (EtcdStatus).
 func (ns *sagaNodes) etcdHealthy(ctx context.Context, m *domain.Machine) string {
 	problem := ""
 	err := ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
-		svcs, err := c.ServiceList(ctx)
+		svcs, err := talos.NodeServices(ctx, c)
 		if err != nil {
 			return err
 		}
-		for _, msg := range svcs.GetMessages() {
-			for _, s := range msg.GetServices() {
-				if s.GetId() == "etcd" && (s.GetState() != "Running" || !s.GetHealth().GetHealthy()) {
-					problem = "etcd is " + s.GetState()
-					if h := s.GetHealth().GetLastMessage(); h != "" {
-						problem += ": " + h
-					}
-					return nil
-				}
+		for _, s := range svcs {
+			if s.ID == "etcd" && s.Problem() != "" {
+				problem = "etcd is " + s.Problem()
+				return nil
 			}
 		}
 		st, err := c.EtcdStatus(ctx)

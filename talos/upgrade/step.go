@@ -316,6 +316,25 @@ func (r *upgradeRun) awaitHealthy(ctx context.Context, m *domain.Machine, versio
 	}
 }
 
+// awaitKubernetes waits for the node to be healthy with its control-plane
+// static pods on Kubernetes version (a worker: healthy); it answers the last
+// problem when the health timeout passes.
+func (r *upgradeRun) awaitKubernetes(ctx context.Context, m *domain.Machine, version string) string {
+	deadline := r.s.cfg.Now().Add(r.s.cfg.HealthTimeout)
+	for {
+		p := r.nodes.health(ctx, m, "")
+		if p == "" && m.Spec.Role == domain.RoleControlPlane {
+			p = r.nodes.staticPodsProblem(ctx, m, version)
+		}
+		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
+			return p
+		}
+		if r.sleep(ctx) != nil {
+			return p
+		}
+	}
+}
+
 // awaitQuorum waits until taking a control plane down keeps etcd quorum.
 func (r *upgradeRun) awaitQuorum(ctx context.Context, m *domain.Machine) string {
 	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
