@@ -366,7 +366,14 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	configs := configsync.New(configCfg)
 	g.Go(func() error { return configs.Run(gctx) })
 	// etcd backups of tenants, their schedules and restores.
-	backupCfg := backup.Config{Store: store, Cache: cache, Backups: etcdBackups, PKI: pki, Holder: holder, Log: log}
+	// A snapshot being taken is copied beside the data (it holds the
+	// tenant's secrets), not into the shared temp dir; copies a crash left
+	// behind are removed here.
+	spoolDir, err := privateTempDir(filepath.Join(cfg.DataDir, "tmp"), "etcd-backup-*.db")
+	if err != nil {
+		return err
+	}
+	backupCfg := backup.Config{Store: store, Cache: cache, Backups: etcdBackups, PKI: pki, Holder: holder, Log: log, TempDir: spoolDir}
 	if err := backupCfg.Validate(); err != nil {
 		return err
 	}
@@ -525,4 +532,22 @@ func drain(log *slog.Logger, nc *nats.Conn) {
 	case <-time.After(10 * time.Second):
 		nc.Close()
 	}
+}
+
+// privateTempDir makes dir (0700) and removes what a crashed process left in
+// it under pattern.
+func privateTempDir(dir, pattern string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	stale, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil {
+			return "", fmt.Errorf("removing %s, left by an earlier run: %w", f, err)
+		}
+	}
+	return dir, nil
 }

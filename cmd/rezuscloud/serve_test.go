@@ -331,3 +331,24 @@ func runServeToExit(t *testing.T, dataDir string, extra ...string) (string, erro
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// The backups' spool dir is private to the server and starts empty of what a
+// crashed run left (each such file is a tenant's plain etcd snapshot).
+func TestPrivateTempDirIsPrivateAndClearsLeftovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tmp")
+	got, err := privateTempDir(dir, "etcd-backup-*.db")
+	require.NoError(t, err)
+	require.Equal(t, dir, got)
+	st, err := os.Stat(dir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), st.Mode().Perm())
+
+	left := filepath.Join(dir, "etcd-backup-123.db")
+	other := filepath.Join(dir, "keep.txt")
+	require.NoError(t, os.WriteFile(left, []byte("snapshot"), 0o600))
+	require.NoError(t, os.WriteFile(other, []byte("x"), 0o600))
+	_, err = privateTempDir(dir, "etcd-backup-*.db")
+	require.NoError(t, err)
+	require.NoFileExists(t, left)
+	require.FileExists(t, other)
+}
