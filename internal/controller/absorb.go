@@ -24,8 +24,10 @@ type absorber struct {
 	// max bounds the sources kept (0: all).
 	max int
 	// moved wakes the scheduler when an absorbed change moves a key's
-	// Last: its debounce counts from there.
-	moved chan struct{}
+	// Last: its debounce counts from there. movedKeys are those keys, until
+	// the scheduler takes them.
+	moved     chan struct{}
+	movedKeys map[string]struct{}
 }
 
 // absorbed are the changes of one open key.
@@ -35,7 +37,7 @@ type absorbed struct {
 }
 
 func newAbsorber(maxSources int) *absorber {
-	return &absorber{keys: map[string]*absorbed{}, max: maxSources, moved: make(chan struct{}, 1)}
+	return &absorber{keys: map[string]*absorbed{}, max: maxSources, moved: make(chan struct{}, 1), movedKeys: map[string]struct{}{}}
 }
 
 // absorb records a change to key when key is open, and reports whether it did.
@@ -48,6 +50,7 @@ func (a *absorber) absorb(key, source string, now time.Time) bool {
 	}
 	if now.After(k.last) {
 		k.last = now
+		a.movedKeys[key] = struct{}{}
 		select {
 		case a.moved <- struct{}{}:
 		default:
@@ -60,6 +63,18 @@ func (a *absorber) absorb(key, source string, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// takeMoved returns the keys whose Last moved since the last call.
+func (a *absorber) takeMoved() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	keys := make([]string, 0, len(a.movedKeys))
+	for k := range a.movedKeys {
+		keys = append(keys, k)
+	}
+	clear(a.movedKeys)
+	return keys
 }
 
 // open marks key's entry as in the bucket and untaken.

@@ -106,7 +106,7 @@ type harness struct {
 	cfg   controller.Config
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	env := eventstoretest.Start(t)
 	return &harness{env: env, clock: controllertest.NewClock(t0), cfg: controller.Config{
 		Store: env.Store, Lease: "test", Holder: "replica-1", Queue: "test-queue",
@@ -117,7 +117,7 @@ func newHarness(t *testing.T) *harness {
 }
 
 // run starts a runtime of c; the returned stop ends it and returns Run's error.
-func (h *harness) run(t *testing.T, c controller.Controller) (rt *controller.Runtime, stop func() error) {
+func (h *harness) run(t testing.TB, c controller.Controller) (rt *controller.Runtime, stop func() error) {
 	cfg := h.cfg
 	cfg.Clock = h.clock
 	rt = controller.New(cfg, c)
@@ -142,7 +142,7 @@ func (h *harness) run(t *testing.T, c controller.Controller) (rt *controller.Run
 }
 
 // touch writes an event for tenant: created the first time, relabelled after.
-func (h *harness) touch(t *testing.T, tenant string) {
+func (h *harness) touch(t testing.TB, tenant string) {
 	ctx := context.Background()
 	ref := domain.TenantRef(tenant)
 	_, err := h.env.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {

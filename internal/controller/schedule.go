@@ -1,11 +1,11 @@
 package controller
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -28,6 +28,14 @@ type ended struct {
 // time, up to Concurrency at once, oldest first. It keeps the queue's
 // entries in memory from a watch of the bucket, so a decision costs nothing
 // per stored object; the bucket stays the truth a new leader starts from.
+//
+// A wake-up costs O(log n) per key it concerns, not a pass over the queue:
+// waiting holds an item at the due time of every queued key that is neither
+// running nor due, pushed again whenever what the time depends on changes
+// (a put, an absorbed change, a run's end); scheduled says which of a key's
+// items is current, and the others are dropped as they come up. Keys that
+// are due wait in ready, oldest change first, for a free slot; each is
+// checked against the key as it is then before it starts.
 func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	watch, err := q.kv.WatchAll(ctx)
 	if err != nil {
@@ -39,6 +47,27 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	attempts := map[string]int{}
 	notBefore := map[string]time.Time{}
 	running := map[string]bool{}
+	var waiting dueHeap
+	var ready readyHeap
+	scheduled := map[string]time.Time{}
+	inReady := map[string]bool{}
+	dueAt := func(k string, p queued) time.Time {
+		at := r.c.Due(k, r.absorbed.peek(k, p.entry))
+		if nb := notBefore[k]; nb.After(at) {
+			at = nb
+		}
+		return at
+	}
+	schedule := func(k string, at time.Time) {
+		scheduled[k] = at
+		heap.Push(&waiting, dueItem{at: at, key: k})
+	}
+	// wait (re)considers key: it gets an item at its due time as it is now.
+	wait := func(k string) {
+		if p, ok := queue[k]; ok && !running[k] && !inReady[k] {
+			schedule(k, dueAt(k, p))
+		}
+	}
 	results := make(chan ended)
 	var runs sync.WaitGroup
 	defer runs.Wait()
@@ -47,34 +76,41 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	defer stop()
 	for {
 		now := clock.Now()
-		var next time.Time
-		var due []string
-		for k, p := range queue {
-			if running[k] {
+		for waiting.Len() > 0 {
+			it := waiting[0]
+			if at, ok := scheduled[it.key]; !ok || !at.Equal(it.at) {
+				heap.Pop(&waiting) // superseded
 				continue
 			}
-			at := r.c.Due(k, r.absorbed.peek(k, p.entry))
-			if nb := notBefore[k]; nb.After(at) {
-				at = nb
-			}
-			if !at.After(now) {
-				due = append(due, k)
-			} else if next.IsZero() || at.Before(next) {
-				next = at
-			}
-		}
-		sort.Slice(due, func(i, j int) bool {
-			a, b := queue[due[i]].entry.First, queue[due[j]].entry.First
-			if !a.Equal(b) {
-				return a.Before(b)
-			}
-			return due[i] < due[j]
-		})
-		for _, k := range due {
-			if len(running) >= r.cfg.Concurrency {
+			if it.at.After(now) {
 				break
 			}
-			p := queue[k]
+			heap.Pop(&waiting)
+			delete(scheduled, it.key)
+			p, ok := queue[it.key]
+			if !ok || running[it.key] {
+				continue // gone, or running (its end considers it again)
+			}
+			if at := dueAt(it.key, p); at.After(now) {
+				schedule(it.key, at) // moved later by a change not seen yet
+				continue
+			}
+			heap.Push(&ready, readyItem{first: p.entry.First, key: it.key})
+			inReady[it.key] = true
+		}
+		for len(running) < r.cfg.Concurrency && ready.Len() > 0 {
+			it := heap.Pop(&ready).(readyItem)
+			delete(inReady, it.key)
+			p, ok := queue[it.key]
+			if !ok || running[it.key] {
+				continue
+			}
+			if at := dueAt(it.key, p); at.After(now) {
+				// Changed while it waited for a slot: not due any more.
+				schedule(it.key, at)
+				continue
+			}
+			k := it.key
 			running[k] = true
 			// Changes absorbed from here on would be missed by the run: the
 			// next event writes the bucket, which the run's dequeue sees.
@@ -90,14 +126,17 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			}(attempts[k] + 1)
 		}
 		var timer <-chan time.Time
-		if !next.IsZero() {
-			timer = clock.At(next)
+		if waiting.Len() > 0 {
+			timer = clock.At(waiting[0].at)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-timer:
 		case <-r.absorbed.moved:
+			for _, k := range r.absorbed.takeMoved() {
+				wait(k)
+			}
 		case e, ok := <-watch.Updates():
 			if !ok {
 				return nil
@@ -107,6 +146,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			}
 			if e.Operation() != jetstream.KeyValuePut {
 				delete(queue, e.Key())
+				delete(scheduled, e.Key())
 				r.unabsorb(ctx, q, e.Key())
 				continue
 			}
@@ -121,6 +161,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				if !running[e.Key()] {
 					r.absorbed.open(e.Key())
 				}
+				wait(e.Key())
 			}
 		case e := <-results:
 			delete(running, e.key)
@@ -139,8 +180,59 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				attempts[e.key]++
 				notBefore[e.key] = clock.Now().Add(r.cfg.Backoff(attempts[e.key]))
 			}
+			wait(e.key)
 		}
 	}
+}
+
+// dueItem says key may be due at.
+type dueItem struct {
+	at  time.Time
+	key string
+}
+
+// dueHeap orders items by time, then key.
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].key < h[j].key
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// readyItem is a due key and when its oldest change was queued.
+type readyItem struct {
+	first time.Time
+	key   string
+}
+
+// readyHeap orders due keys by their oldest change, then key.
+type readyHeap []readyItem
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if !h[i].first.Equal(h[j].first) {
+		return h[i].first.Before(h[j].first)
+	}
+	return h[i].key < h[j].key
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap) Push(x any)   { *h = append(*h, x.(readyItem)) }
+func (h *readyHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
 }
 
 // unabsorb closes a key whose entry left the bucket. A run's dequeue
