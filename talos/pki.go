@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
@@ -51,6 +53,10 @@ type PKIConfig struct {
 // bucket and never in an event. Every config and credential derives from it.
 type PKI struct {
 	cfg PKIConfig
+	// gen shares one generation among the callers needing the same bundle;
+	// slot bounds the generations under way to one.
+	gen  singleflight.Group
+	slot chan struct{}
 
 	mu sync.Mutex
 	// known are tenants whose bundle this replica has seen, so a pass only
@@ -70,7 +76,7 @@ func NewPKI(cfg PKIConfig) *PKI {
 	if cfg.Interval == 0 {
 		cfg.Interval = 200 * time.Millisecond
 	}
-	return &PKI{cfg: cfg, known: map[string]bool{}}
+	return &PKI{cfg: cfg, known: map[string]bool{}, slot: make(chan struct{}, 1)}
 }
 
 // Run makes a pass whenever the read model moves, until ctx ends: a tenant
@@ -206,15 +212,44 @@ func (p *PKI) Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error
 // ensure loads or creates the tenant's bundle. Replicas racing here agree on
 // the one that was stored first.
 func (p *PKI) ensure(ctx context.Context, t *domain.Tenant) (*secrets.Bundle, error) {
-	key := PKIKey(t.Metadata.Name)
-	if raw, err := p.cfg.Secrets.Get(ctx, key); err == nil {
-		return p.decode(t.Metadata.Name, raw)
+	name := t.Metadata.Name
+	if raw, err := p.cfg.Secrets.Get(ctx, PKIKey(name)); err == nil {
+		return p.decode(name, raw)
 	} else if !errors.Is(err, eventstore.ErrSecretNotFound) {
-		return nil, fmt.Errorf("loading the pki of tenant %s: %w", t.Metadata.Name, err)
+		return nil, fmt.Errorf("loading the pki of tenant %s: %w", name, err)
+	}
+	// Callers that need the same missing bundle (the pass, the config
+	// controller, the apply worker) share one generation; each decodes its
+	// own copy.
+	raw, err, _ := p.gen.Do(name, func() (any, error) { return p.generate(ctx, t) })
+	if err != nil {
+		return nil, err
+	}
+	return p.decode(name, raw.([]byte))
+}
+
+// generate makes and stores a tenant's bundle and returns it as stored. At
+// most one bundle is generated at a time on a replica: its RSA keys take a
+// core for about a second, and a thousand tenants given node groups at once
+// must not take the API's core as well.
+func (p *PKI) generate(ctx context.Context, t *domain.Tenant) ([]byte, error) {
+	name := t.Metadata.Name
+	select {
+	case p.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.slot }()
+	key := PKIKey(name)
+	// Stored meanwhile (another replica, or a flight that just ended)?
+	if raw, err := p.cfg.Secrets.Get(ctx, key); err == nil {
+		return raw, nil
+	} else if !errors.Is(err, eventstore.ErrSecretNotFound) {
+		return nil, fmt.Errorf("loading the pki of tenant %s: %w", name, err)
 	}
 	b, err := NewBundle(t.Spec.TalosVersion, p.cfg.Now())
 	if err != nil {
-		return nil, fmt.Errorf("generating the pki of tenant %s: %w", t.Metadata.Name, err)
+		return nil, fmt.Errorf("generating the pki of tenant %s: %w", name, err)
 	}
 	raw, err := json.Marshal(b)
 	if err != nil {
@@ -222,17 +257,17 @@ func (p *PKI) ensure(ctx context.Context, t *domain.Tenant) (*secrets.Bundle, er
 	}
 	created, err := p.cfg.Secrets.Create(ctx, key, raw)
 	if err != nil {
-		return nil, fmt.Errorf("storing the pki of tenant %s: %w", t.Metadata.Name, err)
+		return nil, fmt.Errorf("storing the pki of tenant %s: %w", name, err)
 	}
 	if !created {
+		// Another replica stored its own first: that one is the tenant's.
 		if raw, err = p.cfg.Secrets.Get(ctx, key); err != nil {
-			return nil, fmt.Errorf("loading the pki of tenant %s: %w", t.Metadata.Name, err)
+			return nil, fmt.Errorf("loading the pki of tenant %s: %w", name, err)
 		}
-		return p.decode(t.Metadata.Name, raw)
+		return raw, nil
 	}
-	p.cfg.Log.Info("generated pki", "tenant", t.Metadata.Name, "talosVersion", t.Spec.TalosVersion)
-	b.Clock = clockFunc(p.cfg.Now)
-	return b, nil
+	p.cfg.Log.Info("generated pki", "tenant", name, "talosVersion", t.Spec.TalosVersion)
+	return raw, nil
 }
 
 func (p *PKI) decode(tenant string, raw []byte) (*secrets.Bundle, error) {
