@@ -52,7 +52,11 @@ func ParseSelector(s string) (Selector, error) {
 func (s Selector) Matches(m map[string]string) bool { return s.matches(labels.Set(m)) }
 
 // MatchesPairs is Matches for labels kept as LabelPairs.
-func (s Selector) MatchesPairs(p LabelPairs) bool { return s.matches(p) }
+func (s Selector) MatchesPairs(p LabelPairs) bool {
+	// The empty selector answers without p: handing p over as labels.Labels
+	// puts a copy of it on the heap, once per object listed.
+	return len(s.reqs) == 0 || s.matches(p)
+}
 
 func (s Selector) matches(ls labels.Labels) bool {
 	// By index: Matches has a pointer receiver, and taking the address of a

@@ -608,6 +608,16 @@ func (c *Cache) List(kind string, opts ListOptions) (ListResult, error) {
 		start = after + "\x00" // the first key after the last one served
 	}
 	res := ListResult{Seq: c.seq}
+	// Room for every object in scope (or a page), so a list of 50,000 does
+	// not grow its slices seventeen times over.
+	room := len(idx.items)
+	if opts.Tenant != "" {
+		room = idx.perTenant[opts.Tenant]
+	}
+	if opts.Limit > 0 {
+		room = min(room, opts.Limit)
+	}
+	res.Items, res.Keys = make([][]byte, 0, room), make([]string, 0, room)
 	last := ""
 	idx.ascend(prefix, start, func(k string) bool {
 		e := idx.items[k]
