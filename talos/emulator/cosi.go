@@ -271,13 +271,26 @@ func (n *node) facts() (nodeFacts, *nodeState) {
 }
 
 // syncCOSI writes n's resources as its facts make them.
+//
+// The facts are read under the state's lock: two syncs of one node (the
+// refresh of one change racing the next's) then write in the order they
+// read, so the last write is of the latest facts. Read before the lock, an
+// older sync could write after a newer one and leave the resources stale
+// with nothing to refresh them (a node upgraded under load kept its
+// services "not running" while it ran them).
 func (n *node) syncCOSI() {
-	f, s := n.facts()
+	n.mu.Lock()
+	s := n.cosi
+	n.mu.Unlock()
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	f, cur := n.facts()
+	if cur != s {
+		return // rebooted meanwhile: the new boot's state is synced by its own first use
+	}
 	if err := s.apply(context.Background(), desiredResources(f)); err != nil {
 		n.em.cfg.Logf("node %s: updating COSI resources: %v", f.st.Name, err)
 	}
