@@ -121,10 +121,15 @@ func (m *machineServer) Events(req *machine.EventsRequest, srv grpc.ServerStream
 	m.n.mu.Lock()
 	log := m.n.events
 	m.n.mu.Unlock()
+	// Where the stream starts is fixed before the hello: a client acts once
+	// it has the hello (talosctl --wait sends its Reset then), and the
+	// action's events may be in the log before this handler runs again; a
+	// start taken after the hello would skip them, and the client would wait
+	// for them until it gave up.
+	last := log.start(req)
 	if err := srv.Send(&machine.Event{Metadata: m.meta(), ActorId: req.GetWithActorId()}); err != nil {
 		return err
 	}
-	last := log.start(req)
 	for {
 		events, changed, closed := log.since(last)
 		for _, ev := range events {
