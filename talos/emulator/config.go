@@ -46,6 +46,13 @@ type Config struct {
 	// ServiceStartDelay is how long services report "Starting" after the API
 	// comes up, before they are healthy; default 1 s.
 	ServiceStartDelay time.Duration
+	// ShutdownDelay is how long a node keeps serving after it accepted a
+	// Reboot, Reset or Upgrade, before it goes down. Real Talos stops its
+	// services first, for seconds, and a client following the action (talosctl
+	// --wait) relies on that: it sends the action and opens its event stream
+	// at the same time, and waits for the action's last events on that
+	// stream. Default 0: down at once (the tests that do not follow actions).
+	ShutdownDelay time.Duration
 	// AfterFunc schedules the boot stages (f runs on its own goroutine after
 	// d); tests can inject a manual clock. Default: time.AfterFunc.
 	AfterFunc func(d time.Duration, f func())
@@ -99,7 +106,7 @@ func (c Config) Validate() error {
 	if c.Port < 0 || c.Port > 65535 {
 		return errors.New("port must be between 0 and 65535")
 	}
-	if c.InstallDelay < 0 || c.RebootDelay < 0 || c.UpgradeDelay < 0 || c.ServiceStartDelay < 0 {
+	if c.InstallDelay < 0 || c.RebootDelay < 0 || c.UpgradeDelay < 0 || c.ServiceStartDelay < 0 || c.ShutdownDelay < 0 {
 		return errors.New("delays must not be negative")
 	}
 	return nil

@@ -95,9 +95,11 @@ func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) 
 	// On disk before the answer: the reboot must survive the emulator.
 	n.em.persist(n)
 	actor := uuid.NewString()
-	go n.transitionBy(actor, "upgrade", PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
-		n.st.Version, n.st.Staged, n.st.RebootingInto = version, "", ""
-		n.logf("upgraded to %s", version)
+	n.afterShutdownDelay(func() {
+		n.transitionBy(actor, "upgrade", PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
+			n.st.Version, n.st.Staged, n.st.RebootingInto = version, "", ""
+			n.logf("upgraded to %s", version)
+		})
 	})
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
 		Metadata: m.meta(), Ack: "Upgrade request received", ActorId: actor,
@@ -108,11 +110,13 @@ func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) 
 func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
 	n := m.n
 	actor := uuid.NewString()
-	go n.transitionBy(actor, "reboot", PhaseRebooting, n.em.cfg.RebootDelay, func() {
-		if n.st.Staged != "" {
-			n.st.Version, n.st.Staged = n.st.Staged, ""
-			n.logf("booting the staged %s", n.st.Version)
-		}
+	n.afterShutdownDelay(func() {
+		n.transitionBy(actor, "reboot", PhaseRebooting, n.em.cfg.RebootDelay, func() {
+			if n.st.Staged != "" {
+				n.st.Version, n.st.Staged = n.st.Staged, ""
+				n.logf("booting the staged %s", n.st.Version)
+			}
+		})
 	})
 	return &machine.RebootResponse{Messages: []*machine.Reboot{{Metadata: m.meta(), ActorId: actor}}}, nil
 }
@@ -124,11 +128,13 @@ func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.
 	// reset leaves etcd first); a reset of the last member unbootstraps it.
 	n.em.handOverBootstrap(n)
 	actor := uuid.NewString()
-	go n.transitionBy(actor, "reset", PhaseRebooting, n.em.cfg.RebootDelay, func() {
-		n.wipeConfigLocked()
-		n.upload = nil // EPHEMERAL, where Talos keeps it, is wiped too
-		n.images = nil // so is containerd's image store
-		n.logf("reset: config wiped")
+	n.afterShutdownDelay(func() {
+		n.transitionBy(actor, "reset", PhaseRebooting, n.em.cfg.RebootDelay, func() {
+			n.wipeConfigLocked()
+			n.upload = nil // EPHEMERAL, where Talos keeps it, is wiped too
+			n.images = nil // so is containerd's image store
+			n.logf("reset: config wiped")
+		})
 	})
 	return &machine.ResetResponse{Messages: []*machine.Reset{{Metadata: m.meta(), ActorId: actor}}}, nil
 }
@@ -205,4 +211,14 @@ func (m *machineServer) Kubeconfig(_ *emptypb.Empty, srv grpc.ServerStreamingSer
 		return err
 	}
 	return srv.Send(&common.Data{Metadata: m.meta(), Bytes: buf.Bytes()})
+}
+
+// afterShutdownDelay runs f, the taking down of the node for an action it
+// accepted, once the node has served for ShutdownDelay (at once without one).
+func (n *node) afterShutdownDelay(f func()) {
+	if d := n.em.cfg.ShutdownDelay; d > 0 {
+		n.em.cfg.AfterFunc(d, f)
+		return
+	}
+	go f()
 }

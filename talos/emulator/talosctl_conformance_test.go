@@ -174,6 +174,11 @@ func TestTalosctlConformance(t *testing.T) {
 	// machine: a node back within a second has it wait for events of a boot
 	// it joined late.
 	cfg.RebootDelay = 2500 * time.Millisecond
+	// talosctl --wait sends its action and opens its event stream at once;
+	// a real node stops its services for seconds before it goes down, so the
+	// stream is open before the action's last events. Without the delay, a
+	// loaded machine could open it after them (CI did, twice, on reset).
+	cfg.ShutdownDelay = 1500 * time.Millisecond
 	em, _ := startEmulator(t, cfg)
 	tc := newTestCluster(t, "conformance")
 	ctx := context.Background()
