@@ -125,7 +125,15 @@ func (h *userHooks) admit(c echo.Context, op domain.Op, ref domain.Ref, obj *dom
 		return func(ctx context.Context, res eventstore.Result) (map[string]any, error) {
 			// Its sessions, password and tokens go with the user: a user
 			// created again under the name starts with none of them.
-			return nil, h.a.identity.RevokeUser(ctx, ref.Name, actor, corr)
+			if err := h.a.identity.RevokeUser(ctx, ref.Name, actor, corr); err != nil {
+				return nil, err
+			}
+			// The answer follows the tokens' deletions too, as it follows
+			// the user's: a read after it does not find them.
+			syncCtx, cancel := context.WithTimeout(ctx, h.a.cfg.ReadAfterWriteTimeout)
+			defer cancel()
+			_ = h.a.cache.Sync(syncCtx)
+			return nil, nil
 		}, nil
 	}
 	if op != domain.OpCreate && op != domain.OpUpdate || len(obj.Spec) == 0 {
