@@ -159,9 +159,14 @@ func (a applier) create(ctx context.Context, d document) (string, error) {
 	return fmt.Sprintf("%s/%s created", k.Singular, d.Name), nil
 }
 
+// applyConflictRetries is how many times a conflict is retried from a fresh
+// read: controllers write an object's status while a user applies its spec
+// (a module provider's validator writes twice in its first second).
+const applyConflictRetries = 4
+
 // apply creates the object when it does not exist and replaces it at its
 // current resourceVersion when it does; a conflict (someone else wrote in
-// between, or created it first) is retried once from a fresh read.
+// between, or created it first) is retried from a fresh read.
 func (a applier) apply(ctx context.Context, d document) (string, error) {
 	k, tenant, err := a.target(d)
 	if err != nil {
@@ -169,7 +174,7 @@ func (a applier) apply(ctx context.Context, d document) (string, error) {
 	}
 	for attempt := 0; ; attempt++ {
 		result, err := a.applyOnce(ctx, d, k, tenant)
-		if err != nil && isConflict(err) && attempt == 0 {
+		if err != nil && isConflict(err) && attempt < applyConflictRetries {
 			continue
 		}
 		return result, err
