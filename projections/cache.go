@@ -293,46 +293,130 @@ func (c *Cache) loadSnapshot(ctx context.Context, last uint64) (objects int, ckp
 	return len(all), ckpt, nil
 }
 
+// bucketLagLimit bounds how long a snapshot read waits for the replica
+// serving it to reach the bucket's end; past it the cache replays the stream
+// from the start instead, slower and as correct.
+var bucketLagLimit = 30 * time.Second
+
 // readBucket reads the current value of every key of a kind's projection.
+//
+// The watch behind it is an ordered consumer, and a NATS cluster places such
+// a consumer on any replica of the bucket, one still catching up too (a
+// replica that has just restarted): that replica's "initial values
+// delivered" marker comes at its own end, not the bucket's, and a snapshot
+// read there misses the newest keys while the checkpoint, read before, says
+// they are in it. The replay after the checkpoint then never brings them
+// back (CI lost a write this way on a restarted replica). So the read goes on
+// until it has seen the bucket's last sequence as the stream's leader reports
+// it, asked after the checkpoint was read: what it returns is then at least
+// as new as the checkpoint, which is all the replay after it needs.
 func readBucket(ctx context.Context, js jetstream.JetStream, k *domain.KindInfo) ([]snapshotEntry, error) {
 	kv, err := js.KeyValue(ctx, BucketName(k))
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
+	}
+	var last uint64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		last = bs.StreamInfo().State.LastSeq
+	}
+	// Deletes included: their markers carry sequences too, and the bucket's
+	// last message may be one.
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
 	defer func() { _ = w.Stop() }()
-	var out []snapshotEntry
-	for {
+	out, err := readUpdates(ctx, k, w.Updates(), last, bucketLagLimit)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
+	}
+	return out, nil
+}
+
+// readUpdates collects a projection bucket's watch until the watch has
+// delivered its initial values and a message at or past the sequence last;
+// later updates of a key replace earlier ones, deletes remove it.
+func readUpdates(ctx context.Context, k *domain.KindInfo, updates <-chan jetstream.KeyValueEntry, last uint64, lagLimit time.Duration) ([]snapshotEntry, error) {
+	var (
+		out     []snapshotEntry
+		at      map[string]int // key → index in out, once an update follows the initial values
+		seen    uint64
+		initial bool
+		timeout <-chan time.Time
+	)
+	for !initial || seen < last {
 		var kve jetstream.KeyValueEntry
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
+		case <-timeout:
+			return nil, fmt.Errorf("the replica serving the read stayed behind its leader for %s (at sequence %d of %d)", lagLimit, seen, last)
+		case e, ok := <-updates:
 			if !ok {
-				return nil, fmt.Errorf("bucket %s: watch ended early", BucketName(k))
+				return nil, errors.New("watch ended early")
 			}
 			kve = e
 		}
 		if kve == nil {
-			return out, nil // the initial values are all delivered
+			initial = true
+			timeout = time.After(lagLimit)
+			continue
 		}
-		obj := &domain.Object{}
-		if err := json.Unmarshal(kve.Value(), obj); err != nil {
-			return nil, fmt.Errorf("bucket %s key %s: %w", BucketName(k), kve.Key(), err)
+		seen = max(seen, kve.Revision())
+		if initial && at == nil {
+			at = make(map[string]int, len(out))
+			for i, s := range out {
+				at[s.ref.Key()] = i
+			}
 		}
-		seq, err := strconv.ParseUint(obj.Metadata.ResourceVersion, 10, 64)
+		if kve.Operation() != jetstream.KeyValuePut {
+			if i, ok := at[kve.Key()]; ok {
+				out[i].e = nil
+			}
+			continue
+		}
+		s, err := decodeBucketEntry(k, kve)
 		if err != nil {
-			return nil, fmt.Errorf("bucket %s key %s: resourceVersion %q", BucketName(k), kve.Key(), obj.Metadata.ResourceVersion)
+			return nil, err
 		}
-		ref := domain.Ref{Kind: k.Kind, Tenant: obj.Metadata.Tenant, Name: obj.Metadata.Name}
-		if ref.Key() != kve.Key() {
-			return nil, fmt.Errorf("bucket %s key %s holds %s", BucketName(k), kve.Key(), ref)
+		if i, ok := at[kve.Key()]; ok {
+			out[i] = s
+			continue
 		}
-		out = append(out, snapshotEntry{ref: ref, e: newEntry(obj, kve.Value(), seq)})
+		if at != nil {
+			at[kve.Key()] = len(out)
+		}
+		out = append(out, s)
 	}
+	// Keys deleted after the initial values are dropped.
+	kept := out[:0]
+	for _, s := range out {
+		if s.e != nil {
+			kept = append(kept, s)
+		}
+	}
+	return kept, nil
+}
+
+// decodeBucketEntry is one projection bucket value as the cache holds it.
+func decodeBucketEntry(k *domain.KindInfo, kve jetstream.KeyValueEntry) (snapshotEntry, error) {
+	obj := &domain.Object{}
+	if err := json.Unmarshal(kve.Value(), obj); err != nil {
+		return snapshotEntry{}, fmt.Errorf("key %s: %w", kve.Key(), err)
+	}
+	seq, err := strconv.ParseUint(obj.Metadata.ResourceVersion, 10, 64)
+	if err != nil {
+		return snapshotEntry{}, fmt.Errorf("key %s: resourceVersion %q", kve.Key(), obj.Metadata.ResourceVersion)
+	}
+	ref := domain.Ref{Kind: k.Kind, Tenant: obj.Metadata.Tenant, Name: obj.Metadata.Name}
+	if ref.Key() != kve.Key() {
+		return snapshotEntry{}, fmt.Errorf("key %s holds %s", kve.Key(), ref)
+	}
+	return snapshotEntry{ref: ref, e: newEntry(obj, kve.Value(), seq)}, nil
 }
 
 // Ready reports whether the cache has caught up with the stream as it was at start.
