@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -119,6 +120,48 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 			require.Len(t, blob, 9<<20)
 		})
 	}
+}
+
+// JetStream gives a restore up when no chunk comes for 5 s; the stream is
+// then sent again from the spooled snapshot, and the restore still brings
+// back every message. Here the first chunk of the event stream waits past
+// the server's watchdog, as on a machine stalled on its disk.
+func TestRestoreSendsAStreamAgainWhenTheServerGivesItUp(t *testing.T) {
+	archive, src := backupOf(t)
+	ctx := backupCtx(t)
+	_, srcLast, err := src.Store.Bounds(ctx)
+	require.NoError(t, err)
+	stalled := false
+	eventstore.SetRestoreBeforeSend(t, func(stream string) {
+		if stream == eventstore.StreamName && !stalled {
+			stalled = true
+			time.Sleep(6 * time.Second)
+		}
+	})
+	var logs bytes.Buffer
+	dir := filepath.Join(t.TempDir(), "restored")
+	sum, err := eventstore.Restore(ctx, bytes.NewReader(archive), eventstore.RestoreConfig{
+		DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	require.NoError(t, err)
+	require.True(t, stalled)
+	require.Contains(t, logs.String(), "sending it again", "the first attempt failed")
+	require.Len(t, sum.Streams, 3)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasPrefix(e.Name(), ".restore-spool"), "spool %s left behind", e.Name())
+	}
+
+	env := eventstoretest.Start(t, dir)
+	_, last, err := env.Store.Bounds(ctx)
+	require.NoError(t, err)
+	require.Equal(t, srcLast, last)
+	obj, err := env.Store.Load(ctx, tenantRef("t-0000039"))
+	require.NoError(t, err)
+	orig, err := src.Store.Load(ctx, tenantRef("t-0000039"))
+	require.NoError(t, err)
+	require.Equal(t, orig.State(), obj.State())
 }
 
 func TestRestoreRefusesANonEmptyDataDir(t *testing.T) {

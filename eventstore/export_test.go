@@ -13,3 +13,10 @@ func (s *Store) ReplayNewestRounds(ctx context.Context, opts ReplayOptions) ([]*
 func (l *AuditLog) QueryNewestRounds(ctx context.Context, q AuditQuery) ([]AuditRecord, int, error) {
 	return l.queryNewest(ctx, q)
 }
+
+// SetRestoreBeforeSend makes f run before each chunk of a stream's first
+// restore attempt is sent, until the test ends.
+func SetRestoreBeforeSend(t interface{ Cleanup(func()) }, f func(stream string)) {
+	restoreBeforeSend = f
+	t.Cleanup(func() { restoreBeforeSend = nil })
+}

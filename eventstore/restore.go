@@ -107,7 +107,21 @@ func cleanRestoreDir(dir string, created bool) {
 	}
 }
 
+// restoreAttempts is how many times a stream's restore is tried. JetStream
+// gives a restore up when it sees no chunk for 5 s (a hard-coded watchdog),
+// which a machine stalled on its disk or CPU reaches without anything being
+// wrong with the archive: CI saw a chunk refused on a closed pipe once.
+const restoreAttempts = 3
+
+// restoreBeforeSend, set by tests, runs before each chunk of a stream's
+// first attempt is sent.
+var restoreBeforeSend func(stream string)
+
 // restorer restores an archive's contents as the reader checks them.
+//
+// Each stream's snapshot goes to the server as it is read, and to a spool
+// file beside the restored data: when the server gives the stream up, it is
+// sent again from the spool (the archive is read once, from start to end).
 type restorer struct {
 	ctx     context.Context
 	cfg     RestoreConfig
@@ -116,6 +130,10 @@ type restorer struct {
 	nc      *nats.Conn
 	cur     *streamRestore
 	streams []BackupStream
+	// spool holds the current stream's snapshot as read so far; sendErr is
+	// why its first attempt stopped sending (the rest is only spooled).
+	spool   *os.File
+	sendErr error
 }
 
 func (v *restorer) manifest(*BackupManifest) error { return nil }
@@ -143,6 +161,7 @@ func (v *restorer) start() error {
 }
 
 func (v *restorer) stop() {
+	v.dropSpool()
 	if v.nc != nil {
 		v.nc.Close()
 	}
@@ -159,9 +178,12 @@ func (v *restorer) streamStart(s *BackupStream) error {
 			return err
 		}
 	}
-	// A single embedded server holds one replica of each stream, whatever
-	// the source had.
-	config, err := withReplicas(s.Config, 1)
+	spool, err := os.CreateTemp(v.cfg.DataDir, ".restore-spool-*")
+	if err != nil {
+		return fmt.Errorf("spooling the snapshot of %s: %w", s.Name, err)
+	}
+	v.spool, v.sendErr = spool, nil
+	config, err := restoreConfig(s)
 	if err != nil {
 		return err
 	}
@@ -169,15 +191,40 @@ func (v *restorer) streamStart(s *BackupStream) error {
 	return err
 }
 
+// restoreConfig is a stream's config as restored: a single embedded server
+// holds one replica of each stream, whatever the source had.
+func restoreConfig(s *BackupStream) (json.RawMessage, error) {
+	return withReplicas(s.Config, 1)
+}
+
 func (v *restorer) streamData(p []byte) error {
-	return v.cur.write(v.ctx, p)
+	if _, err := v.spool.Write(p); err != nil {
+		return fmt.Errorf("spooling the snapshot: %w", err)
+	}
+	if v.sendErr != nil {
+		return nil
+	}
+	if restoreBeforeSend != nil {
+		restoreBeforeSend(v.cur.name)
+	}
+	if err := v.cur.write(v.ctx, p); err != nil {
+		if v.ctx.Err() != nil {
+			return err
+		}
+		v.sendErr = err
+	}
+	return nil
 }
 
 func (v *restorer) streamEnd(s *BackupStream) error {
-	ctx, cancel := context.WithTimeout(v.ctx, v.cfg.StreamTimeout)
-	defer cancel()
-	got, err := v.cur.finish(ctx)
-	v.cur = nil
+	defer v.dropSpool()
+	got, err := v.finishStream(s, v.sendErr)
+	for attempt := 2; err != nil && attempt <= restoreAttempts && v.ctx.Err() == nil; attempt++ {
+		if v.cfg.Logger != nil {
+			v.cfg.Logger.Warn("restore: the server gave the stream up; sending it again", "stream", s.Name, "attempt", attempt, "err", err)
+		}
+		got, err = v.resend(s)
+	}
 	if err != nil {
 		return err
 	}
@@ -186,6 +233,61 @@ func (v *restorer) streamEnd(s *BackupStream) error {
 	}
 	v.streams = append(v.streams, *s)
 	return nil
+}
+
+// finishStream ends the transfer of the current attempt, unless sending it
+// failed (sendErr).
+func (v *restorer) finishStream(s *BackupStream, sendErr error) (streamState, error) {
+	cur := v.cur
+	v.cur = nil
+	if sendErr != nil {
+		return streamState{}, sendErr
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, v.cfg.StreamTimeout)
+	defer cancel()
+	return cur.finish(ctx)
+}
+
+// resend restores s again from the spool, after removing what a failed
+// attempt may have left of it.
+func (v *restorer) resend(s *BackupStream) (streamState, error) {
+	if _, err := v.nc.RequestWithContext(v.ctx, "$JS.API.STREAM.DELETE."+s.Name, nil); err != nil {
+		return streamState{}, fmt.Errorf("removing the stream's failed restore: %w", err)
+	}
+	config, err := restoreConfig(s)
+	if err != nil {
+		return streamState{}, err
+	}
+	if v.cur, err = startRestore(v.ctx, v.nc, s.Name, config, s.State); err != nil {
+		return streamState{}, err
+	}
+	if _, err := v.spool.Seek(0, io.SeekStart); err != nil {
+		return streamState{}, fmt.Errorf("reading the spooled snapshot: %w", err)
+	}
+	buf := make([]byte, 1<<20)
+	var sendErr error
+	for sendErr == nil {
+		n, err := v.spool.Read(buf)
+		if n > 0 {
+			sendErr = v.cur.write(v.ctx, buf[:n])
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return streamState{}, fmt.Errorf("reading the spooled snapshot: %w", err)
+		}
+	}
+	return v.finishStream(s, sendErr)
+}
+
+// dropSpool removes the current stream's spool file.
+func (v *restorer) dropSpool() {
+	if v.spool != nil {
+		_ = v.spool.Close()
+		_ = os.Remove(v.spool.Name())
+		v.spool = nil
+	}
 }
 
 // withReplicas sets a stream config's replicas, keeping every other field
