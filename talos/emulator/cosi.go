@@ -224,7 +224,7 @@ func (e *Emulator) refreshCOSI(n *node) {
 			case cpChanged && ms.Role == "controlplane":
 				m.syncCOSI()
 			case memberChanged:
-				m.syncMember(st, ms.ClusterID)
+				m.syncMember(n)
 			}
 		}
 	}()
@@ -296,11 +296,13 @@ func (n *node) syncCOSI() {
 	}
 }
 
-// syncMember updates only the member of another node (of) in n's cluster
-// (clusterID):
-// created or updated while it is a configured node of the cluster, else
-// destroyed.
-func (n *node) syncMember(of NodeStatus, clusterID string) {
+// syncMember updates only the member of another node (of) in n's state:
+// created or updated while of is a configured node of n's cluster, else
+// (reset, or deleted from the emulator) destroyed. Both nodes are read under
+// the state's lock, as syncCOSI reads its facts: of's refreshes racing each
+// other (two changes in a row) then write in the order they read, and the
+// last write is of of as it is now.
+func (n *node) syncMember(of *node) {
 	n.mu.Lock()
 	s := n.cosi
 	n.mu.Unlock()
@@ -310,14 +312,18 @@ func (n *node) syncMember(of NodeStatus, clusterID string) {
 	ctx := context.Background()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st, clusterID := of.status(), n.status().ClusterID
+	n.em.mu.Lock()
+	live := n.em.nodes[st.Name] == of
+	n.em.mu.Unlock()
 	var err error
-	if of.Role != "" && of.ClusterID == clusterID {
-		err = s.upsert(ctx, memberResource(of))
-	} else if err = s.st.Destroy(ctx, cluster.NewMember(cluster.NamespaceName, of.Name).Metadata()); state.IsNotFoundError(err) {
+	if live && st.Role != "" && clusterID != "" && st.ClusterID == clusterID {
+		err = s.upsert(ctx, memberResource(st))
+	} else if err = s.st.Destroy(ctx, cluster.NewMember(cluster.NamespaceName, st.Name).Metadata()); state.IsNotFoundError(err) {
 		err = nil
 	}
 	if err != nil {
-		n.em.cfg.Logf("node %s: updating the member %s: %v", n.st.Name, of.Name, err)
+		n.em.cfg.Logf("node %s: updating the member %s: %v", n.status().Name, st.Name, err)
 	}
 }
 

@@ -289,7 +289,7 @@ func (e *Emulator) Delete(name string) error {
 			if st.Role == "controlplane" && m.status().Role == "controlplane" {
 				m.syncCOSI()
 			} else {
-				m.syncMember(NodeStatus{Name: st.Name}, st.ClusterID)
+				m.syncMember(n) // n is no longer in e.nodes: its member goes
 			}
 		}
 	}
