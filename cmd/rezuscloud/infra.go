@@ -71,7 +71,9 @@ const EmulatedProvider = "emulated"
 // returns the API's URL once it listens.
 func startEmulator(ctx context.Context, log *slog.Logger, dataDir, listen string, run func(func() error)) (string, error) {
 	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(dataDir, "emulator"),
-		Logf: func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
+		// The README sends users to talosctl against these nodes.
+		ShutdownDelay: emulator.InteractiveShutdownDelay,
+		Logf:          func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
 	if err != nil {
 		return "", fmt.Errorf("starting the emulator: %w", err)
 	}

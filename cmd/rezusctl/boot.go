@@ -106,6 +106,8 @@ func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
 	em, err := emulator.New(emulator.Config{
 		StateDir:   c.String("state-dir"),
 		Addressing: emulator.Addressing(c.String("addressing")),
+		// The nodes are for talosctl and RezusCloud to drive.
+		ShutdownDelay: emulator.InteractiveShutdownDelay,
 	})
 	if err != nil {
 		return err

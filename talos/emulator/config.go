@@ -51,7 +51,8 @@ type Config struct {
 	// services first, for seconds, and a client following the action (talosctl
 	// --wait) relies on that: it sends the action and opens its event stream
 	// at the same time, and waits for the action's last events on that
-	// stream. Default 0: down at once (the tests that do not follow actions).
+	// stream. Default 0: down at once (the tests that do not follow actions);
+	// an emulator people drive with talosctl uses InteractiveShutdownDelay.
 	ShutdownDelay time.Duration
 	// AfterFunc schedules the boot stages (f runs on its own goroutine after
 	// d); tests can inject a manual clock. Default: time.AfterFunc.
@@ -97,6 +98,13 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports a configuration that cannot work.
+// InteractiveShutdownDelay is the ShutdownDelay of an emulator that people
+// and their tools drive (`rezuscloud serve --with-emulator`, `rezusctl boot
+// --platform emulated`, the talosctl conformance test): long enough for
+// talosctl --wait to have its event stream open before the action's last
+// events on a loaded machine, short against a real node's seconds.
+const InteractiveShutdownDelay = 1500 * time.Millisecond
+
 func (c Config) Validate() error {
 	switch c.Addressing {
 	case AddressingAuto, AddressingLoopback, AddressingPorts:

@@ -178,7 +178,7 @@ func TestTalosctlConformance(t *testing.T) {
 	// a real node stops its services for seconds before it goes down, so the
 	// stream is open before the action's last events. Without the delay, a
 	// loaded machine could open it after them (CI did, twice, on reset).
-	cfg.ShutdownDelay = 1500 * time.Millisecond
+	cfg.ShutdownDelay = InteractiveShutdownDelay
 	em, _ := startEmulator(t, cfg)
 	tc := newTestCluster(t, "conformance")
 	ctx := context.Background()
