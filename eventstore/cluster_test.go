@@ -3,6 +3,7 @@ package eventstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -168,4 +169,59 @@ func TestClusterNodeRefusesAnotherDataDirsSeeds(t *testing.T) {
 		Cluster: &eventstore.ClusterConfig{Name: "rz", Listen: freeAddr(t), Peers: []string{"10.255.0.1:6222"}, Secret: bytes.Repeat([]byte{3}, 32)}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "holds another seed than the cluster's")
+}
+
+// A history read through a node that has just restarted returns every event
+// the cluster holds, not only those the node has caught up on: its consumer
+// may be placed on that node, and the read waits until the node is current.
+func TestReplayThroughARestartedNodeIsWhole(t *testing.T) {
+	t.Parallel()
+	secret := bytes.Repeat([]byte{43}, 32)
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	others := func(i int) []string {
+		var p []string
+		for j, a := range addrs {
+			if j != i {
+				p = append(p, a)
+			}
+		}
+		return p
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = startNode(t, dirs[i], addrs[i], others(i), secret)
+	}
+	stores := make([]*eventstore.Store, 3)
+	for i, n := range nodes {
+		stores[i] = openStore(t, n)
+	}
+	ctx := context.Background()
+	write := func(from, n int) {
+		for i := range n {
+			name := fmt.Sprintf("t-%05d", from+i)
+			ref := domain.Ref{Kind: domain.TenantKind.Kind, Name: name}
+			require.Eventually(t, func() bool {
+				_, _, err := stores[0].Append(ctx, ref, 0, "", domain.Event{Type: "TenantCreated", Object: &domain.Object{Metadata: domain.ObjectMeta{Name: name}}})
+				return err == nil
+			}, 30*time.Second, 20*time.Millisecond)
+		}
+	}
+	write(0, 20)
+
+	// The third node goes down, the cluster goes on, the node comes back.
+	nodes[2].nc.Close()
+	nodes[2].emb.Shutdown(ctx)
+	write(20, 400)
+	_, last, err := stores[0].Bounds(ctx)
+	require.NoError(t, err)
+	back := startNode(t, dirs[2], addrs[2], others(2), secret)
+	restarted := openStore(t, back)
+	// Several reads, each with a consumer of its own placed anew.
+	for range 6 {
+		recs, _, err := restarted.Replay(ctx, eventstore.ReplayOptions{Limit: 1000})
+		require.NoError(t, err)
+		require.Equal(t, int(last), len(recs), "every event of the stream")
+		require.Equal(t, last, recs[len(recs)-1].Seq)
+	}
 }

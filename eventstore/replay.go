@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
 )
 
 // Position is where a replay starts: after a stream sequence, or at a time.
@@ -192,6 +194,9 @@ func scanBatched(ctx context.Context, js jetstream.JetStream, stream string, w W
 		defer cancel()
 		_ = js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
 	}()
+	if err := awaitCurrentHost(ctx, js, stream, cons.CachedInfo()); err != nil {
+		return err
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -222,4 +227,61 @@ func scanBatched(ctx context.Context, js jetstream.JetStream, stream string, w W
 			return nil
 		}
 	}
+}
+
+// hostLagLimit bounds how long a read waits for the replica hosting its
+// consumer to catch up with the stream's leader.
+var hostLagLimit = 10 * time.Second
+
+// awaitCurrentHost waits until the server hosting a read's consumer holds the
+// stream as its leader does. In a cluster, JetStream places a single-replica
+// consumer on any replica of the stream, one that has just restarted and is
+// still catching up too, and a scan ends where that replica's copy ends: a
+// history or audit query would answer a shorter window than the stream holds,
+// without saying so. On a single server, or on the leader, there is nothing
+// to wait for. A replica behind for longer than hostLagLimit makes the read
+// fail as unavailable (the client retries) rather than answer short.
+func awaitCurrentHost(ctx context.Context, js jetstream.JetStream, stream string, ci *jetstream.ConsumerInfo) error {
+	if ci == nil || ci.Cluster == nil || ci.Cluster.Leader == "" || ci.Cluster.Name == "" && ci.Cluster.RaftGroup == "" {
+		return nil // a single server
+	}
+	host := ci.Cluster.Leader
+	deadline := time.Now().Add(hostLagLimit)
+	for {
+		var info *jetstream.StreamInfo
+		err := retryUnavailable(ctx, func() error {
+			s, err := js.Stream(ctx, stream)
+			if err == nil {
+				info = s.CachedInfo()
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("reading the stream's replicas: %w", err)
+		}
+		if hostIsCurrent(info.Cluster, host) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &domain.Error{Reason: domain.ReasonServiceUnavailable,
+				Message: fmt.Sprintf("the replica %s that would serve this read has been behind the stream's leader for %s; retry", host, hostLagLimit)}
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// hostIsCurrent says whether host holds the stream as its leader does, by
+// the leader's view of its replicas (c).
+func hostIsCurrent(c *jetstream.ClusterInfo, host string) bool {
+	if c == nil || len(c.Replicas) == 0 || c.Leader == host {
+		return true // a single server, a single replica, or the leader
+	}
+	for _, r := range c.Replicas {
+		if r.Name == host {
+			return r.Current && r.Lag == 0 && !r.Offline
+		}
+	}
+	return false // not a replica the leader knows: a new one, not caught up
 }
