@@ -263,7 +263,7 @@ func awaitCurrentHost(ctx context.Context, js jetstream.JetStream, stream string
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return &domain.Error{Reason: domain.ReasonServiceUnavailable,
+			return &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 2,
 				Message: fmt.Sprintf("the replica %s that would serve this read has been behind the stream's leader for %s; retry", host, hostLagLimit)}
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
