@@ -79,6 +79,7 @@ type AutomationConfig struct {
 type Automation struct {
 	cfg AutomationConfig
 	emb *Embedded
+	js  jetstream.JetStream
 	kv  jetstream.KeyValue
 }
 
@@ -106,7 +107,7 @@ func OpenAutomation(ctx context.Context, s *Store, e *Embedded, cfg AutomationCo
 	if cfg.MaxConsumers <= 0 {
 		cfg.MaxConsumers = DefaultAutomationMaxConsumers
 	}
-	a := &Automation{cfg: cfg, emb: e, kv: kv}
+	a := &Automation{cfg: cfg, emb: e, js: s.js, kv: kv}
 	if err := a.retireSharedAccount(ctx); err != nil {
 		return nil, err
 	}
@@ -312,13 +313,12 @@ func (a *Automation) Get(ctx context.Context, name string) (AutomationCredential
 
 // List returns the metadata of every issued (not revoked) credential, by name.
 func (a *Automation) List(ctx context.Context) ([]AutomationCredential, error) {
-	keys, err := a.kv.ListKeys(ctx)
+	keys, err := WholeKeys(ctx, a.js, AutomationBucket, "")
 	if err != nil {
 		return nil, fmt.Errorf("listing automation credentials: %w", err)
 	}
-	defer keys.Stop()
 	out := []AutomationCredential{}
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		rec, err := a.Get(ctx, k)
 		if domain.IsNotFound(err) {
 			continue // revoked meanwhile

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -208,17 +209,31 @@ func TestReplayThroughARestartedNodeIsWhole(t *testing.T) {
 		}
 	}
 	write(0, 20)
+	kv, err := stores[0].JetStream().CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "whole-test", History: 1, Replicas: 3})
+	require.NoError(t, err)
+	put := func(from, n int) {
+		for i := range n {
+			_, err := kv.Put(ctx, fmt.Sprintf("k.%05d", from+i), []byte("v"))
+			require.NoError(t, err)
+		}
+	}
+	put(0, 5)
 
 	// The third node goes down, the cluster goes on, the node comes back.
 	nodes[2].nc.Close()
 	nodes[2].emb.Shutdown(ctx)
 	write(20, 400)
+	put(5, 300)
 	_, last, err := stores[0].Bounds(ctx)
 	require.NoError(t, err)
 	back := startNode(t, dirs[2], addrs[2], others(2), secret)
 	restarted := openStore(t, back)
 	// Several reads, each with a consumer of its own placed anew.
 	for range 6 {
+		keys, err := eventstore.WholeKeys(ctx, restarted.JetStream(), "whole-test", "k.")
+		require.NoError(t, err)
+		require.Equal(t, 305, len(keys), "every key of the bucket")
+
 		recs, _, err := restarted.Replay(ctx, eventstore.ReplayOptions{Limit: 1000})
 		require.NoError(t, err)
 		require.Equal(t, int(last), len(recs), "every event of the stream")

@@ -182,17 +182,20 @@ func (s *SealedSecrets) Keys(ctx context.Context, prefix string) ([]string, erro
 	if !strings.HasSuffix(prefix, ".") {
 		return nil, fmt.Errorf("key prefix %q must end in a dot", prefix)
 	}
-	l, err := s.inner.kv.ListKeysFiltered(ctx, prefix+">")
+	keys, err := WholeKeys(ctx, s.inner.js, SecretsBucket, prefix)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return nil, nil
-		}
 		return nil, fmt.Errorf("listing secrets: %w", err)
 	}
-	defer l.Stop()
-	var keys []string
-	for k := range l.Keys() {
-		keys = append(keys, k)
+	// Deleted secrets keep a delete marker under their key.
+	live := keys[:0]
+	for _, k := range keys {
+		_, err := s.inner.kv.Get(ctx, k)
+		switch {
+		case err == nil:
+			live = append(live, k)
+		case !errors.Is(err, jetstream.ErrKeyNotFound):
+			return nil, fmt.Errorf("listing secrets: %w", err)
+		}
 	}
-	return keys, nil
+	return live, nil
 }

@@ -88,6 +88,15 @@ func TestSealedSecrets(t *testing.T) {
 			keys, err := sealed.Keys(ctx, "tenant-pki.")
 			require.NoError(t, err)
 			require.ElementsMatch(t, []string{"tenant-pki.acme", "tenant-pki.beta"}, keys)
+			// A deleted secret is not listed; another prefix is not either.
+			require.NoError(t, sealed.Put(ctx, "tenant-pki.gone", []byte("x")))
+			require.NoError(t, sealed.Put(ctx, "tenant-pkiother.x", []byte("x")))
+			require.NoError(t, sealed.Delete(ctx, "tenant-pki.gone"))
+			keys, err = sealed.Keys(ctx, "tenant-pki.")
+			require.NoError(t, err)
+			require.ElementsMatch(t, []string{"tenant-pki.acme", "tenant-pki.beta"}, keys)
+			_, err = sealed.Keys(ctx, "tenant-pki")
+			require.ErrorContains(t, err, "must end in a dot")
 
 			for k, v := range rawValues(t, env) {
 				require.NotContains(t, v, "-----BEGIN", k)

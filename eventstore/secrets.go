@@ -23,6 +23,7 @@ var ErrSecretNotFound = errors.New("secret not found")
 
 // Secrets is a key-value store for secrets.
 type Secrets struct {
+	js jetstream.JetStream
 	kv jetstream.KeyValue
 }
 
@@ -35,7 +36,7 @@ func OpenSecrets(ctx context.Context, s *Store) (*Secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", SecretsBucket, err)
 	}
-	return &Secrets{kv: kv}, nil
+	return &Secrets{js: s.js, kv: kv}, nil
 }
 
 // Get returns a secret.

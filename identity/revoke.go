@@ -20,15 +20,15 @@ func (s *Service) EndSessions(ctx context.Context, user, except string) error {
 	if err != nil {
 		return fmt.Errorf("opening the sessions bucket: %w", err)
 	}
-	keys, err := kv.ListKeys(ctx)
+	// The leader's keys: a listing through a watch could be served by a
+	// replica still catching up and miss the newest sessions, which would
+	// outlive the password change that should have ended them.
+	keys, err := eventstore.WholeKeys(ctx, s.store.JetStream(), eventstore.SessionsBucket, "")
 	if err != nil {
 		return fmt.Errorf("listing sessions: %w", err)
 	}
-	defer func() { _ = keys.Stop() }()
-	// Take every key before reading any: the lister's goroutine ends only
-	// when its channel has been drained.
 	var all []string
-	for id := range keys.Keys() {
+	for _, id := range keys {
 		if id != except {
 			all = append(all, id)
 		}

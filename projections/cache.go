@@ -293,81 +293,46 @@ func (c *Cache) loadSnapshot(ctx context.Context, last uint64) (objects int, ckp
 	return len(all), ckpt, nil
 }
 
-// bucketLagLimit bounds how long a snapshot read waits for the replica
-// serving it to reach the bucket's end; past it the cache replays the stream
-// from the start instead, slower and as correct.
-var bucketLagLimit = 30 * time.Second
-
 // readBucket reads the current value of every key of a kind's projection.
 //
-// The watch behind it is an ordered consumer, and a NATS cluster places such
-// a consumer on any replica of the bucket, one still catching up too (a
-// replica that has just restarted): that replica's "initial values
-// delivered" marker comes at its own end, not the bucket's, and a snapshot
-// read there misses the newest keys while the checkpoint, read before, says
-// they are in it. The replay after the checkpoint then never brings them
-// back (CI lost a write this way on a restarted replica). So the read goes on
-// until it has seen the bucket's last sequence as the stream's leader reports
+// The watch behind it may be served by a replica still catching up (a
+// replica that has just restarted; see eventstore.ReadUntil): a snapshot read
+// there would miss the newest keys while the checkpoint, read before, says
+// they are in it, and the replay after the checkpoint would never bring them
+// back (CI lost a write this way on a restarted replica). So the read goes
+// on until it has the bucket's last sequence as the stream's leader reports
 // it, asked after the checkpoint was read: what it returns is then at least
-// as new as the checkpoint, which is all the replay after it needs.
+// as new as the checkpoint, which is all the replay after it needs. A
+// replica behind for eventstore.BucketLagLimit fails the read, and the cache
+// replays the stream from the start instead, slower and as correct.
 func readBucket(ctx context.Context, js jetstream.JetStream, k *domain.KindInfo) ([]snapshotEntry, error) {
 	kv, err := js.KeyValue(ctx, BucketName(k))
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
-	st, err := kv.Status(ctx)
+	last, err := eventstore.BucketLastSeq(ctx, kv)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
-	var last uint64
-	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
-		last = bs.StreamInfo().State.LastSeq
-	}
-	// Deletes included: their markers carry sequences too, and the bucket's
-	// last message may be one.
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
 	defer func() { _ = w.Stop() }()
-	out, err := readUpdates(ctx, k, w.Updates(), last, bucketLagLimit)
+	out, err := readUpdates(ctx, k, w.Updates(), last, eventstore.BucketLagLimit)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", BucketName(k), err)
 	}
 	return out, nil
 }
 
-// readUpdates collects a projection bucket's watch until the watch has
-// delivered its initial values and a message at or past the sequence last;
-// later updates of a key replace earlier ones, deletes remove it.
+// readUpdates collects a projection bucket's watch until it has the bucket's
+// end (last); later updates of a key replace earlier ones, deletes remove it.
 func readUpdates(ctx context.Context, k *domain.KindInfo, updates <-chan jetstream.KeyValueEntry, last uint64, lagLimit time.Duration) ([]snapshotEntry, error) {
-	var (
-		out     []snapshotEntry
-		at      map[string]int // key → index in out, once an update follows the initial values
-		seen    uint64
-		initial bool
-		timeout <-chan time.Time
-	)
-	for !initial || seen < last {
-		var kve jetstream.KeyValueEntry
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-timeout:
-			return nil, fmt.Errorf("the replica serving the read stayed behind its leader for %s (at sequence %d of %d)", lagLimit, seen, last)
-		case e, ok := <-updates:
-			if !ok {
-				return nil, errors.New("watch ended early")
-			}
-			kve = e
-		}
-		if kve == nil {
-			initial = true
-			timeout = time.After(lagLimit)
-			continue
-		}
-		seen = max(seen, kve.Revision())
-		if initial && at == nil {
+	var out []snapshotEntry
+	var at map[string]int // key → index in out, once an update follows the initial values
+	err := eventstore.ReadUntil(ctx, updates, last, lagLimit, func(kve jetstream.KeyValueEntry, afterInitial bool) error {
+		if afterInitial && at == nil {
 			at = make(map[string]int, len(out))
 			for i, s := range out {
 				at[s.ref.Key()] = i
@@ -377,20 +342,24 @@ func readUpdates(ctx context.Context, k *domain.KindInfo, updates <-chan jetstre
 			if i, ok := at[kve.Key()]; ok {
 				out[i].e = nil
 			}
-			continue
+			return nil
 		}
 		s, err := decodeBucketEntry(k, kve)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if i, ok := at[kve.Key()]; ok {
 			out[i] = s
-			continue
+			return nil
 		}
 		if at != nil {
 			at[kve.Key()] = len(out)
 		}
 		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	// Keys deleted after the initial values are dropped.
 	kept := out[:0]

@@ -76,7 +76,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 			return ignoreNoKey(kv.Purge(ctx, prefix))
 		}
 		s.forgetTenantHead(tenantName)
-		return forgetTenantVersions(ctx, kv, tenantName)
+		return forgetTenantVersions(ctx, s.cfg.Store.JetStream(), kv, tenantName)
 	}
 	tenant, ok, err := s.eventTenant(obj, tenantName)
 	if err != nil || !ok {
@@ -349,14 +349,10 @@ func upgradeName(prefix, version string, seq uint64) string {
 	return prefix + v + suffix
 }
 
-func forgetTenantVersions(ctx context.Context, kv jetstream.KeyValue, tenant string) error {
-	lister, err := kv.ListKeysFiltered(ctx, tenant+".*")
+func forgetTenantVersions(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, tenant string) error {
+	keys, err := eventstore.WholeKeys(ctx, js, VersionsBucket, tenant+".")
 	if err != nil {
-		return ignoreNoKey(err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
+		return err
 	}
 	for _, k := range keys {
 		if err := kv.Purge(ctx, k); err != nil {
