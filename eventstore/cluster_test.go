@@ -233,6 +233,12 @@ func TestReplayThroughARestartedNodeIsWhole(t *testing.T) {
 		keys, err := eventstore.WholeKeys(ctx, restarted.JetStream(), "whole-test", "k.")
 		require.NoError(t, err)
 		require.Equal(t, 305, len(keys), "every key of the bucket")
+		// A read from the stream's leader, whichever node asks.
+		msg, err := eventstore.LeaderLastMsg(ctx, back.nc, "KV_whole-test", "$KV.whole-test.k.00304")
+		require.NoError(t, err)
+		require.Equal(t, "v", string(msg.Data))
+		_, err = eventstore.LeaderLastMsg(ctx, back.nc, "KV_whole-test", "$KV.whole-test.none")
+		require.ErrorIs(t, err, jetstream.ErrMsgNotFound)
 
 		recs, _, err := restarted.Replay(ctx, eventstore.ReplayOptions{Limit: 1000})
 		require.NoError(t, err)

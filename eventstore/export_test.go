@@ -1,6 +1,11 @@
 package eventstore
 
-import "context"
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // ReplayNewestRounds is Replay with opts.Newest, also saying how many
 // backwards rounds it took.
@@ -19,4 +24,9 @@ func (l *AuditLog) QueryNewestRounds(ctx context.Context, q AuditQuery) ([]Audit
 func SetRestoreBeforeSend(t interface{ Cleanup(func()) }, f func(stream string)) {
 	restoreBeforeSend = f
 	t.Cleanup(func() { restoreBeforeSend = nil })
+}
+
+// LeaderLastMsg is leaderLastMsg.
+func LeaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	return leaderLastMsg(ctx, nc, stream, subject)
 }

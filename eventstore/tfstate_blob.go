@@ -27,7 +27,7 @@ func (s *StateStore) Get(ctx context.Context, tenant string) (*State, error) {
 	var msg *jetstream.RawStreamMsg
 	err := retryUnavailable(ctx, func() error {
 		var err error
-		msg, err = s.stream.GetLastMsgForSubject(ctx, stateSubject(tenant))
+		msg, err = leaderLastMsg(ctx, s.nc, "KV_"+TFStateBucket, stateSubject(tenant))
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -181,18 +181,23 @@ func (s *StateStore) LockHolder(ctx context.Context, tenant string) (applyID str
 
 // lock reads the tenant's lock.
 func (s *StateStore) lock(ctx context.Context, tenant string) (StateLock, bool, error) {
-	e, err := s.locks.Get(ctx, tenant)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	// From the leader (see leaderLastMsg): a follower's older answer could
+	// show the lock free while it is held, or held by the run before.
+	msg, err := leaderLastMsg(ctx, s.nc, "KV_"+TFStateLockBucket, "$KV."+TFStateLockBucket+"."+tenant)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return StateLock{}, false, nil
 	}
 	if err != nil {
 		return StateLock{}, false, fmt.Errorf("reading the state lock of %s: %w", tenant, err)
 	}
+	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return StateLock{}, false, nil
+	}
 	var held StateLock
-	if err := json.Unmarshal(e.Value(), &held); err != nil {
+	if err := json.Unmarshal(msg.Data, &held); err != nil {
 		return StateLock{}, false, fmt.Errorf("decoding the state lock of %s: %w", tenant, err)
 	}
-	held.Revision = e.Revision()
+	held.Revision = msg.Sequence
 	return held, true, nil
 }
 
