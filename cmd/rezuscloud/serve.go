@@ -443,7 +443,18 @@ func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Ca
 		}
 	}
 	file := filepath.Join(cfg.DataDir, "initial-admin-password")
-	created, err := ids.Bootstrap(ctx, os.Getenv("REZUSCLOUD_ADMIN_PASSWORD"), file)
+	// A cluster slow to place the lease bucket (an election, a loaded
+	// machine) is waited for, as the other parts' provisioning is: giving up
+	// stopped a replica in CI. Bootstrap is safe to redo.
+	var created bool
+	err := eventstore.UntilClusterReady(ctx, func() error {
+		var err error
+		created, err = ids.Bootstrap(ctx, os.Getenv("REZUSCLOUD_ADMIN_PASSWORD"), file)
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("creating the first admin: %w", err)
 	}
