@@ -103,11 +103,12 @@ func openStore(t *testing.T, n *node) *eventstore.Store {
 	return store
 }
 
-func TestEmbeddedClusterOfThree(t *testing.T) {
-	t.Parallel()
-	secret := bytes.Repeat([]byte{42}, 32)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	others := func(i int) []string {
+// threeNodeLayout gives a three-node cluster's route addresses and data
+// dirs, and the peers of node i.
+func threeNodeLayout(t *testing.T) (addrs, dirs []string, others func(i int) []string) {
+	addrs = []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	dirs = []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	others = func(i int) []string {
 		var p []string
 		for j, a := range addrs {
 			if j != i {
@@ -116,7 +117,13 @@ func TestEmbeddedClusterOfThree(t *testing.T) {
 		}
 		return p
 	}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	return addrs, dirs, others
+}
+
+func TestEmbeddedClusterOfThree(t *testing.T) {
+	t.Parallel()
+	secret := bytes.Repeat([]byte{42}, 32)
+	addrs, dirs, others := threeNodeLayout(t)
 	first := startNode(t, dirs[0], addrs[0], others(0), secret)
 	st := first.emb.ClusterStatus()
 	require.True(t, st.Clustered)
@@ -178,17 +185,7 @@ func TestClusterNodeRefusesAnotherDataDirsSeeds(t *testing.T) {
 func TestReplayThroughARestartedNodeIsWhole(t *testing.T) {
 	t.Parallel()
 	secret := bytes.Repeat([]byte{43}, 32)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	others := func(i int) []string {
-		var p []string
-		for j, a := range addrs {
-			if j != i {
-				p = append(p, a)
-			}
-		}
-		return p
-	}
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	addrs, dirs, others := threeNodeLayout(t)
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		nodes[i] = startNode(t, dirs[i], addrs[i], others(i), secret)
