@@ -355,6 +355,20 @@ func (s *nodeState) apply(ctx context.Context, want []resource.Resource) error {
 			return err
 		}
 	}
+	return s.each(ctx, func(r resource.Resource) error {
+		md := r.Metadata()
+		if keep[md.Namespace()+"/"+md.Type()+"/"+md.ID()] {
+			return nil
+		}
+		if err := s.st.Destroy(ctx, md); err != nil && !state.IsNotFoundError(err) {
+			return err
+		}
+		return nil
+	})
+}
+
+// each calls fn for every resource of the kinds in cosiResources.
+func (s *nodeState) each(ctx context.Context, fn func(resource.Resource) error) error {
 	for _, kind := range cosiResources {
 		rd := kind.ResourceDefinition()
 		list, err := s.st.List(ctx, resource.NewMetadata(rd.DefaultNamespace, rd.Type, "", resource.VersionUndefined))
@@ -362,11 +376,8 @@ func (s *nodeState) apply(ctx context.Context, want []resource.Resource) error {
 			return err
 		}
 		for _, r := range list.Items {
-			md := r.Metadata()
-			if !keep[md.Namespace()+"/"+md.Type()+"/"+md.ID()] {
-				if err := s.st.Destroy(ctx, md); err != nil && !state.IsNotFoundError(err) {
-					return err
-				}
+			if err := fn(r); err != nil {
+				return err
 			}
 		}
 	}

@@ -88,25 +88,22 @@ func cosiDiff(n *node) error {
 		want[md.Namespace()+"/"+md.Type()+"/"+md.ID()] = r
 	}
 	var problems []error
-	for _, kind := range cosiResources {
-		rd := kind.ResourceDefinition()
-		list, err := s.st.List(ctx, resource.NewMetadata(rd.DefaultNamespace, rd.Type, "", resource.VersionUndefined))
-		if err != nil {
-			return err
+	err := s.each(ctx, func(r resource.Resource) error {
+		md := r.Metadata()
+		key := md.Namespace() + "/" + md.Type() + "/" + md.ID()
+		w, ok := want[key]
+		if !ok {
+			problems = append(problems, fmt.Errorf("%s: not wanted", key))
+			return nil
 		}
-		for _, r := range list.Items {
-			md := r.Metadata()
-			key := md.Namespace() + "/" + md.Type() + "/" + md.ID()
-			w, ok := want[key]
-			if !ok {
-				problems = append(problems, fmt.Errorf("%s: not wanted", key))
-				continue
-			}
-			delete(want, key)
-			if same, err := sameSpec(r, w); err != nil || !same {
-				problems = append(problems, fmt.Errorf("%s: stale (%v)", key, err))
-			}
+		delete(want, key)
+		if same, err := sameSpec(r, w); err != nil || !same {
+			problems = append(problems, fmt.Errorf("%s: stale (%v)", key, err))
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for key := range want {
 		problems = append(problems, fmt.Errorf("%s: missing", key))
