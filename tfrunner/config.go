@@ -23,6 +23,7 @@ func (c *Config) Validate() error {
 	required(c.Bundles == nil, "Bundles")
 	required(c.Logs == nil, "Logs")
 	required(c.WorkDir == "", "WorkDir")
+	errs = append(errs, c.Tofu.checkPaths(c.WorkDir)...)
 	required(c.Credentials == nil, "Credentials")
 	required(c.State == nil, "State")
 	// Holder names this replica in the worker lease: two replicas without

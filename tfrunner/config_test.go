@@ -49,6 +49,14 @@ func TestConfigValidate(t *testing.T) {
 			"BackoffBase must not be negative", "BackoffMax must not be negative", "BootstrapWait must not be negative",
 			"Tofu.Grace must not be negative"}},
 		{"backoff cap below its base", func(c *Config) { c.BackoffBase, c.BackoffMax = time.Minute, time.Second }, []string{"BackoffMax (1s) must not be below BackoffBase (1m0s)"}},
+		// tofu runs in per-tenant directories under WorkDir: a relative path
+		// there names another file (the README's --data-dir ./data failed so).
+		{"relative paths", func(c *Config) {
+			c.WorkDir, c.Tofu.Mirror, c.Tofu.Bin = "data/tofu", ".tools/mirror", ".tools/bin/tofu"
+		},
+			[]string{`WorkDir "data/tofu" must be an absolute path`, `Tofu.Mirror ".tools/mirror" must be an absolute path`,
+				`Tofu.Bin ".tools/bin/tofu" must be an absolute path`}},
+		{"tofu by name on PATH", func(c *Config) { c.Tofu.Bin, c.Tofu.Mirror = "tofu", "/opt/mirror" }, nil},
 		{"negative KeepApplies", func(c *Config) { c.KeepApplies = -1 }, []string{"KeepApplies must not be negative"}},
 	}
 	for _, tc := range tests {

@@ -58,6 +58,9 @@ func (c ValidatorConfig) Validate() error {
 	if c.Store == nil || c.Cache == nil || c.WorkDir == "" || c.Holder == "" {
 		return errors.New("module validator: Store, Cache, WorkDir and Holder are required")
 	}
+	if errs := c.Tofu.checkPaths(c.WorkDir); len(errs) > 0 {
+		return fmt.Errorf("module validator: %w", errors.Join(errs...))
+	}
 	return nil
 }
 

@@ -30,6 +30,26 @@ type Tofu struct {
 	Runner TofuRunner
 }
 
+// checkPaths refuses relative paths: tofu runs in per-tenant directories
+// under workDir, where a relative mirror, binary or work dir would name
+// another file (the caller makes them absolute once, from where it started).
+func (t Tofu) checkPaths(workDir string) []error {
+	var errs []error
+	for _, p := range []struct{ field, path string }{
+		{"WorkDir", workDir}, {"Tofu.Mirror", t.Mirror}, {"Tofu.Bin", t.Bin},
+	} {
+		if p.path == "" || filepath.IsAbs(p.path) {
+			continue
+		}
+		// A bare name is looked up on PATH.
+		if p.field == "Tofu.Bin" && !strings.ContainsRune(p.path, filepath.Separator) {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s %q must be an absolute path", p.field, p.path))
+	}
+	return errs
+}
+
 // TofuRunner runs one tofu command: args in dir with exactly env (nothing
 // inherited), stdout and stderr both to out. When ctx ends it interrupts tofu
 // as a user at a terminal would, so tofu stops cleanly and releases its state

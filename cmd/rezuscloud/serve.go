@@ -91,23 +91,39 @@ func serveCommand() *cli.Command {
 					}
 				}()
 			}
-			return serve(ctx, log, serveConfig{
-				Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
-				NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
-				ReplicasSet: c.IsSet("replicas"), Cluster: clusterFlagsFrom(c),
-				TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
-				AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
-				AuditMaxBytes:   c.Int64("audit-max-bytes"),
-				BodyReadTimeout: c.Duration("body-read-timeout"),
-				MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
-				SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
-				SecretsPassphrase:      os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
-				SecretsKeyFile:         c.String("secrets-key-file"),
-				AutomationMaxConsumers: c.Int("automation-max-consumers"),
-				Infra:                  infraConfigFrom(c),
-			})
+			cfg, err := serveConfigFrom(c)
+			if err != nil {
+				return err
+			}
+			return serve(ctx, log, cfg)
 		},
 	}
+}
+
+// serveConfigFrom reads serve's flags (and their environment variables), with
+// every path made absolute from the working directory.
+func serveConfigFrom(c *cli.Context) (serveConfig, error) {
+	cfg := serveConfig{
+		Listen: c.String("listen"), DataDir: c.String("data-dir"), NATSURL: c.String("nats-url"),
+		NATSCreds: c.String("nats-creds"), NATSListen: c.String("nats-listen"), Replicas: c.Int("replicas"),
+		ReplicasSet: c.IsSet("replicas"), Cluster: clusterFlagsFrom(c),
+		TLS:        tlsFlags{CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key"), SelfSigned: c.Bool("tls-self-signed")},
+		AdminToken: c.String("admin-token"), SessionTTL: c.Duration("session-ttl"), AuditRetention: c.Duration("audit-retention"),
+		AuditMaxBytes:   c.Int64("audit-max-bytes"),
+		BodyReadTimeout: c.Duration("body-read-timeout"),
+		MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
+		SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
+		SecretsPassphrase:      os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
+		SecretsKeyFile:         c.String("secrets-key-file"),
+		AutomationMaxConsumers: c.Int("automation-max-consumers"),
+		Infra:                  infraConfigFrom(c),
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return serveConfig{}, fmt.Errorf("finding the working directory for relative paths: %w", err)
+	}
+	cfg.absolutePaths(cwd)
+	return cfg, nil
 }
 
 type serveConfig struct {

@@ -104,7 +104,7 @@ func (r *rezusctl) bootCommand() *cli.Command {
 // bootEmulated runs the plan as emulated nodes until the command is cancelled.
 func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
 	em, err := emulator.New(emulator.Config{
-		StateDir:   c.String("state-dir"),
+		StateDir:   optionalAbsPath(c.String("state-dir")),
 		Addressing: emulator.Addressing(c.String("addressing")),
 		// The nodes are for talosctl and RezusCloud to drive.
 		ShutdownDelay: emulator.InteractiveShutdownDelay,

@@ -55,7 +55,9 @@ const bootLabel = "io.rezuscloud.boot.cluster"
 // bootStateDir is where a real platform keeps a cluster's disks and record.
 func (r *rezusctl) bootStateDir(c *cli.Context, cluster string) (string, error) {
 	if d := c.String("state-dir"); d != "" {
-		return d, nil
+		// Absolute: the record and the QEMU processes started from it
+		// outlive this working directory (`boot stop` may run elsewhere).
+		return absPath(d), nil
 	}
 	base := ""
 	if r.env.Getenv != nil {

@@ -167,6 +167,14 @@ func (r *rezusctl) completeContexts(c *cli.Context) {
 }
 
 // absPath makes a file path absolute so the context works from any directory.
+// optionalAbsPath is absPath of a flag that may be unset: "" stays "".
+func optionalAbsPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return absPath(p)
+}
+
 func absPath(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
 		return a
