@@ -11,24 +11,12 @@ import (
 
 func TestCompareFigures(t *testing.T) {
 	recorded := &figures{Ratios: map[string]float64{"create/64": 0.30, "update/64": 0.25, "create/8": 0.2}}
-	for _, tc := range []struct {
-		name   string
-		now    map[string]float64
-		failed int
-	}{
-		{"as recorded", map[string]float64{"create/64": 0.30, "update/64": 0.25, "create/8": 0.2}, 0},
-		{"faster", map[string]float64{"create/64": 0.50, "update/64": 0.40, "create/8": 0.3}, 0},
-		{"a little slower (noise)", map[string]float64{"create/64": 0.19, "update/64": 0.16, "create/8": 0.13}, 0},
-		{"one fell below 0.6x", map[string]float64{"create/64": 0.17, "update/64": 0.25, "create/8": 0.2}, 1},
-		{"all fell", map[string]float64{"create/64": 0.05, "update/64": 0.05, "create/8": 0.05}, 3},
-		{"a level not measured is not a failure", map[string]float64{"create/64": 0.30, "update/64": 0.25}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rows, failed := compareFigures(recorded, &figures{Ratios: tc.now}, 0.6)
-			require.Len(t, rows, 3)
-			require.Len(t, failed, tc.failed, "%v", failed)
-		})
-	}
+	rows := compareFigures(recorded, &figures{Ratios: map[string]float64{"create/64": 0.15, "update/64": 0.25}})
+	require.Equal(t, []comparison{
+		{Key: "create/64", Recorded: 0.30, Current: 0.15, Relative: 0.5},
+		{Key: "create/8", Recorded: 0.2, Missing: true},
+		{Key: "update/64", Recorded: 0.25, Current: 0.25, Relative: 1},
+	}, rows)
 }
 
 // --record writes the figures --compare reads; a run below the recorded
@@ -49,24 +37,17 @@ func TestBenchRecordAndCompare(t *testing.T) {
 	require.Greater(t, f.Ratios["create/4"], 0.0)
 	require.Contains(t, f.OpsPerSecond, "publish/4")
 
-	// Recorded ratios no run can reach: the comparison fails and names them.
+	// Recorded figures are information, never a gate (issue 26: a ratio
+	// recorded on one host is no floor on another): ratios no run can
+	// reach are printed beside this run's, and the run passes.
 	f.Ratios["create/4"], f.Ratios["update/4"] = 1000, 1000
 	b, err = json.Marshal(f)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(recorded, b, 0o644))
 	out, err = runSelf(t, append(args, "--compare", recorded)...)
-	require.Error(t, err, out)
-	require.Contains(t, out, "below the recorded figures")
-	require.Contains(t, out, "create/4")
-
-	// Recorded ratios any run reaches: it passes and prints the table.
-	f.Ratios["create/4"], f.Ratios["update/4"] = 0.0001, 0.0001
-	b, err = json.Marshal(f)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(recorded, b, 0o644))
-	out, err = runSelf(t, append(args, "--compare", recorded)...)
 	require.NoError(t, err, out)
-	require.Contains(t, out, "| create/4 | 0.00 |")
+	require.Contains(t, out, "| create/4 | 1000.00 |")
+	require.Contains(t, out, "information, not a gate")
 
 	out, err = runSelf(t, "--server", server, "api", "--compare", filepath.Join(dir, "missing.json"))
 	require.Error(t, err)

@@ -30,6 +30,7 @@ func newApp() *cli.App {
 		},
 		Commands: []*cli.Command{
 			apiCommand(),
+			abCommand(),
 			appliesCommand(),
 		},
 	}
