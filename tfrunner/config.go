@@ -48,7 +48,7 @@ func (c *Config) Validate() error {
 		value time.Duration
 	}{
 		{"Debounce", c.Debounce}, {"MaxDelay", c.MaxDelay}, {"Timeout", c.Timeout},
-		{"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}, {"BootstrapWait", c.BootstrapWait},
+		{"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}, {"BootstrapWait", c.BootstrapWait}, {"ObserveWait", c.ObserveWait},
 		{"Tofu.Grace", c.Tofu.Grace},
 	} {
 		if d.value < 0 {

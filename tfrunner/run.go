@@ -164,7 +164,38 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, t *domain.Tenan
 			return res, err
 		}
 	}
+	w.observe(ctx, tenant, logw)
 	return res, nil
+}
+
+// observe probes the tenant's machines once the apply has built them, so
+// their status is there when the apply says Succeeded: a user listing
+// machines right after saw stage Unknown and not ready for seconds while a
+// health probe already found them running. A probe that fails or takes
+// longer than ObserveWait is only logged: the next probe records them.
+func (w *Worker) observe(ctx context.Context, tenant string, logw *LogWriter) {
+	if w.cfg.Observer == nil || w.machineCounts(tenant).Total == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.ObserveWait)
+	defer cancel()
+	h, err := w.cfg.Observer.Probe(ctx, tenant, true)
+	if err != nil {
+		logw.Printf("observing the machines: %v (their status comes with the next health probe)", err)
+		return
+	}
+	ready := 0
+	for _, m := range h.Machines {
+		if m.Ready {
+			ready++
+		}
+	}
+	logw.Printf("observed %d machines through the Talos API: %d ready (%s)", len(h.Machines), ready, h.State)
+	// The run's own status writes count ready machines from the read model:
+	// it has to hold what the probe wrote first.
+	if err := w.cfg.Cache.Sync(ctx); err != nil {
+		logw.Printf("observing the machines: %v", err)
+	}
 }
 
 // applyTofu applies the tofu-built node groups and projects the state into machines.

@@ -65,6 +65,12 @@ type UpgradeGate interface {
 	ActiveUpgrade(tenant string) bool
 }
 
+// Observer probes a tenant's machines through the Talos API and records what
+// it saw on them: stage, readiness, version (talos/health.Service).
+type Observer interface {
+	Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error)
+}
+
 // StateStore is what the worker needs of the TF state storage.
 type StateStore interface {
 	// LockHolderApply is the apply whose credentials hold the tenant's state
@@ -106,6 +112,13 @@ type Config struct {
 	// control planes leave etcd (one at a time, quorum checked), workers are
 	// reset (scaledown.go). Nil destroys them without either.
 	Nodes Nodes
+	// Observer, when set, probes the tenant's machines at the end of each
+	// apply, so the machines' stage, readiness and version are recorded by
+	// the time the apply says Succeeded, not at the first health request.
+	Observer Observer
+	// ObserveWait bounds that probe; default 20s. A probe that fails or
+	// takes longer is logged and the apply stands.
+	ObserveWait time.Duration
 	// BootstrapWait bounds how long a run waits for the first control plane
 	// to come up before bootstrapping etcd; default 5m.
 	BootstrapWait time.Duration
@@ -169,6 +182,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BootstrapWait == 0 {
 		c.BootstrapWait = 5 * time.Minute
+	}
+	if c.ObserveWait == 0 {
+		c.ObserveWait = 20 * time.Second
 	}
 	if c.KeepApplies == 0 {
 		c.KeepApplies = 20

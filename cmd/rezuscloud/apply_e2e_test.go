@@ -37,6 +37,11 @@ func TestApplyBuildsScalesAndDestroysACluster(t *testing.T) {
 	ms := p.machines("acme")
 	roles := map[string]int{}
 	for _, m := range ms {
+		// Observed by the apply itself: a user listing machines once the
+		// apply says Succeeded sees them running, not Unknown (issue 26).
+		require.Equal(t, "Running", m.Status.Stage, m.Metadata.Name)
+		require.True(t, m.Status.Ready, m.Metadata.Name)
+		require.NotEmpty(t, m.Status.TalosVersion, m.Metadata.Name)
 		require.NotEmpty(t, m.Spec.Address, m.Metadata.Name)
 		require.Equal(t, "emulated://acme-"+m.Metadata.Name, m.Spec.ProviderID)
 		roles[m.Spec.Role]++

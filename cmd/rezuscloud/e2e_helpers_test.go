@@ -75,6 +75,11 @@ type machine struct {
 	Spec struct {
 		NodeGroup, Role, Address, ProviderID, Hostname string
 	} `json:"spec"`
+	Status struct {
+		Stage        string `json:"stage"`
+		Ready        bool   `json:"ready"`
+		TalosVersion string `json:"talosVersion"`
+	} `json:"status"`
 }
 
 func (p *proc) machines(tenant string) []machine {

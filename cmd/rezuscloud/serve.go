@@ -356,7 +356,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
-		Modules: modules,
+		Modules: modules, Observer: healthSvc,
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err
