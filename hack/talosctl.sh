@@ -26,7 +26,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${REZUS_TOOLS_DIR:-.tools}
 [[ $tools == /* ]] || tools=$root/$tools
 mkdir -p "$tools/bin" "$tools/stamps" "$tools/logs"
-tools=$(cd "$tools" && pwd)
+tools=$(cd "$tools" && pwd -P) # the real path: tofurc names it
 out=$tools/bin/talosctl
 stamp="github.com/siderolabs/talos@$TALOSCTL_VERSION $(go env GOVERSION) $(go env GOOS)_$(go env GOARCH)"
 export GOWORK=off

@@ -33,7 +33,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools=${REZUS_TOOLS_DIR:-.tools}
 [[ $tools == /* ]] || tools=$root/$tools
 mkdir -p "$tools"
-tools=$(cd "$tools" && pwd)
+tools=$(cd "$tools" && pwd -P) # the real path: tofurc names it
 parallel=${REZUS_TOOLS_JOBS:-2}
 platform=$(go env GOOS)_$(go env GOARCH)
 gover=$(go env GOVERSION)
@@ -102,14 +102,18 @@ build_module() {
 # is made of and of the versions of the modules it links, so an edit
 # elsewhere does not rebuild it.
 build_local_emulated() {
-	local out=$1 start stamp
+	local out=$1 start stamp rel
 	local -a dirs
 	mapfile -t dirs < <(cd "$root" && go list -deps -f '{{with .Module}}{{if .Main}}{{$.Dir}}{{end}}{{end}}' ./cmd/terraform-provider-emulated)
 	stamp=$(
 		cd "$root"
 		go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{end}}' ./cmd/terraform-provider-emulated | sort -u
+		# Paths relative to the root: a copy of the repository elsewhere
+		# (the README test's) has the same stamp.
 		for d in "${dirs[@]}"; do
-			find "$d" -maxdepth 1 -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum
+			rel=${d#"$root"}
+			rel=${rel#/}
+			find "${rel:-.}" -maxdepth 1 -name '*.go' ! -name '*_test.go' -print0 | sort -z | xargs -0 sha256sum
 		done
 		echo "$gover $platform"
 	)

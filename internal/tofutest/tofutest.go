@@ -66,16 +66,9 @@ func ProviderPath(mirror, source, version string) string {
 func find() (tofu, mirror string, err error) {
 	tofu, mirror = os.Getenv(EnvTofu), os.Getenv(EnvMirror)
 	if tofu == "" || mirror == "" {
-		dir := os.Getenv(EnvToolsDir)
-		if dir == "" {
-			dir = ".tools"
-		}
-		if !filepath.IsAbs(dir) { // relative to the repository root, where the Taskfile runs
-			root, err := RepoRoot()
-			if err != nil {
-				return "", "", err
-			}
-			dir = filepath.Join(root, dir)
+		dir, err := ToolsDir()
+		if err != nil {
+			return "", "", err
 		}
 		if tofu == "" {
 			tofu = filepath.Join(dir, "bin", "tofu")
@@ -99,6 +92,24 @@ func find() (tofu, mirror string, err error) {
 		return "", "", err
 	}
 	return abs, absMirror, nil
+}
+
+// ToolsDir is the directory `go tool task tools` builds into:
+// $REZUS_TOOLS_DIR, else .tools, a relative one taken from the repository
+// root (where the Taskfile runs), absolute.
+func ToolsDir() (string, error) {
+	dir := os.Getenv(EnvToolsDir)
+	if dir == "" {
+		dir = ".tools"
+	}
+	if !filepath.IsAbs(dir) {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, dir)
+	}
+	return dir, nil
 }
 
 // RepoRoot returns the directory of the go.mod above the working directory

@@ -1,0 +1,591 @@
+//go:build readme
+
+// The README test: the commands of README.md's marked blocks, run as a user
+// types them (relative paths, the same flags, the same example files) in a
+// copy of the repository, each checked against what its comment promises.
+// When the README changes, this runs the new text; a command it has no
+// expectation for fails it, so the README and reality cannot drift apart.
+// Run with `go tool task test:readme` (tools from `go tool task tools`).
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// readmeServer is where the README's server listens.
+const readmeServer = "127.0.0.1:8080"
+
+// shellRun is one command's run: its output (stdout and stderr as a
+// terminal shows them) and exit code.
+type shellRun struct {
+	out  string
+	code int
+}
+
+// readmeEnv runs README commands in a copy of the repository.
+type readmeEnv struct {
+	t    *testing.T
+	dir  string   // the copy: the working directory of every command
+	env  []string // the environment of every command
+	vars []string // assignments made by earlier lines (PW=…), run before each later line
+	// name and address are a machine of the quick start's tenant, for <name>
+	// and the talosctl check.
+	name, address string
+	servers       []bgServer
+	// serverStarted is when the last server line started.
+	serverStarted time.Time
+}
+
+// bgServer is a server line running in the background.
+type bgServer struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func TestREADME(t *testing.T) {
+	root, err := tofutest.RepoRoot()
+	require.NoError(t, err)
+	tools, err := tofutest.ToolsDir()
+	require.NoError(t, err)
+	for _, bin := range []string{"bin/tofu", "bin/talosctl", "mirror"} {
+		_, err := os.Stat(filepath.Join(tools, bin))
+		require.NoError(t, err, "the README's quick start runs the tools `go tool task tools` builds into %s", tools)
+	}
+	text, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	blocks, err := readmeBlocks(string(text))
+	require.NoError(t, err)
+	for _, want := range []string{"first", "curl", "quickstart"} {
+		require.NotEmpty(t, blocks[want], "README.md marks no block %q", want)
+	}
+	if ln, err := net.Listen("tcp", readmeServer); err != nil {
+		t.Fatalf("the README's server listens on %s, which is taken: %v", readmeServer, err)
+	} else {
+		ln.Close()
+	}
+
+	e := newReadmeEnv(t, root, tools)
+	// In the README's order: the first block's server, its API by curl, then
+	// the quick start on the same data dir, as a reader following along does.
+	t.Run("first", func(t *testing.T) { e.runBlock(t, blocks["first"], blocks["curl"]) })
+	if t.Failed() {
+		return
+	}
+	t.Run("quickstart", func(t *testing.T) { e.runBlock(t, blocks["quickstart"], nil) })
+}
+
+// newReadmeEnv copies the repository (without .git, build outputs, data and
+// node_modules) into a temporary directory whose .tools is the tools dir, and
+// gives commands the caller's Go caches and an empty home.
+func newReadmeEnv(t *testing.T, root, tools string) *readmeEnv {
+	dir := filepath.Join(t.TempDir(), "rezuscloud")
+	require.NoError(t, copyRepo(root, dir))
+	require.NoError(t, os.Symlink(tools, filepath.Join(dir, ".tools")))
+	home := t.TempDir()
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		// What the test runner sets that a user has not.
+		if k == "REZUS_TOOLS_DIR" || k == "TF_CLI_CONFIG_FILE" || k == "REZUSCONFIG" || k == "HOME" ||
+			strings.HasPrefix(k, "REZUSCLOUD_") || strings.HasPrefix(k, "XDG_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	// An empty home (rezusctl's config, tofu's), with the Go caches kept:
+	// they live under the real home by default.
+	env = append(env, "HOME="+home)
+	for _, k := range []string{"GOCACHE", "GOMODCACHE", "GOPATH"} {
+		out, err := exec.Command("go", "env", k).Output()
+		require.NoError(t, err)
+		env = append(env, k+"="+strings.TrimSpace(string(out)))
+	}
+	e := &readmeEnv{t: t, dir: dir, env: env}
+	t.Cleanup(e.stopServers)
+	return e
+}
+
+// copyRepo copies the files of root that a fresh clone has into dst.
+func copyRepo(root, dst string) error {
+	skip := map[string]bool{".git": true, ".tools": true, "bin": true, "data": true, "dist": true, "node_modules": true}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if rel != "." && skip[d.Name()] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case !d.Type().IsRegular(), strings.HasSuffix(d.Name(), ".test"):
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, info.Mode().Perm())
+	})
+}
+
+// runBlock runs a block's lines in order, then the lines of more (the curl
+// block runs while the first block's server serves), then stops its servers.
+func (e *readmeEnv) runBlock(t *testing.T, lines, more []readmeLine) {
+	defer e.stopServers()
+	e.vars = nil // a block's assignments are its own
+	for _, l := range append(append([]readmeLine(nil), lines...), more...) {
+		x := expectationFor(l)
+		if x == nil {
+			t.Fatalf("README.md:%d: no expectation for %q (%s): add one to readmeExpectations", l.Line, l.Command, l.Comment)
+		}
+		cmd := strings.ReplaceAll(l.Command, "<name>", e.name)
+		start := time.Now()
+		switch {
+		case x.skip != "":
+			t.Logf("README.md:%d: not run: %s (%s)", l.Line, l.Command, x.skip)
+			continue
+		case x.server:
+			e.startServer(t, l)
+		case x.until != nil:
+			r := e.follow(t, cmd, x.timeout, x.until)
+			t.Logf("README.md:%d printed:\n%s", l.Line, tail(r.out, 8))
+			if x.check != nil {
+				x.check(t, e, r)
+			}
+		default:
+			r := e.run(t, cmd, x.timeout)
+			t.Logf("README.md:%d printed:\n%s", l.Line, tail(r.out, 8))
+			require.Equal(t, 0, r.code, "README.md:%d: %s\n%s", l.Line, cmd, r.out)
+			if isAssignment(cmd) {
+				e.vars = append(e.vars, cmd)
+			}
+			if x.check != nil {
+				x.check(t, e, r)
+			}
+		}
+		t.Logf("README.md:%d ok in %s: %s", l.Line, time.Since(start).Round(time.Millisecond), cmd)
+	}
+}
+
+var assignment = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
+
+func isAssignment(cmd string) bool { return assignment.MatchString(cmd) }
+
+// command is a bash running line after the earlier lines' assignments, in
+// its own process group so that it and its children can be stopped together.
+func (e *readmeEnv) command(ctx context.Context, line string) *exec.Cmd {
+	script := strings.Join(append(append([]string{"set -eo pipefail"}, e.vars...), line), "\n")
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Dir, cmd.Env = e.dir, e.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// run runs line to its end (at most timeout).
+func (e *readmeEnv) run(t *testing.T, line string, timeout time.Duration) shellRun {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := e.command(ctx, line)
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s: still running after %s:\n%s", line, timeout, out)
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("%s: %v", line, err)
+	}
+	return shellRun{out: string(out), code: cmd.ProcessState.ExitCode()}
+}
+
+// syncBuffer collects a command's output while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// follow runs a command that does not end by itself (a watch, a follow)
+// until its output satisfies until, then interrupts it as Ctrl-C does.
+func (e *readmeEnv) follow(t *testing.T, line string, timeout time.Duration, until func(string) bool) shellRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := e.command(ctx, line)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !until(out.String()) {
+		select {
+		case <-exited:
+			t.Fatalf("%s: ended (exit %d) before showing what the README promises:\n%s", line, cmd.ProcessState.ExitCode(), out.String())
+		case <-deadline:
+			t.Fatalf("%s: did not show what the README promises within %s:\n%s", line, timeout, out.String())
+		case <-tick.C:
+		}
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s: still running 10s after Ctrl-C", line)
+	}
+	return shellRun{out: out.String()}
+}
+
+// startServer starts a server line in the background (as `&`, or a second
+// terminal, has it) and waits for its /readyz; its output goes to a file
+// shown when the test fails.
+func (e *readmeEnv) startServer(t *testing.T, l readmeLine) {
+	line := strings.TrimSpace(strings.TrimSuffix(l.Command, "&"))
+	log, err := os.Create(filepath.Join(e.t.TempDir(), fmt.Sprintf("server-%d.log", l.Line)))
+	require.NoError(t, err)
+	cmd := e.command(context.Background(), line)
+	cmd.Stdout, cmd.Stderr = log, log
+	e.serverStarted = time.Now()
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	e.servers = append(e.servers, bgServer{cmd: cmd, exited: exited})
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("server of README.md:%d logged:\n%s", l.Line, tail(string(b), 60))
+		}
+	})
+	// go run builds the server first: minutes on a cold build cache.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if code, _ := httpGet("http://" + readmeServer + "/readyz"); code == http.StatusOK {
+			return
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("README.md:%d: the server exited before it was ready:\n%s", l.Line, tail(string(b), 40))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("README.md:%d: the server was not ready within 5m", l.Line)
+		}
+	}
+}
+
+// stopServers stops the background servers as Ctrl-C does, and checks they
+// stop cleanly.
+func (e *readmeEnv) stopServers() {
+	for _, s := range e.servers {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			e.t.Errorf("a README server did not stop within 30s of SIGINT")
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.exited
+		}
+	}
+	e.servers = nil
+	// The next server binds the same address.
+	for range 100 {
+		if ln, err := net.Listen("tcp", readmeServer); err == nil {
+			ln.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := (&http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}).Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location") + string(b)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// machinesOf reads the quick start tenant's machines through the CLI, as JSON.
+func (e *readmeEnv) machinesOf(t *testing.T, tenant string) []readmeMachine {
+	r := e.run(t, "bin/rezusctl get machines -t "+tenant+" -o json", time.Minute)
+	require.Equal(t, 0, r.code, r.out)
+	var l struct{ Items []readmeMachine }
+	require.NoError(t, json.Unmarshal([]byte(r.out), &l), r.out)
+	return l.Items
+}
+
+type readmeMachine struct {
+	Metadata struct{ Name string } `json:"metadata"`
+	Spec     struct {
+		Role, Address string
+	} `json:"spec"`
+	Status struct {
+		Stage        string `json:"stage"`
+		Ready        bool   `json:"ready"`
+		TalosVersion string `json:"talosVersion"`
+	} `json:"status"`
+}
+
+// requireFile checks a file a command wrote: there, mode 0600, holding want.
+func requireFile(t *testing.T, e *readmeEnv, name string, want ...string) {
+	t.Helper()
+	path := filepath.Join(e.dir, name)
+	fi, err := os.Stat(path)
+	require.NoError(t, err, "%s was not written", name)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s holds credentials or configs: mode 0600", name)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, w := range want {
+		require.Contains(t, string(b), w, name)
+	}
+}
+
+// readmeExpectation is what a README command promises.
+type readmeExpectation struct {
+	match *regexp.Regexp
+	// skip says why the line is not run.
+	skip string
+	// server: started in the background and waited for (/readyz).
+	server bool
+	// until: the command does not end by itself; it runs until its output
+	// satisfies until, then is interrupted.
+	until   func(out string) bool
+	timeout time.Duration
+	// check asserts on what the command did (a run that ended exited 0).
+	check func(t *testing.T, e *readmeEnv, r shellRun)
+}
+
+func expectationFor(l readmeLine) *readmeExpectation {
+	for _, x := range readmeExpectations {
+		if x.match.MatchString(l.Command) {
+			if x.timeout == 0 {
+				x.timeout = 2 * time.Minute
+			}
+			return &x
+		}
+	}
+	return nil
+}
+
+func contains(subs ...string) func(string) bool {
+	return func(out string) bool {
+		for _, s := range subs {
+			if !strings.Contains(out, s) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// rowsWith counts the lines of out that match every pattern.
+func rowsWith(out string, patterns ...string) int {
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		ok := true
+		for _, p := range patterns {
+			if !regexp.MustCompile(p).MatchString(line) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+const ipPort = `\b\d+\.\d+\.\d+\.\d+(:\d+)?\b`
+
+// readmeExpectations, first match wins. Each says what the README's comment
+// beside the command promises, checked as a user would look.
+var readmeExpectations = []readmeExpectation{
+	{match: regexp.MustCompile(`^go tool task test$`), skip: "the test command: it runs this test"},
+	{match: regexp.MustCompile(`^go tool task tools$`), timeout: 30 * time.Minute, check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		for _, bin := range []string{".tools/bin/tofu", ".tools/bin/talosctl"} {
+			fi, err := os.Stat(filepath.Join(e.dir, bin))
+			require.NoError(t, err, r.out)
+			require.NotZero(t, fi.Mode()&0o111, bin)
+		}
+	}},
+	{match: regexp.MustCompile(`^go run \./cmd/rezuscloud serve `), server: true},
+	{match: regexp.MustCompile(`^go build -o bin/rezusctl \./cmd/rezusctl$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		_, err := os.Stat(filepath.Join(e.dir, "bin/rezusctl"))
+		require.NoError(t, err)
+	}},
+	{match: regexp.MustCompile(`^source <\(bin/rezusctl completion bash\)$`)},
+	{match: regexp.MustCompile(`^PW=\$\(cat data/initial-admin-password\)$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		// The web UI answers beside the API on the first block's server.
+		code, loc := httpGet("http://" + readmeServer + "/")
+		require.Equal(t, http.StatusFound, code)
+		require.Contains(t, loc, "/ui/")
+		code, body := httpGet("http://" + readmeServer + "/ui/login")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, body, "<form")
+	}},
+	{match: regexp.MustCompile(`^TOKEN=\$\(curl .*/api/v1/auth/login`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		out := e.run(t, `echo -n "$TOKEN"`, time.Minute)
+		require.Regexp(t, `^[A-Za-z0-9._-]{20,}$`, out.out, "the login answered a token")
+	}},
+	{match: regexp.MustCompile(`^curl -s .* -d .*"name":"acme".* http://127\.0\.0\.1:8080/api/v1/tenants$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, `"kind":"Tenant"`)
+		require.Contains(t, r.out, `"name":"acme"`)
+	}},
+	{match: regexp.MustCompile(`^curl -s .*/api/v1/tenants\?labelSelector=env%3Dprod'$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, `"kind":"TenantList"`)
+		require.Contains(t, r.out, `"name":"acme"`)
+	}},
+	{match: regexp.MustCompile(`^curl -N .*/api/v1/tenants\?watch=true'$`), until: contains(`"type":"ADDED"`, `"name":"acme"`)},
+	{match: regexp.MustCompile(`^bin/rezusctl login --server http://127\.0\.0\.1:8080 --username admin --password-stdin < data/initial-admin-password$`)},
+	{match: regexp.MustCompile(`^bin/rezusctl apply -f examples/emulated-cluster\.yaml$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "tenant/demo")
+		require.Contains(t, r.out, "nodegroup/workers")
+	}},
+	// One apply: Queued, Planning, Applying, Succeeded.
+	{match: regexp.MustCompile(`^bin/rezusctl get applies -t demo -w$`), timeout: 5 * time.Minute,
+		until: func(out string) bool { return strings.Contains(out, "Succeeded") || strings.Contains(out, "Failed") },
+		check: func(t *testing.T, e *readmeEnv, r shellRun) {
+			require.NotContains(t, r.out, "Failed", r.out)
+			e.t.Logf("quick start: from serve to the apply's Succeeded in %s", time.Since(e.quickStartBegan()).Round(time.Second))
+		}},
+	// Three machines with their Talos API addresses, observed running by
+	// the time the apply said Succeeded (issue 26).
+	{match: regexp.MustCompile(`^bin/rezusctl get machines -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Equal(t, 3, rowsWith(r.out, ipPort), "three machines with addresses:\n%s", r.out)
+		require.Equal(t, 3, rowsWith(r.out, ipPort, `\bRunning\b`, `\btrue\b`), "each observed Running and ready right after the apply:\n%s", r.out)
+		ms := e.machinesOf(t, "demo")
+		require.Len(t, ms, 3)
+		for _, m := range ms {
+			if m.Spec.Role == "controlplane" {
+				e.name, e.address = m.Metadata.Name, m.Spec.Address
+			}
+		}
+		require.NotEmpty(t, e.name, "a control-plane machine")
+	}},
+	// ... and CONFIG: up to date, pending or failed.
+	{match: regexp.MustCompile(`^bin/rezusctl get machines -t demo -o wide$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "CONFIG")
+		require.Equal(t, 3, rowsWith(r.out, ipPort, `up to date|pending|failed`), r.out)
+	}},
+	// Conditions, config history, events.
+	{match: regexp.MustCompile(`^bin/rezusctl describe machine \S+ -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		for _, want := range []string{e.name, "Conditions", "Config History", "Events"} {
+			require.Contains(t, r.out, want, r.out)
+		}
+	}},
+	// The newest apply's tofu log.
+	{match: regexp.MustCompile(`^bin/rezusctl logs -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "Apply complete", r.out)
+	}},
+	// What apply would change: nothing, right after the apply (exit 0).
+	{match: regexp.MustCompile(`^bin/rezusctl diff -f examples/emulated-cluster\.yaml$`)},
+	// A machine's service log through the Talos API.
+	{match: regexp.MustCompile(`^bin/rezusctl logs machine/\S+ -t demo --service kubelet$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.NotEmpty(t, strings.TrimSpace(r.out), "the kubelet's log")
+	}},
+	// The machine config the server renders, written 0600.
+	{match: regexp.MustCompile(`^bin/rezusctl config render machine/\S+ -t demo -o m\.yaml$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		requireFile(t, e, "m.yaml", "machine:", "cluster:")
+	}},
+	// The kept versions of the tenant's tofu state, and the lock.
+	{match: regexp.MustCompile(`^bin/rezusctl state list -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Regexp(t, `(?i)lock`, r.out)
+		require.GreaterOrEqual(t, rowsWith(r.out, `^\s*\d+\s`), 1, "at least one kept version:\n%s", r.out)
+	}},
+	// demo.talosconfig, which the real talosctl uses as the comment shows.
+	{match: regexp.MustCompile(`^bin/rezusctl talosconfig -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		requireFile(t, e, "demo.talosconfig", "context: demo")
+		host, _, err := net.SplitHostPort(e.address)
+		if err != nil {
+			host = e.address
+		}
+		v := e.run(t, ".tools/bin/talosctl --talosconfig demo.talosconfig -n "+host+" version", time.Minute)
+		require.Equal(t, 0, v.code, v.out)
+		require.Contains(t, v.out, "Server:", v.out)
+	}},
+	{match: regexp.MustCompile(`^bin/rezusctl kubeconfig -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		requireFile(t, e, "demo.kubeconfig", "clusters:", "certificate-authority-data")
+	}},
+	// Probes every machine through the Talos API.
+	{match: regexp.MustCompile(`^bin/rezusctl health demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "demo: Ready, 3/3 machines ready", r.out)
+	}},
+	// Rolling upgrades, Talos then Kubernetes.
+	{match: regexp.MustCompile(`^bin/rezusctl upgrade demo --talos-version v1\.13\.1 --wait$`), timeout: 5 * time.Minute, check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "Succeeded", r.out)
+		for _, m := range e.machinesOf(t, "demo") {
+			require.Equal(t, "v1.13.1", m.Status.TalosVersion, m.Metadata.Name)
+		}
+	}},
+	{match: regexp.MustCompile(`^bin/rezusctl upgrade demo --kubernetes-version v1\.36\.1 --wait$`), timeout: 5 * time.Minute, check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Contains(t, r.out, "Succeeded", r.out)
+	}},
+	// tofu destroy, then the tenant goes.
+	{match: regexp.MustCompile(`^bin/rezusctl delete tenant demo --wait$`), timeout: 5 * time.Minute, check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		g := e.run(t, "bin/rezusctl get tenant demo", time.Minute)
+		require.NotEqual(t, 0, g.code, g.out)
+		require.Contains(t, g.out, "not found", g.out)
+	}},
+}
+
+// quickStartBegan is when the last server line started.
+func (e *readmeEnv) quickStartBegan() time.Time { return e.serverStarted }
