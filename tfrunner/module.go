@@ -148,9 +148,6 @@ var resourceBlockSchema = &hcl.BodySchema{
 	Blocks:     []hcl.BlockHeaderSchema{{Type: "provisioner", LabelNames: []string{"type"}}},
 }
 
-// execProvisioners run commands or copy files on their own.
-var execProvisioners = []string{"local-exec", "remote-exec", "file"}
-
 // Check parses every file of a module provider's spec and checks it against
 // the contract: each finding is a cause at spec.module.files[<file>] whose
 // message starts with line:column. Its spec.config must give a value for
@@ -187,10 +184,15 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 	parsed := make([]parsedFile, len(names))
 	parseFiles(spec.Module, names, parsed)
 	var bodies []hcl.Body
-	for _, p := range parsed {
+	for i, p := range parsed {
 		addDiags(p.diags)
 		if p.file != nil && !p.diags.HasErrors() {
 			bodies = append(bodies, p.file.Body)
+			if !c.AllowExec {
+				for _, rng := range provisionerBlocks(p.file, []byte(spec.Module.Files[names[i]]), names[i]) {
+					add(rng, domain.CauseForbidden, "provisioners are not allowed: they run commands on the management plane or copy files to machines (start the server with --allow-module-exec to allow them)")
+				}
+			}
 		}
 	}
 	// Where each variable and output is declared, for duplicates and for
@@ -254,11 +256,6 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 					}
 				}
 				uses = append(uses, use{local: local, rng: blk.DefRange, what: fmt.Sprintf("%s %s.%s", blk.Type, blk.Labels[0], blk.Labels[1])})
-				for _, p := range rc.Blocks {
-					if slices.Contains(execProvisioners, p.Labels[0]) && !c.AllowExec {
-						add(p.DefRange, domain.CauseForbidden, "the %s provisioner is not allowed: it runs commands on the management plane or copies files to machines (start the server with --allow-module-exec to allow it)", p.Labels[0])
-					}
-				}
 			case "module":
 				add(blk.DefRange, domain.CauseForbidden, "module %q: a module provider is one directory; nested module calls are not supported (their sources would be fetched at run time)", blk.Labels[0])
 			}
@@ -328,11 +325,12 @@ func parseFiles(m *domain.ModuleSource, names []string, out []parsedFile) {
 			for i := range next {
 				name := names[i]
 				src := []byte(m.Files[name])
-				if strings.HasSuffix(name, ".tf.json") {
-					out[i].file, out[i].diags = hcljson.Parse(src, name)
-				} else {
-					out[i].file, out[i].diags = hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-				}
+				out[i].file, out[i].diags = parseGuarded(src, name, func() (*hcl.File, hcl.Diagnostics) {
+					if strings.HasSuffix(name, ".tf.json") {
+						return hcljson.Parse(src, name)
+					}
+					return hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+				})
 			}
 		}()
 	}

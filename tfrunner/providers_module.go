@@ -181,9 +181,10 @@ func escapeJSONStrings(v any) any {
 		}
 		return out
 	case map[string]any:
+		// Keys are templates too in OpenTofu's JSON syntax.
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = escapeJSONStrings(x)
+			out[lit(k)] = escapeJSONStrings(x)
 		}
 		return out
 	default:
@@ -338,6 +339,9 @@ func (moduleGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
 func (moduleGen) decodeGroupConfig(raw json.RawMessage) (any, []domain.Cause) {
 	var cfg map[string]json.RawMessage
 	if causes := decodeStrictObject(raw, &cfg, "spec.providerConfig"); causes != nil {
+		return nil, causes
+	}
+	if causes := configKeyCauses(raw, "spec.providerConfig"); causes != nil {
 		return nil, causes
 	}
 	// The renderer's keys keep their meaning.

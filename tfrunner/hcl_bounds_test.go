@@ -1,0 +1,132 @@
+package tfrunner
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// deepParens is the key of issue 27's finding 1: a template of n nested
+// parentheses, which overflowed the parser's stack and killed the server.
+func deepParens(n int) string {
+	return "${" + strings.Repeat("(", n) + "1" + strings.Repeat(")", n) + "}"
+}
+
+// TestModuleProviderConfigKeysAreBounded: a node group's providerConfig key
+// of 400,000 nested parentheses (accepted before, then fatal to the applying
+// replica at every restart) is refused at write time with the field at
+// fault; every key at any depth must be a short identifier.
+func TestModuleProviderConfigKeysAreBounded(t *testing.T) {
+	key := func(k string) string { b, _ := json.Marshal(k); return string(b) }
+	for _, tc := range []struct {
+		name, config string
+		want         []string
+	}{
+		{"identifiers", `{"server_type":"cx22","labels":{"team-a":"x","b_2":[{"k":1}]}}`, nil},
+		{"the attack", `{` + key(deepParens(400000)) + `:1}`, []string{`spec.providerConfig: key "${((((((((((((((((((((((((((((((((((((((…": keys must be identifiers`}},
+		{"a template key", `{"${file(\"/etc/passwd\")}":1}`, []string{`spec.providerConfig: key "${file(\"/etc/passwd\")}": keys must be identifiers`}},
+		{"nested", `{"labels":{"ok":{"%{if true}x%{endif}":1}}}`, []string{`spec.providerConfig.labels.ok: key "%{if true}x%{endif}": keys must be identifiers`}},
+		{"in a list", `{"disks":[{"size":1},{"a b":2}]}`, []string{`spec.providerConfig.disks[1]: key "a b": keys must be identifiers`}},
+		{"too long", `{"` + strings.Repeat("a", 65) + `":1}`, []string{`spec.providerConfig: key "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…": keys must be identifiers`}},
+		{"empty", `{"":1}`, []string{`spec.providerConfig: key "": keys must be identifiers`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, causes := moduleType.gen.decodeGroupConfig(json.RawMessage(tc.config))
+			got := causeStrings(causes)
+			require.Len(t, got, len(tc.want), "%v", got)
+			for i, w := range tc.want {
+				require.True(t, strings.HasPrefix(got[i], w), "%q does not start with %q", got[i], w)
+			}
+		})
+	}
+}
+
+// TestEscapedKeysAreNotEvaluated: keys of a module argument are escaped as
+// its values are, so a key reaches tofu as text, not as a template.
+func TestEscapedKeysAreNotEvaluated(t *testing.T) {
+	v, err := jsonSyntaxValue(json.RawMessage(`{"${x}":{"%{y}":"${z}"}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"$${x}": map[string]any{"%%{y}": "$${z}"}}, v)
+}
+
+// TestNestingIsBoundedBeforeAnyParse: text nested beyond MaxHCLNesting is
+// refused with a diagnostic before a parser sees it, in a module file (1 MiB
+// of parentheses in a locals value crashed the server at write time), in a
+// template and in JSON; nesting inside JSON strings does not count.
+func TestNestingIsBoundedBeforeAnyParse(t *testing.T) {
+	deep := "locals {\n  x = " + strings.Repeat("(", 520000) + "1" + strings.Repeat(")", 520000) + "\n}\n"
+	_, causes := ModuleChecker{}.Check(emulatedModuleSpec(map[string]string{"deep.tf": deep}))
+	require.NotEmpty(t, causes)
+	require.Equal(t, "spec.module.files[deep.tf]", causes[0].Field)
+	require.Contains(t, causes[0].Message, "brackets nest 520001 deep; at most 256")
+
+	deepJSON := `{"locals":{"x":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}}`
+	_, causes = ModuleChecker{}.Check(emulatedModuleSpec(map[string]string{"deep.tf.json": deepJSON}))
+	require.NotEmpty(t, causes)
+	require.Contains(t, causes[0].Message, "brackets nest 302 deep")
+
+	// Brackets in a JSON string are the string's: not JSON nesting.
+	require.Equal(t, 1, jsonDepth([]byte(`{"a":"((((((([[[[{{{{\"}}}"}`)))
+	require.Equal(t, 3, nestingDepth([]byte(`a(b[c{d}e]f)g`)))
+	require.Equal(t, 1, nestingDepth([]byte(`)))(`)), "unbalanced closers do not go below zero")
+
+	c := &tfChecker{}
+	err := c.template(deepParens(MaxHCLNesting+1), false)
+	require.ErrorContains(t, err, "at most 256")
+	require.NoError(t, c.template(deepParens(20), false))
+}
+
+// TestParsePanicsAreDiagnostics: a parser that panics yields an error
+// diagnostic, never a crash.
+func TestParsePanicsAreDiagnostics(t *testing.T) {
+	_, diags := parseGuarded([]byte("x"), "f.tf", func() (*hcl.File, hcl.Diagnostics) { panic("boom") })
+	require.True(t, diags.HasErrors())
+	require.Contains(t, diags.Error(), "the parser failed on this text: boom")
+	f, diags := parseGuarded([]byte("a = 1\n"), "f.tf", func() (*hcl.File, hcl.Diagnostics) {
+		return hclsyntax.ParseConfig([]byte("a = 1\n"), "f.tf", hcl.InitialPos)
+	})
+	require.False(t, diags.HasErrors())
+	require.NotNil(t, f)
+}
+
+// TestProvisionersAreRefusedWherever: issue 27's finding 2 ran a `removed`
+// block's destroy-time local-exec as root with exec off. Every provisioner
+// is refused, whatever block holds it, in both syntaxes, unless exec is
+// allowed.
+func TestProvisionersAreRefusedWherever(t *testing.T) {
+	mirror := map[string]bool{"registry.opentofu.org/rezuscloud/emulated": true}
+	for name, files := range map[string]map[string]string{
+		"resource": {"x.tf": "resource \"terraform_data\" \"x\" {\n  provisioner \"local-exec\" {\n    command = \"id\"\n  }\n}\n"},
+		"removed": {"x.tf": "removed {\n  from = terraform_data.gone\n  lifecycle {\n    destroy = true\n  }\n  provisioner \"local-exec\" {\n    when    = destroy\n    command = \"id > /tmp/pwned\"\n  }\n}\n"},
+		"removed, JSON": {"x.tf.json": `{"removed":[{"from":"terraform_data.gone","lifecycle":[{"destroy":true}],
+			"provisioner":[{"local-exec":{"when":"destroy","command":"id > /tmp/pwned"}}]}]}`},
+		"resource, JSON": {"x.tf.json": `{"resource":{"terraform_data":{"x":{"provisioner":{"remote-exec":{"inline":["id"]}}}}}}`},
+		"data": {"x.tf": "data \"terraform_data\" \"x\" {\n  provisioner \"file\" {\n    source = \"/etc/shadow\"\n    destination = \"/tmp/x\"\n  }\n}\n"},
+		"dynamic": {"x.tf": "resource \"terraform_data\" \"x\" {\n  dynamic \"provisioner\" {\n    for_each = [1]\n    content {}\n  }\n}\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, causes := ModuleChecker{Available: mirror}.Check(emulatedModuleSpec(files))
+			var forbidden []domain.Cause
+			for _, c := range causes {
+				if c.Type == domain.CauseForbidden {
+					forbidden = append(forbidden, c)
+				}
+			}
+			require.Len(t, forbidden, 1, "%v", causes)
+			require.Contains(t, forbidden[0].Message, "provisioners are not allowed")
+			for f := range files {
+				require.Equal(t, "spec.module.files["+f+"]", forbidden[0].Field)
+			}
+			_, causes = ModuleChecker{Available: mirror, AllowExec: true}.Check(emulatedModuleSpec(files))
+			for _, c := range causes {
+				require.NotEqual(t, domain.CauseForbidden, c.Type, "--allow-module-exec: %v", c)
+			}
+		})
+	}
+}
