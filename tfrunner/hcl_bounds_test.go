@@ -103,12 +103,12 @@ func TestProvisionersAreRefusedWherever(t *testing.T) {
 	mirror := map[string]bool{"registry.opentofu.org/rezuscloud/emulated": true}
 	for name, files := range map[string]map[string]string{
 		"resource": {"x.tf": "resource \"terraform_data\" \"x\" {\n  provisioner \"local-exec\" {\n    command = \"id\"\n  }\n}\n"},
-		"removed": {"x.tf": "removed {\n  from = terraform_data.gone\n  lifecycle {\n    destroy = true\n  }\n  provisioner \"local-exec\" {\n    when    = destroy\n    command = \"id > /tmp/pwned\"\n  }\n}\n"},
+		"removed":  {"x.tf": "removed {\n  from = terraform_data.gone\n  lifecycle {\n    destroy = true\n  }\n  provisioner \"local-exec\" {\n    when    = destroy\n    command = \"id > /tmp/pwned\"\n  }\n}\n"},
 		"removed, JSON": {"x.tf.json": `{"removed":[{"from":"terraform_data.gone","lifecycle":[{"destroy":true}],
 			"provisioner":[{"local-exec":{"when":"destroy","command":"id > /tmp/pwned"}}]}]}`},
 		"resource, JSON": {"x.tf.json": `{"resource":{"terraform_data":{"x":{"provisioner":{"remote-exec":{"inline":["id"]}}}}}}`},
-		"data": {"x.tf": "data \"terraform_data\" \"x\" {\n  provisioner \"file\" {\n    source = \"/etc/shadow\"\n    destination = \"/tmp/x\"\n  }\n}\n"},
-		"dynamic": {"x.tf": "resource \"terraform_data\" \"x\" {\n  dynamic \"provisioner\" {\n    for_each = [1]\n    content {}\n  }\n}\n"},
+		"data":           {"x.tf": "data \"terraform_data\" \"x\" {\n  provisioner \"file\" {\n    source = \"/etc/shadow\"\n    destination = \"/tmp/x\"\n  }\n}\n"},
+		"dynamic":        {"x.tf": "resource \"terraform_data\" \"x\" {\n  dynamic \"provisioner\" {\n    for_each = [1]\n    content {}\n  }\n}\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, causes := ModuleChecker{Available: mirror}.Check(emulatedModuleSpec(files))
