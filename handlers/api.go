@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -59,6 +60,12 @@ type Config struct {
 	// requests are counted apart in one minute (one audit record each with a
 	// count); the rest share one record. Default DefaultAuditSampleSources (10000).
 	AuditSampleSources int
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
+	// client (--trusted-proxies): a request from one of them is the client's
+	// at the rightmost address of the header that is not itself a trusted
+	// proxy, for the audit trail and the login limiter. Empty (the default)
+	// takes the peer's address and ignores the header, which any client can set.
+	TrustedProxies []*net.IPNet
 	// Version is reported by /version.
 	Version string
 	// RequireEncryptedState makes the state backend refuse state tofu did not
@@ -197,9 +204,10 @@ func New(cfg Config, d Deps) *API {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = a.errorHandler
-	// The client address (audit records, login rate limits) is the peer's: headers
-	// such as X-Forwarded-For are set by the client and not trusted.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// The client address (audit records, login rate limits) is the peer's:
+	// headers such as X-Forwarded-For are set by the client and trusted only
+	// from the configured proxies.
+	e.IPExtractor = clientAddress(cfg.TrustedProxies)
 	e.Use(a.recoverMiddleware, a.requestID, a.auditRequests, a.metrics.middleware, a.requestHygiene)
 	a.echo = e
 	a.routes()
@@ -277,3 +285,17 @@ func (g *authed) POST(p string, h echo.HandlerFunc)   { g.e.POST(g.prefix+p, h, 
 func (g *authed) PUT(p string, h echo.HandlerFunc)    { g.e.PUT(g.prefix+p, h, g.mw...) }
 func (g *authed) PATCH(p string, h echo.HandlerFunc)  { g.e.PATCH(g.prefix+p, h, g.mw...) }
 func (g *authed) DELETE(p string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+p, h, g.mw...) }
+
+// clientAddress extracts the client's address: the peer's, or behind one of
+// the trusted proxies the one X-Forwarded-For gives (echo walks the header
+// from the right, skipping trusted hops, so a client cannot name itself).
+func clientAddress(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
 )
 
@@ -158,9 +160,16 @@ func TestFailedLoginsAreRateLimited(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, blocked.Code)
 	require.NotEmpty(t, blocked.Header.Get("Retry-After"))
 	require.Equal(t, domain.ReasonTooManyRequests, blocked.status(t).Reason)
-	// The client address is limited too: another user from the same address is refused.
+	// Another user from the same address is not blocked by alice's
+	// failures (issue 27: behind a proxy every user shares one address).
 	s.createUser("bob", domain.RoleView, "bobs password is long")
-	require.Equal(t, http.StatusTooManyRequests, s.login("bob", "bobs password is long").Code)
+	require.Equal(t, http.StatusOK, s.login("bob", "bobs password is long").Code)
+	// Nor the admin by failures for a user that does not exist.
+	for range 5 {
+		require.Equal(t, http.StatusUnauthorized, s.login("ghost", "wrong password!!").Code)
+	}
+	require.Equal(t, http.StatusTooManyRequests, s.login("ghost", "wrong password!!").Code)
+	require.Equal(t, http.StatusOK, s.login("bob", "bobs password is long").Code)
 	// After the window, logins work again.
 	s.clock.Set(start.Add(2 * time.Minute))
 	require.Equal(t, http.StatusOK, s.login("alice", alicePassword).Code)
@@ -260,4 +269,42 @@ func TestBootstrapCreatesTheFirstAdminOnce(t *testing.T) {
 	require.GreaterOrEqual(t, len(e.Value()), 32)
 	_, err = kv.Get(context.Background(), "user-password.admin")
 	require.NoError(t, err)
+}
+
+// TestTrustedProxiesNameTheClient: behind a trusted proxy the login limiter
+// keys on the client X-Forwarded-For names; from anywhere else the header is
+// the client's own word and is ignored.
+func TestTrustedProxiesNameTheClient(t *testing.T) {
+	loginFrom := func(s *stack, xff, name, password string) int {
+		return s.do(http.MethodPost, "/api/v1/auth/login", fmt.Sprintf(`{"username":%q,"password":%q}`, name, password),
+			"Authorization", "", "X-Forwarded-For", xff).Code
+	}
+	for _, tc := range []struct {
+		name    string
+		trusted string
+		// the code of alice's right password from another client after
+		// five failures from 203.0.113.5
+		fromOther int
+	}{
+		{"behind the proxy", "127.0.0.0/8", http.StatusOK},
+		{"no proxy trusted", "", http.StatusTooManyRequests},
+		{"another proxy trusted", "10.0.0.0/8", http.StatusTooManyRequests},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, func(c *handlers.Config) {
+				if tc.trusted != "" {
+					_, n, err := net.ParseCIDR(tc.trusted)
+					require.NoError(t, err)
+					c.TrustedProxies = []*net.IPNet{n}
+				}
+			})
+			s.clock.Set(time.Now())
+			s.createUser("alice", domain.RoleView, alicePassword)
+			for range 5 {
+				require.Equal(t, http.StatusUnauthorized, loginFrom(s, "203.0.113.5", "alice", "wrong password!!"))
+			}
+			require.Equal(t, http.StatusTooManyRequests, loginFrom(s, "203.0.113.5", "alice", alicePassword))
+			require.Equal(t, tc.fromOther, loginFrom(s, "203.0.113.6", "alice", alicePassword))
+		})
+	}
 }

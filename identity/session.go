@@ -16,10 +16,10 @@ import (
 // Login checks a password and starts a session; it returns the signed session token.
 func (s *Service) Login(ctx context.Context, user, password, client string) (string, time.Time, Identity, error) {
 	now := s.cfg.Now()
-	if wait := s.limiter.addrWait(now, client); wait > 0 {
+	if wait := s.limiter.addrWait(now, client, user); wait > 0 {
 		return "", time.Time{}, Identity{}, tooManyLogins(wait)
 	}
-	if wait := s.limiter.userDelay(now, user); wait > 0 && !s.limiter.addrClean(now, client) {
+	if wait := s.limiter.userDelay(now, user); wait > 0 && !s.limiter.addrClean(now, client, user) {
 		// The user is under a failure delay and this address has failed too;
 		// an address with no failures takes the slow path: its password is checked.
 		return "", time.Time{}, Identity{}, tooManyLogins(wait)

@@ -67,6 +67,10 @@ func (b backend) newRequest(ctx context.Context, from *http.Request, r apiReques
 	// CSRF token the UI has checked: it is same-origin by construction.
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
 	req.RemoteAddr = from.RemoteAddr
+	// The API believes it only from a trusted proxy (--trusted-proxies).
+	if xff := from.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		req.Header["X-Forwarded-For"] = xff
+	}
 	if c, err := from.Cookie(identity.SessionCookie); err == nil {
 		req.AddCookie(c)
 	}

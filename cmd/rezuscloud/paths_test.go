@@ -76,7 +76,7 @@ func TestServePathFlagsAreAbsolute(t *testing.T) {
 func TestNoServeFlagLeavesARelativePath(t *testing.T) {
 	var args []string
 	for _, f := range serveCommand().Flags {
-		if sf, ok := f.(*cli.StringFlag); ok {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name != "trusted-proxies" { // CIDRs, checked
 			args = append(args, "--"+sf.Name, "rel/"+sf.Name)
 		}
 	}
@@ -108,4 +108,20 @@ func TestNoServeFlagLeavesARelativePath(t *testing.T) {
 		}
 	}
 	walk("serveConfig", reflect.ValueOf(cfg))
+}
+
+// TestTrustedProxiesFlag: CIDRs are parsed at start; anything else is an
+// error naming the flag.
+func TestTrustedProxiesFlag(t *testing.T) {
+	cfg := parseServe(t, "--trusted-proxies", "10.0.0.0/8, 192.0.2.7/32")
+	require.Len(t, cfg.TrustedProxies, 2)
+	require.Equal(t, "10.0.0.0/8", cfg.TrustedProxies[0].String())
+	require.Equal(t, "192.0.2.7/32", cfg.TrustedProxies[1].String())
+	require.Empty(t, parseServe(t).TrustedProxies)
+
+	cmd := serveCommand()
+	cmd.Action = func(c *cli.Context) error { _, err := serveConfigFrom(c); return err }
+	app := &cli.App{Name: "rezuscloud", Commands: []*cli.Command{cmd}}
+	err := app.Run([]string{"rezuscloud", "serve", "--trusted-proxies", "10.0.0.1"})
+	require.ErrorContains(t, err, `--trusted-proxies: "10.0.0.1" is not a CIDR`)
 }

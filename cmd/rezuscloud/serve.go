@@ -59,6 +59,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-watches-per-user", Value: handlers.DefaultMaxWatchesPerUser, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES_PER_USER"}, Usage: "how many watches and follows one user (all its tokens and sessions) holds open at once (more get 429)"},
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
+			&cli.StringFlag{Name: "trusted-proxies", EnvVars: []string{"REZUSCLOUD_TRUSTED_PROXIES"}, Usage: "reverse proxies (comma-separated CIDRs) whose X-Forwarded-For names the client, for the audit trail and the login limiter; default none: the peer's address counts and the header is ignored"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
 		}, append(infraFlags(), clusterFlags()...)...),
@@ -118,6 +119,13 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		AutomationMaxConsumers: c.Int("automation-max-consumers"),
 		Infra:                  infraConfigFrom(c),
 	}
+	for _, p := range splitList(c.String("trusted-proxies")) {
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return serveConfig{}, fmt.Errorf("--trusted-proxies: %q is not a CIDR (e.g. 10.0.0.0/8 or 192.0.2.7/32)", p)
+		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, n)
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return serveConfig{}, fmt.Errorf("finding the working directory for relative paths: %w", err)
@@ -155,6 +163,8 @@ type serveConfig struct {
 	ReplicasSet bool
 	// Cluster makes the embedded NATS server one node of a cluster.
 	Cluster clusterFlagsConfig
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is believed.
+	TrustedProxies []*net.IPNet
 	// Infra configures the apply worker and the emulator.
 	Infra infraConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
@@ -322,7 +332,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		log.Warn("module providers' sources are not checked", "err", err)
 	}
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
-		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules}, apiDeps)
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies}, apiDeps)
 
 	// The state page decrypts state with the apply worker's keys (made below,
 	// before the server answers any request).
