@@ -96,15 +96,31 @@ func takePassword(spec map[string]any) (string, bool, error) {
 type userHooks struct{ a *API }
 
 // setPasswordAfter sets the password once the write succeeded and, unless
-// the user was just created, ends the user's sessions (but the caller's own).
+// the user was just created, ends the user's sessions (but the caller's own)
+// and API tokens: a password set through the user object is a reset.
 func (h *userHooks) setPasswordAfter(c echo.Context, op domain.Op, user, pw string) afterWrite {
 	keep := ownSession(c, user)
 	return func(ctx context.Context, res eventstore.Result) (map[string]any, error) {
 		if err := h.a.identity.SetPassword(ctx, user, pw); err != nil || op == domain.OpCreate {
 			return nil, err
 		}
-		return nil, h.a.identity.EndSessions(ctx, user, keep)
+		if err := h.a.identity.EndSessions(ctx, user, keep); err != nil {
+			return nil, err
+		}
+		return nil, h.a.endTokens(ctx, c, user)
 	}
+}
+
+// endTokens revokes user's API tokens after a password change, and has the
+// answer wait until the read model no longer lists them.
+func (a *API) endTokens(ctx context.Context, c echo.Context, user string) error {
+	if err := a.identity.RevokeTokens(ctx, user, identityOf(c).Name, correlationID(c)); err != nil {
+		return err
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, a.cfg.ReadAfterWriteTimeout)
+	defer cancel()
+	_ = a.cache.Sync(syncCtx)
+	return nil
 }
 
 // ownSession is the caller's session if the caller is user: the one session a
@@ -232,6 +248,9 @@ func (a *API) whoami(c echo.Context) error {
 type passwordRequest struct {
 	Password        string `json:"password"`
 	CurrentPassword string `json:"currentPassword,omitempty"`
+	// KeepAPITokens keeps the user's API tokens working; by default a
+	// password change ends them with the other sessions (issue 27).
+	KeepAPITokens bool `json:"keepAPITokens,omitempty"`
 }
 
 // setPassword changes a password: one's own with the current password, or
@@ -281,6 +300,11 @@ func (a *API) setPassword(c echo.Context) error {
 	// The user's other sessions end; one's own change keeps the session making it.
 	if err := a.identity.EndSessions(ctx, name, ownSession(c, name)); err != nil {
 		return err
+	}
+	if !req.KeepAPITokens {
+		if err := a.endTokens(ctx, c, name); err != nil {
+			return err
+		}
 	}
 	return c.NoContent(http.StatusNoContent)
 }

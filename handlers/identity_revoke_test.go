@@ -55,7 +55,8 @@ func TestDeletedUserCredentialsStayDeadWhenTheNameIsReused(t *testing.T) {
 }
 
 // Issue 13, defect 2: a password change or reset ends the user's other sessions.
-// The self-service change keeps the session that made it.
+// The self-service change keeps the session that made it. Issue 27: and the
+// user's API tokens, unless the change keeps them explicitly.
 func TestPasswordChangeEndsSessions(t *testing.T) {
 	s := newStack(t)
 	s.createUser("alice", domain.RoleView, alicePassword)
@@ -64,18 +65,32 @@ func TestPasswordChangeEndsSessions(t *testing.T) {
 	tok, _ := s.createToken(`{"metadata":{},"spec":{}}`, bearer(mine)...)
 
 	r := s.do(http.MethodPut, "/api/v1/users/alice/password",
-		`{"password":"a brand new password","currentPassword":"`+alicePassword+`"}`, bearer(mine)...)
+		`{"password":"a brand new password","currentPassword":"`+alicePassword+`","keepAPITokens":true}`, bearer(mine)...)
 	require.Equal(t, http.StatusNoContent, r.Code, string(r.Body))
 	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(other)...).Code, "another session survived the change")
 	require.Equal(t, http.StatusOK, s.whoami(bearer(mine)...).Code, "the changing session ended")
-	require.Equal(t, http.StatusOK, s.whoami(bearer(tok)...).Code, "API tokens are not sessions")
+	require.Equal(t, http.StatusOK, s.whoami(bearer(tok)...).Code, "keepAPITokens: the token stays")
+
+	// Issue 27, finding 9: by default a password change ends the user's API
+	// tokens too; tokens an attacker made must not survive the reset.
+	r = s.do(http.MethodPut, "/api/v1/users/alice/password",
+		`{"password":"a third new password","currentPassword":"a brand new password"}`, bearer(mine)...)
+	require.Equal(t, http.StatusNoContent, r.Code, string(r.Body))
+	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(tok)...).Code, "the API token survived the password change")
+	require.Equal(t, http.StatusOK, s.whoami(bearer(mine)...).Code)
+	list := s.do(http.MethodGet, "/api/v1/apitokens", nil, bearer(mine)...)
+	require.NotContains(t, string(list.Body), `"user":"alice"`, "the token objects are gone with them")
+	tok2, _ := s.createToken(`{"metadata":{},"spec":{}}`, bearer(mine)...)
 
 	// An admin's reset ends every session, through either route.
 	require.Equal(t, http.StatusNoContent, s.do(http.MethodPut, "/api/v1/users/alice/password", `{"password":"admin resets alice"}`).Code)
 	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(mine)...).Code)
 	again := s.sessionToken("alice", "admin resets alice")
+	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(tok2)...).Code, "an admin's reset ends the tokens")
+	tok3, _ := s.createToken(`{"metadata":{},"spec":{}}`, bearer(again)...)
 	require.Equal(t, http.StatusOK, s.do(http.MethodPatch, "/api/v1/users/alice", `{"spec":{"password":"patched by the admin"}}`).Code)
 	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(again)...).Code)
+	require.Equal(t, http.StatusUnauthorized, s.whoami(bearer(tok3)...).Code, "a reset through the user object ends the tokens")
 	require.Equal(t, http.StatusOK, s.whoami(bearer(s.sessionToken("alice", "patched by the admin"))...).Code)
 }
 

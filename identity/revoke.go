@@ -64,6 +64,14 @@ func (s *Service) RevokeUser(ctx context.Context, user, actor, correlationID str
 	if err := s.DeletePassword(ctx, user); err != nil {
 		return err
 	}
+	return s.RevokeTokens(ctx, user, actor, correlationID)
+}
+
+// RevokeTokens ends every API token of user: their secrets go and their
+// objects are deleted by actor under correlationID. A password change does
+// it unless the user keeps them explicitly: tokens made by whoever knew the
+// old password must not outlive it.
+func (s *Service) RevokeTokens(ctx context.Context, user, actor, correlationID string) error {
 	for _, name := range s.tokensOf(user) {
 		if err := s.RevokeAPIToken(ctx, name); err != nil {
 			return err
