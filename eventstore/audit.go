@@ -158,6 +158,7 @@ type AuditLog struct {
 	cfg    AuditConfig
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	dead   *deadLetters
 	closed atomic.Bool
 	lost   atomic.Uint64
 }
@@ -169,7 +170,7 @@ func OpenAudit(ctx context.Context, s *Store, cfg AuditConfig) (*AuditLog, error
 		return nil, err
 	}
 	cfg.setDefaults(s)
-	l := &AuditLog{cfg: cfg}
+	l := &AuditLog{cfg: cfg, dead: s.dead}
 	// A JetStream context of its own: the async-publish options and the
 	// pending acknowledgements belong to the audit log alone.
 	js, err := jetstream.New(s.nc,
@@ -300,7 +301,8 @@ func (l *AuditLog) Query(ctx context.Context, q AuditQuery) (recs []AuditRecord,
 	err = scan(ctx, l.js, AuditStreamName, q.Window, q.subjects(), func(m scanned) (bool, error) {
 		rec, err := decodeAudit(m.msg.Data(), m.seq)
 		if err != nil {
-			return false, err
+			l.dead.record(AuditStreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
+			return true, nil
 		}
 		if q.Actor != "" && rec.Actor != q.Actor {
 			return true, nil
@@ -325,7 +327,8 @@ func (l *AuditLog) queryNewest(ctx context.Context, q AuditQuery) ([]AuditRecord
 	recs, rounds, err := newest(ctx, l.js, AuditStreamName, q.Window, q.subjects(), q.Newest, func(m scanned) (AuditRecord, bool, error) {
 		rec, err := decodeAudit(m.msg.Data(), m.seq)
 		if err != nil {
-			return AuditRecord{}, false, err
+			l.dead.record(AuditStreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
+			return AuditRecord{}, false, nil
 		}
 		return rec, q.Actor == "" || rec.Actor == q.Actor, nil
 	})
@@ -339,6 +342,7 @@ func (l *AuditLog) queryNewest(ctx context.Context, q AuditQuery) ([]AuditRecord
 type AuditCursor struct {
 	it    jetstream.MessagesContext
 	actor string
+	dead  *deadLetters
 }
 
 // Follow returns a cursor over the records matching q (its Window's end and
@@ -348,7 +352,7 @@ func (l *AuditLog) Follow(ctx context.Context, q AuditQuery) (*AuditCursor, erro
 	if err != nil {
 		return nil, err
 	}
-	return &AuditCursor{it: it, actor: q.Actor}, nil
+	return &AuditCursor{it: it, actor: q.Actor, dead: l.dead}, nil
 }
 
 // Next blocks for the next matching record.
@@ -367,7 +371,8 @@ func (c *AuditCursor) Next(ctx context.Context) (AuditRecord, error) {
 		}
 		rec, err := decodeAudit(msg.Data(), md.Sequence.Stream)
 		if err != nil {
-			return AuditRecord{}, err
+			c.dead.record(AuditStreamName, md.Sequence.Stream, msg.Subject(), msg.Data(), err)
+			continue
 		}
 		if c.actor == "" || rec.Actor == c.actor {
 			return rec, nil

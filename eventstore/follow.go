@@ -13,6 +13,7 @@ import (
 type Cursor struct {
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
+	dead *deadLetters
 }
 
 // Follow returns a cursor over events with sequence >= from whose subjects
@@ -40,29 +41,33 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 	if err != nil {
 		return nil, fmt.Errorf("starting ordered consumer: %w", err)
 	}
-	return &Cursor{cons: cons, it: it}, nil
+	return &Cursor{cons: cons, it: it, dead: s.dead}, nil
 }
 
 // Next blocks for the next event. Pending is how many matching events are
 // still behind it in the stream at the time it was delivered.
+// A record that cannot be decoded is kept as a dead letter and skipped.
 func (c *Cursor) Next(ctx context.Context) (*Record, error) {
-	msg, err := c.it.Next(jetstream.NextContext(ctx))
-	if err != nil {
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
-			return nil, ctx.Err()
+	for {
+		msg, err := c.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
 		}
-		return nil, err
+		md, err := msg.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("reading message metadata: %w", err)
+		}
+		rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
+		if err != nil {
+			c.dead.record(StreamName, md.Sequence.Stream, msg.Subject(), msg.Data(), err)
+			continue
+		}
+		rec.Pending = md.NumPending
+		return rec, nil
 	}
-	md, err := msg.Metadata()
-	if err != nil {
-		return nil, fmt.Errorf("reading message metadata: %w", err)
-	}
-	rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
-	if err != nil {
-		return nil, err
-	}
-	rec.Pending = md.NumPending
-	return rec, nil
 }
 
 // Stop ends the cursor.

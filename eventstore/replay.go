@@ -76,7 +76,8 @@ func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record,
 	err = scan(ctx, s.js, StreamName, opts.Window, opts.Subjects, func(m scanned) (bool, error) {
 		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
 		if err != nil {
-			return false, err
+			s.dead.record(StreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
+			return true, nil
 		}
 		recs = append(recs, rec)
 		if len(recs) == opts.Limit {
@@ -96,7 +97,11 @@ func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record,
 func (s *Store) replayNewest(ctx context.Context, opts ReplayOptions) ([]*Record, int, error) {
 	recs, rounds, err := newest(ctx, s.js, StreamName, opts.Window, opts.Subjects, opts.Newest, func(m scanned) (*Record, bool, error) {
 		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
-		return rec, err == nil, err
+		if err != nil {
+			s.dead.record(StreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
+			return nil, false, nil
+		}
+		return rec, true, nil
 	})
 	if err != nil {
 		return nil, rounds, fmt.Errorf("replaying the newest of %s: %w", StreamName, err)
@@ -111,7 +116,7 @@ func (s *Store) FollowFrom(ctx context.Context, from Position, subjects []string
 	if err != nil {
 		return nil, err
 	}
-	return &Cursor{cons: cons, it: it}, nil
+	return &Cursor{cons: cons, it: it, dead: s.dead}, nil
 }
 
 // followStream opens an ordered consumer on stream at a position and starts

@@ -39,11 +39,15 @@ func (s *Store) SharedEvent(seq uint64, data []byte) (*domain.Event, error) {
 	}
 	s.shared.mu.Unlock()
 	ev := &domain.Event{}
-	if err := json.Unmarshal(data, ev); err != nil {
-		return nil, fmt.Errorf("decoding event %d: %w", seq, err)
+	err := json.Unmarshal(data, ev)
+	if err == nil && ev.Object == nil {
+		err = fmt.Errorf("event %d has no object", seq)
 	}
-	if ev.Object == nil {
-		return nil, fmt.Errorf("event %d has no object", seq)
+	if err != nil {
+		// Every controller meets it: the dead letter is kept once (its id
+		// is the sequence), the count and the log are per meeting.
+		s.dead.record(StreamName, seq, "", data, err)
+		return nil, fmt.Errorf("decoding event %d: %w", seq, err)
 	}
 	s.shared.mu.Lock()
 	slot.seq, slot.ev = seq, ev

@@ -84,6 +84,7 @@ type Store struct {
 
 	appended  atomic.Uint64
 	conflicts atomic.Uint64
+	dead      *deadLetters
 
 	shared sharedEvents
 }
@@ -118,7 +119,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provisioning stream %s: %w", StreamName, err)
 	}
-	return &Store{cfg: cfg, nc: nc, js: js, stream: stream}, nil
+	if err := provisionDeadLetters(ctx, js, cfg.Replicas); err != nil {
+		return nil, fmt.Errorf("provisioning stream %s: %w", DeadLetterStream, err)
+	}
+	return &Store{cfg: cfg, nc: nc, js: js, stream: stream, dead: &deadLetters{js: js, log: cfg.Logger}}, nil
 }
 
 // JetStream returns the JetStream handle, for packages that keep their own
@@ -175,7 +179,14 @@ func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", ref, err)
 	}
-	return decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+	rec, err := decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+	if err != nil {
+		// The aggregate's last record is poison: readers skip it, but a
+		// write cannot know what it would follow. Kept and said.
+		s.dead.record(StreamName, msg.Sequence, msg.Subject, msg.Data, err)
+		return nil, fmt.Errorf("loading %s: its last record cannot be decoded (kept in %s): %w", ref, DeadLetterStream, err)
+	}
+	return rec, nil
 }
 
 // Get returns the event at a stream sequence.

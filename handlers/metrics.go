@@ -34,6 +34,8 @@ func newMetrics(a *API) *metrics {
 			func() float64 { return float64(a.store.Appended()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_append_conflicts_total", Help: "Appends refused because the object had changed (409)."},
 			func() float64 { return float64(a.store.Conflicts()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_poison_records_total", Help: "Records of the event or audit stream this process skipped because they cannot be decoded (each kept in REZUS_DEAD_LETTERS and logged)."},
+			func() float64 { return float64(a.store.PoisonRecords()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_audit_records_lost_total", Help: "Audit records that could not be stored (each is logged in full)."},
 			func() float64 {
 				if a.audit == nil {

@@ -258,8 +258,12 @@ func (p *Projector) run(ctx context.Context) error {
 // project publishes one event's effect on its bucket asynchronously.
 func (p *Projector) project(buckets map[string]string, msg jetstream.Msg, seq uint64) (jetstream.PubAckFuture, error) {
 	ev := &domain.Event{}
-	if err := json.Unmarshal(msg.Data(), ev); err != nil || ev.Object == nil {
-		p.log.Error("projector: skipping undecodable event", "seq", seq, "subject", msg.Subject(), "err", err)
+	err := json.Unmarshal(msg.Data(), ev)
+	if err == nil && ev.Object == nil {
+		err = errors.New("the event has no object")
+	}
+	if err != nil {
+		p.store.Poisoned(eventstore.StreamName, seq, msg.Subject(), msg.Data(), err)
 		return nil, nil
 	}
 	bucket, ok := buckets[ev.Object.Kind]
