@@ -68,6 +68,17 @@ func (l *streamLimiter) acquire(user string) (release func(), err error) {
 	}, nil
 }
 
+// AcquireStream takes a stream slot for the user with uid (or, without a
+// user object, name) under the limits of the API's watches and follows: the
+// web UI's live pages count with them. It fails with TooManyRequests.
+func (a *API) AcquireStream(uid, name string) (release func(), err error) {
+	user := "name:" + name
+	if uid != "" {
+		user = "uid:" + uid
+	}
+	return a.streams.acquire(user)
+}
+
 // streamUser is whom a request's streams are counted for: the user's uid, so
 // every token and session of one user share the count; the name for
 // identities without a user object (the static token).

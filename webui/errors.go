@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -63,6 +64,10 @@ func toFormErrors(err error, fields ...string) formErrors {
 // API's.
 func (u *UI) fail(c echo.Context, err error) error {
 	code := errorCode(err)
+	var de *domain.Error
+	if errors.As(err, &de) && de.RetryAfterSeconds > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(de.RetryAfterSeconds))
+	}
 	if code >= 500 {
 		u.log.Error("web ui request failed", "path", c.Request().URL.Path, "err", err)
 	}

@@ -75,7 +75,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 		o(&deps)
 	}
 	s.api = handlers.New(handlers.Config{}, deps)
-	s.ui = New(Config{LiveDebounce: 20 * time.Millisecond}, Deps{API: s.api.Handler(), Identity: id, Cache: s.cache})
+	s.ui = New(Config{LiveDebounce: 20 * time.Millisecond}, Deps{API: s.api.Handler(), Identity: id, Cache: s.cache, Streams: s.api})
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, run := range []func(context.Context) error{s.cache.Run, projector.Run, fin.Run, pki.Run} {

@@ -100,6 +100,17 @@ func (u *UI) live(c echo.Context, subjects []string, frags ...fragment) error {
 // the user's role on the tenant changes (the page's controls were rendered
 // for the old one).
 func (u *UI) liveIn(c echo.Context, tenant string, subjects []string, frags ...fragment) error {
+	// A live stream holds a consumer of the event stream as an API watch
+	// does, and counts with them: 1,500 streams of one view user were all
+	// answered, the server's memory growing with them (issue 27).
+	if u.streams != nil {
+		v := viewerOf(c)
+		release, err := u.streams.AcquireStream(v.uid, v.Name)
+		if err != nil {
+			return u.fail(c, err)
+		}
+		defer release()
+	}
 	ctx, cancel := context.WithCancel(c.Request().Context())
 	defer cancel()
 	stop := context.AfterFunc(u.stopping, cancel)

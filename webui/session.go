@@ -27,6 +27,9 @@ const (
 type viewer struct {
 	Name string
 	Role string
+	// uid is the user's uid (empty for identities without a user object):
+	// live streams are counted with the user's API watches by it.
+	uid string
 	// CSRF is the token every form and htmx request of this session carries.
 	CSRF string
 	// Path is the page's path, for the navigation's current item.
@@ -118,7 +121,7 @@ func (u *UI) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil || cerr != nil || ck.Value == "" || id.AuthMethod != identity.AuthSession {
 			return u.toLogin(c)
 		}
-		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path,
+		c.Set(viewerKey, viewer{Name: id.Name, Role: id.Role, uid: id.UID, CSRF: u.identity.CSRFToken(ck.Value), Path: r.URL.Path,
 			access: id.Access(), labels: u.tenantLabels})
 		return next(c)
 	}

@@ -74,8 +74,17 @@ type Identity interface {
 	CheckCSRF(binding, token string) bool
 }
 
+// Streams hands out the slots of open streams (handlers.API): live pages
+// count with the API's watches and follows, per user and in all.
+type Streams interface {
+	AcquireStream(uid, name string) (release func(), err error)
+}
+
 // Deps are the parts the UI is built on.
 type Deps struct {
+	// Streams, when set, bounds live streams with the API's watch limits
+	// (--max-watches, --max-watches-per-user); the server always sets it.
+	Streams Streams
 	// API is the REST API's handler; every read and write goes through it.
 	API http.Handler
 	// Identity authenticates page requests and checks CSRF tokens.
@@ -97,6 +106,7 @@ type UI struct {
 	api      backend
 	identity Identity
 	cache    *projections.Cache
+	streams  Streams
 	log      *slog.Logger
 	// decryptState is Deps.DecryptState.
 	decryptState func(ctx context.Context, tenant string, blob []byte) ([]byte, error)
@@ -112,7 +122,7 @@ type UI struct {
 // New builds the UI and its routes.
 func New(cfg Config, d Deps) *UI {
 	cfg.setDefaults()
-	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, cache: d.Cache, log: cfg.Log, decryptState: d.DecryptState}
+	u := &UI{cfg: cfg, api: backend{api: d.API}, identity: d.Identity, cache: d.Cache, streams: d.Streams, log: cfg.Log, decryptState: d.DecryptState}
 	u.stopping, u.stop = context.WithCancel(context.Background())
 	u.static, _ = fs.Sub(staticFiles, "static")
 	u.etags = map[string]string{}

@@ -340,7 +340,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
 		return worker.DecryptState(ctx, tenant, blob)
 	}
-	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache, DecryptState: decryptState})
+	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache, DecryptState: decryptState, Streams: api})
 
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
