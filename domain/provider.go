@@ -66,6 +66,28 @@ type ProviderSpec struct {
 	// Module is the OpenTofu module a module provider builds machines with;
 	// only for type module.
 	Module *ModuleSource `json:"module,omitempty"`
+	// TenantSelector, when set, is a label selector (Kubernetes syntax) of
+	// the tenants whose node groups may name this Provider: a tenant's
+	// editor otherwise builds on any Provider, another team's cloud account
+	// included. Empty serves every tenant.
+	TenantSelector string `json:"tenantSelector,omitempty"`
+}
+
+// AllowsTenant reports whether a node group of the tenant with labels may
+// name the Provider; a selector that does not parse allows none.
+func (s *ProviderSpec) AllowsTenant(labels map[string]string) bool {
+	if s.TenantSelector == "" {
+		return true
+	}
+	sel, err := ParseSelector(s.TenantSelector)
+	return err == nil && sel.Matches(labels)
+}
+
+// TenantRefused is the cause of a node group of tenant naming provider
+// whose tenantSelector does not match the tenant's labels.
+func TenantRefused(field, provider, tenant, selector string) Cause {
+	return Cause{Field: field, Type: CauseForbidden,
+		Message: fmt.Sprintf("provider %q serves only tenants matching %q; tenant %s does not", provider, selector, tenant)}
 }
 
 // ModuleSource is an OpenTofu module, one directory of files.
@@ -147,6 +169,13 @@ func (s *ProviderSpec) Validate(f string) []Cause {
 	s.Config = cfg
 	if s.CredentialsRef != nil {
 		causes = append(causes, ValidateName(s.CredentialsRef.Name, f+".credentialsRef.name")...)
+	}
+	if s.TenantSelector != "" {
+		if len(s.TenantSelector) > 1024 {
+			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+		} else if _, err := ParseSelector(s.TenantSelector); err != nil {
+			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseInvalid, Message: err.Error()})
+		}
 	}
 	return causes
 }

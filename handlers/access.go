@@ -255,5 +255,21 @@ func (h tenantLabelHooks) check(c echo.Context, ref domain.Ref, next map[string]
 		return domain.NewForbidden(domain.TenantKind.Kind, ref.Name,
 			"these labels would give you the role \""+after+"\" on the tenant (you have \""+before+"\"); ask an admin")
 	}
+	// Nor may it open a Provider to the tenant that its tenantSelector
+	// kept out (another team's cloud account): that is an admin's call.
+	var cur map[string]string
+	if obj, found := h.a.cache.GetObject(ref); found {
+		cur = obj.Metadata.Labels
+	}
+	providers, err := projections.List[domain.Provider](h.a.cache, domain.ProviderKind, projections.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range providers {
+		if p.Spec.TenantSelector != "" && !p.Spec.AllowsTenant(cur) && p.Spec.AllowsTenant(next) {
+			return domain.NewForbidden(domain.TenantKind.Kind, ref.Name,
+				"these labels would open provider \""+p.Metadata.Name+"\" (tenantSelector "+p.Spec.TenantSelector+") to the tenant; ask an admin")
+		}
+	}
 	return nil
 }

@@ -106,6 +106,15 @@ func (a *API) nodeGroupProviderCauses(ref domain.Ref, cur *domain.Object, next *
 		return []domain.Cause{{Field: "spec.provider", Type: domain.CauseNotFound,
 			Message: fmt.Sprintf("provider %q not found; create the Provider first", next.Provider)}}
 	}
+	if p.Spec.TenantSelector != "" {
+		var labels map[string]string
+		if t, ok, err := projections.Get[domain.Tenant](a.cache, domain.TenantRef(ref.Tenant)); err == nil && ok {
+			labels = t.Metadata.Labels
+		}
+		if !p.Spec.AllowsTenant(labels) {
+			return []domain.Cause{domain.TenantRefused("spec.provider", next.Provider, ref.Tenant, p.Spec.TenantSelector)}
+		}
+	}
 	return tfrunner.ValidateGroupConfig(p, next)
 }
 

@@ -285,6 +285,12 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 			return nil, domain.NewInvalid(domain.NodeGroupKind.Kind, name, []domain.Cause{{Field: "spec.provider", Type: domain.CauseNotSupported,
 				Message: fmt.Sprintf("provider %q not found", ng.Spec.Provider)}})
 		}
+		// The Provider's tenants may have narrowed since the group was
+		// written: checked again at every apply.
+		if in.Tenant != nil && u.obj != nil && !u.obj.Spec.AllowsTenant(in.Tenant.Metadata.Labels) {
+			return nil, domain.NewInvalid(domain.NodeGroupKind.Kind, name, []domain.Cause{
+				domain.TenantRefused("spec.provider", ng.Spec.Provider, in.Tenant.Metadata.Name, u.obj.Spec.TenantSelector)})
+		}
 		cfg, causes := u.typ.gen.decodeGroupConfig(ng.Spec.ProviderConfig)
 		if len(causes) > 0 {
 			return nil, domain.NewInvalid(domain.NodeGroupKind.Kind, name, causes)

@@ -130,3 +130,20 @@ func TestProvisionersAreRefusedWherever(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerateRefusesATenantOutsideTheProviderSelector: a Provider narrowed
+// to other tenants after a group was written is refused at the next apply.
+func TestGenerateRefusesATenantOutsideTheProviderSelector(t *testing.T) {
+	tn := genTenant("demo", "")
+	tn.Metadata.Labels = map[string]string{"team": "b"}
+	p := genProvider("p", domain.ProviderEmulated, cfgEmulated)
+	p.Spec.TenantSelector = "team=a"
+	in := GenerateInput{Tenant: tn, PlaceholderEndpoint: true, Providers: map[string]*domain.Provider{"p": p},
+		Groups: []GroupInput{genGroup(tn, "cp", domain.RoleControlPlane, "p", 1, `{}`)}}
+	_, err := Generate(in)
+	require.True(t, domain.IsInvalid(err), "%v", err)
+	require.ErrorContains(t, err, `provider "p" serves only tenants matching "team=a"; tenant demo does not`)
+	tn.Metadata.Labels["team"] = "a"
+	_, err = Generate(in)
+	require.NoError(t, err)
+}
