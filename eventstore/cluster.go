@@ -30,9 +30,10 @@ import (
 //   - the operator and account seeds (the JWT trust of operator mode): every
 //     node signs the same accounts, so a stream of the REZUS account is the
 //     same stream on every node;
-//   - the route credentials: a route that does not present them is refused,
-//     so only holders of the secrets key can join. Routes are not encrypted:
-//     run them on a private network (see docs/operations.md).
+//   - the routes' mutual TLS (route_tls.go) and their credentials: a route
+//     without a certificate of the cluster's CA, or without the
+//     credentials, is refused, so only holders of the secrets key can join,
+//     and nothing crosses a route unencrypted.
 //
 // A replica given another key cannot join (its routes are refused); it logs
 // that and waits instead of forming a cluster of its own.
@@ -207,7 +208,12 @@ func clusterOptions(opts *server.Options, c ClusterConfig) error {
 	if err != nil {
 		return err
 	}
-	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: routeUser, Password: pass}
+	tlsCfg, err := routeTLS(c.Secret, opts.ServerName)
+	if err != nil {
+		return err
+	}
+	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: routeUser, Password: pass,
+		TLSConfig: tlsCfg, TLSTimeout: 5}
 	for _, p := range c.Peers {
 		opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", User: url.UserPassword(routeUser, pass), Host: p})
 	}
@@ -269,7 +275,8 @@ type routeRefusals struct{ n *atomic.Int64 }
 
 func (r routeRefusals) observe(line string) {
 	if strings.Contains(line, "Route Error 'Authorization Violation'") ||
-		(strings.Contains(line, "rid:") && strings.Contains(line, server.ErrAuthentication.Error())) {
+		(strings.Contains(line, "rid:") && strings.Contains(line, server.ErrAuthentication.Error())) ||
+		(strings.Contains(line, "rid:") && strings.Contains(line, "TLS route handshake error")) {
 		r.n.Add(1)
 	}
 }

@@ -30,3 +30,10 @@ func SetRestoreBeforeSend(t interface{ Cleanup(func()) }, f func(stream string))
 func LeaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	return leaderLastMsg(ctx, nc, stream, subject)
 }
+
+// RoutePassword is the route credential derived from secret: what the
+// attack of issue 27 captured from a replica.
+func RoutePassword(secret []byte) (string, error) { return routePassword(secret) }
+
+// RouteUser is the route credential's user name.
+const RouteUser = routeUser

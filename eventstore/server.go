@@ -260,8 +260,21 @@ type slogAdapter struct {
 }
 
 func (a *slogAdapter) Noticef(format string, v ...any) { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
-func (a *slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a *slogAdapter) Warnf(format string, v ...any) {
+	// The routes' certificate chains are verified (route_tls.go); only
+	// their names are not, as routes dial addresses. NATS warns of any
+	// InsecureSkipVerify as if nothing were.
+	if format == routeInsecureWarning {
+		return
+	}
+	a.l.Warn(fmt.Sprintf(format, v...))
+}
+
+// routeInsecureWarning is nats-server's warning of a route TLS config with
+// InsecureSkipVerify (clusterTLSInsecureWarning).
+const routeInsecureWarning = "TLS certificate chain and hostname of solicited routes will not be verified. DO NOT USE IN PRODUCTION!"
+
+func (a *slogAdapter) Fatalf(format string, v ...any) { a.l.Error(fmt.Sprintf(format, v...)) }
 func (a *slogAdapter) Errorf(format string, v ...any) {
 	line := fmt.Sprintf(format, v...)
 	if a.observe != nil {
