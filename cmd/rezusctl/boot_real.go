@@ -260,11 +260,7 @@ func (r *rezusctl) bootQEMU(c *cli.Context, plan bootPlan) error {
 	if _, err := readBootRecord(dir); err == nil {
 		return fmt.Errorf("machines of cluster %s are recorded as running in %s: `rezusctl boot stop --platform qemu --cluster %s --state-dir %s` first", plan.Cluster, dir, plan.Cluster, dir)
 	}
-	accel := "tcg"
-	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
-		f.Close()
-		accel = "kvm"
-	}
+	accel, cpu := qemuAccel(c.Context, bin)
 	rec := bootRecord{Platform: "qemu", Cluster: plan.Cluster}
 	taken := map[string]bool{}
 	stopAll := func() {
@@ -300,8 +296,8 @@ func (r *rezusctl) bootQEMU(c *cli.Context, plan bootPlan) error {
 			"-display", "none", "-serial", "file:" + filepath.Join(dir, n.Name+".console"),
 			"-pidfile", pidFile, "-daemonize",
 		}
-		if accel == "kvm" {
-			args = append(args, "-cpu", "host")
+		if cpu != "" {
+			args = append(args, "-cpu", cpu)
 		}
 		if out, err := exec.CommandContext(c.Context, bin, args...).CombinedOutput(); err != nil {
 			stopAll()
@@ -535,4 +531,32 @@ func (r *rezusctl) bootStopCommand() *cli.Command {
 			}
 		},
 	}
+}
+
+// kvmCPUs are the CPU models tried under KVM, in order: the host's, then
+// the host's without IA32_ARCH_CAPABILITIES, which some nested hosts refuse
+// to have set ("failed to set MSR 0x10a", then an assertion: QEMU aborts).
+var kvmCPUs = []string{"host", "host,-arch-capabilities"}
+
+// qemuAccel picks how QEMU runs the machines: KVM with the first CPU model
+// of kvmCPUs that QEMU starts with where /dev/kvm opens, else TCG. A model
+// counts as working when a paused, diskless QEMU with it is still running
+// after a second and a half (QEMU aborts at once on a refused MSR).
+func qemuAccel(ctx context.Context, bin string) (accel, cpu string) {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return "tcg", ""
+	}
+	f.Close()
+	for _, model := range kvmCPUs {
+		pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		err := exec.CommandContext(pctx, bin, "-accel", "kvm", "-cpu", model, "-machine", "q35", "-m", "32",
+			"-display", "none", "-nodefaults", "-monitor", "none", "-S").Run()
+		alive := errors.Is(pctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if alive || err == nil {
+			return "kvm", model
+		}
+	}
+	return "tcg", ""
 }
