@@ -74,6 +74,10 @@ type ModuleChecker struct {
 	// provisioners, which run commands on the management plane's host or
 	// copy files to machines (serve --allow-module-exec).
 	AllowExec bool
+	// Unsandboxed refuses module providers: tofu runs without its sandbox
+	// here, and a module's functions would read the server's secrets
+	// (serve --tofu-sandbox=auto where namespaces are not allowed).
+	Unsandboxed bool
 }
 
 // NewModuleChecker returns a checker for the providers in a filesystem
@@ -156,6 +160,11 @@ var resourceBlockSchema = &hcl.BodySchema{
 func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.Cause) {
 	if spec.Type != domain.ProviderModule || spec.Module == nil {
 		return nil, nil
+	}
+	if c.Unsandboxed {
+		return nil, []domain.Cause{{Field: "spec.type", Type: domain.CauseForbidden,
+			Message: "this server runs tofu without its sandbox (it may not make namespaces here), so a module could read the server's secrets: " +
+				"module providers are refused; run it where it may (or with --tofu-sandbox=off to trust every module's author)"}}
 	}
 	info := &ModuleInfo{Own: map[string]bool{}, Providers: map[string]string{}}
 	var found []moduleFinding

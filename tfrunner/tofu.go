@@ -28,6 +28,9 @@ type Tofu struct {
 	// Runner runs tofu's commands; nil runs Bin as a subprocess (the only
 	// runner outside tests, which record what tofu was asked without it).
 	Runner TofuRunner
+	// Sandbox, when set, runs tofu where the data dir and the secrets are
+	// hidden from it (sandbox.go); the server always sets it.
+	Sandbox *Sandbox
 }
 
 // checkPaths refuses relative paths: tofu runs in per-tenant directories
@@ -155,14 +158,25 @@ func (t Tofu) RunTofu(ctx context.Context, dir string, env []string, out io.Writ
 	if grace == 0 {
 		grace = 30 * time.Second
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	var cmd *exec.Cmd
+	if t.Sandbox != nil {
+		if abs, err := filepath.Abs(bin); err == nil {
+			bin = abs
+		}
+		if cmd, err = sandboxCommand(ctx, t.Sandbox.spec(bin, dir, t.Mirror, env), env, args...); err != nil {
+			return err
+		}
+	} else {
+		cmd = exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		// Its own process group, so a cancel reaches the provider
+		// plugins too; and it dies with the server (a restart must not
+		// race a leftover tofu).
+		cmd.SysProcAttr = tofuProcAttr()
+	}
 	cmd.Dir = dir
-	cmd.Env = env
 	cmd.Stdout = out
 	cmd.Stderr = out
-	// Its own process group, so a cancel reaches the provider plugins too;
-	// and it dies with the server (a restart must not race a leftover tofu).
-	cmd.SysProcAttr = tofuProcAttr()
 	// SIGINT, not the default SIGKILL: a killed tofu keeps its state lock
 	// and may leave half-written state.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }

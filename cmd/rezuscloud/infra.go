@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
 // infraFlags configure the apply worker and the in-process emulator.
@@ -31,6 +32,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
+		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
 	}
@@ -45,6 +47,8 @@ type infraConfig struct {
 	WithEmulator         bool
 	EmulatorListen       string
 	AllowModuleExec      bool
+	// TofuSandbox is on, auto or off (--tofu-sandbox).
+	TofuSandbox string
 	// StatePassphrase encrypts TF state (REZUSCLOUD_STATE_PASSPHRASE).
 	StatePassphrase string
 }
@@ -59,7 +63,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
-		AllowModuleExec: c.Bool("allow-module-exec"),
+		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),
 		StatePassphrase: os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
 	}
 }
@@ -141,4 +145,35 @@ func backendURL(addr net.Addr, tls bool) string {
 		scheme = "https"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// tofuSandbox is the sandbox tofu runs in (--tofu-sandbox): the data dir and
+// the secret files outside it hidden, but for the plugin caches. nil when it
+// is off, or when auto finds that this host cannot make one (then module
+// providers are refused); on fails the start instead.
+func tofuSandbox(ctx context.Context, log *slog.Logger, cfg serveConfig, workDir string) (*tfrunner.Sandbox, error) {
+	mode := cfg.Infra.TofuSandbox
+	switch mode {
+	case "off":
+		log.Warn("tofu runs without its sandbox (--tofu-sandbox=off): every module provider's author can read this server's secrets")
+		return nil, nil
+	case "on", "auto":
+	default:
+		return nil, fmt.Errorf("--tofu-sandbox %q: want on, auto or off", mode)
+	}
+	sb := &tfrunner.Sandbox{Hide: []string{cfg.DataDir},
+		Keep: []string{filepath.Join(workDir, "plugin-cache"), filepath.Join(workDir, "validate-plugin-cache")}}
+	for _, f := range []string{cfg.SecretsKeyFile, cfg.TLS.KeyFile, cfg.NATSCreds} {
+		if f != "" {
+			sb.HideFiles = append(sb.HideFiles, f)
+		}
+	}
+	if err := tfrunner.ProbeSandbox(ctx, sb); err != nil {
+		if mode == "on" {
+			return nil, fmt.Errorf("--tofu-sandbox=on: tofu's sandbox cannot be made here: %w", err)
+		}
+		log.Error("tofu's sandbox cannot be made here: module providers are refused (--tofu-sandbox=off trusts every module's author)", "err", err)
+		return nil, nil
+	}
+	return sb, nil
 }

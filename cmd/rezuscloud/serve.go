@@ -331,6 +331,12 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		log.Warn("module providers' sources are not checked", "err", err)
 	}
+	workDir := filepath.Join(cfg.DataDir, "tofu")
+	sandbox, err := tofuSandbox(ctx, log, cfg, workDir)
+	if err != nil {
+		return err
+	}
+	modules.Unsandboxed = sandbox == nil && cfg.Infra.TofuSandbox != "off"
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies}, apiDeps)
 
@@ -361,8 +367,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	workerCfg := tfrunner.Config{
 		Store: store, Cache: cache, Bundles: pki, Logs: applyLogs,
-		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror},
-		WorkDir: filepath.Join(cfg.DataDir, "tofu"), BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
+		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: sandbox},
+		WorkDir: workDir, BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
