@@ -78,6 +78,11 @@ type ModuleChecker struct {
 	// here, and a module's functions would read the server's secrets
 	// (serve --tofu-sandbox=auto where namespaces are not allowed).
 	Unsandboxed bool
+	// NoMirror refuses module providers: without a provider mirror tofu
+	// would install any provider a module names from its registry, and run
+	// it on this host (serve without --provider-mirror, unless
+	// --allow-provider-downloads).
+	NoMirror bool
 }
 
 // NewModuleChecker returns a checker for the providers in a filesystem
@@ -165,6 +170,11 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 		return nil, []domain.Cause{{Field: "spec.type", Type: domain.CauseForbidden,
 			Message: "this server runs tofu without its sandbox (it may not make namespaces here), so a module could read the server's secrets: " +
 				"module providers are refused; run it where it may (or with --tofu-sandbox=off to trust every module's author)"}}
+	}
+	if c.NoMirror {
+		return nil, []domain.Cause{{Field: "spec.type", Type: domain.CauseForbidden,
+			Message: "this server has no provider mirror, so tofu would download and run any provider a module names: " +
+				"module providers are refused; give the server --provider-mirror (or --allow-provider-downloads to trust the registries)"}}
 	}
 	info := &ModuleInfo{Own: map[string]bool{}, Providers: map[string]string{}}
 	var found []moduleFinding

@@ -32,6 +32,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
+		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
 		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
@@ -47,6 +48,8 @@ type infraConfig struct {
 	WithEmulator         bool
 	EmulatorListen       string
 	AllowModuleExec      bool
+	// AllowProviderDownloads lets module providers work without a mirror.
+	AllowProviderDownloads bool
 	// TofuSandbox is on, auto or off (--tofu-sandbox).
 	TofuSandbox string
 	// StatePassphrase encrypts TF state (REZUSCLOUD_STATE_PASSPHRASE).
@@ -64,7 +67,8 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),
-		StatePassphrase: os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
+		AllowProviderDownloads: c.Bool("allow-provider-downloads"),
+		StatePassphrase:        os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
 	}
 }
 

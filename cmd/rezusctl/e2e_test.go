@@ -80,7 +80,9 @@ func startServer(t *testing.T, extra ...string) *e2eServer {
 	require.NoError(t, ln.Close())
 
 	s := &e2eServer{url: "http://" + addr, token: "e2e-admin-token-0123456789", adminPassword: e2eAdminPassword, log: &syncBuffer{}}
-	exited := runServer(t, bin, s.log, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn"}, extra...)...)
+	exited := runServer(t, bin, s.log, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn",
+		// The CLI's tests write module providers without a provider mirror.
+		"--allow-provider-downloads"}, extra...)...)
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
