@@ -418,7 +418,7 @@ func TestEmbeddedKeysArePrivate(t *testing.T) {
 		names = append(names, name)
 	}
 	require.ElementsMatch(t, []string{"operator.nk", "sys.nk", "rezus.nk", "automation.nk", "automation-signer.nk",
-		"automation-<account>.jwt", "rezuscloud.creds"}, names)
+		"automation-<account>.jwt"}, names, "no credentials lie on disk (issue 27): MintCredentials makes them when needed")
 }
 
 // TestEmbeddedKeepsDataFromBeforeOperatorMode starts a server the way

@@ -57,14 +57,37 @@ import (
 // operator and account seeds.
 const KeysDir = "nats-keys"
 
-// ServerCredentialsPath is the .creds file of the server's own user of the
-// application account, rewritten at every start: full access to every stream
-// and bucket, for the operator's own tools (the nats CLI, rezuscloud bench)
-// on the embedded server's listener. It grants what the data dir's files
-// already hold, and is kept as private (0600). Credentials from an earlier
-// start are revoked.
-func ServerCredentialsPath(dataDir string) string {
+// legacyCredentialsPath is where versions before issue 27 wrote the
+// server's full-access credentials in plain at every start; a start removes
+// the file.
+func legacyCredentialsPath(dataDir string) string {
 	return filepath.Join(dataDir, KeysDir, "rezuscloud.creds")
+}
+
+// MintCredentials returns the .creds text of a user of the application
+// account with full access, expiring after ttl, signed with the account seed
+// in dataDir: for the operator's own tools (the nats CLI, rezusbench) on the
+// embedded server's listener, minted when they need one instead of lying on
+// disk (`rezuscloud nats-creds`). It grants what the seed already does to
+// whoever can read the data dir. A server started later revokes it.
+func MintCredentials(dataDir, name string, ttl time.Duration) ([]byte, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("credentials need a lifetime, got %s", ttl)
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, KeysDir, "rezus.nk"))
+	if err != nil {
+		return nil, fmt.Errorf("reading the account seed: %w", err)
+	}
+	acct, err := nkeys.FromSeed(bytes.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("reading the account seed: %w", err)
+	}
+	defer acct.Wipe()
+	_, token, seed, err := userJWT(acct, name, func(uc *jwt.UserClaims) { uc.Expires = time.Now().Add(ttl).Unix() })
+	if err != nil {
+		return nil, err
+	}
+	return jwt.FormatUserConfig(token, seed)
 }
 
 // Account names, as they appear in account JWTs and server logs.

@@ -44,7 +44,7 @@ type Embedded struct {
 	srv   *server.Server
 	trust *trust
 	// app is the JWT and seed of the server's own user of the REZUS account:
-	// minted at every start, without restrictions (see ServerCredentialsPath).
+	// minted at every start, without restrictions, kept in memory only.
 	appJWT  string
 	appSeed []byte
 	// sys is our connection to the system account, for account updates.
@@ -175,13 +175,11 @@ func startEmbedded(cfg EmbeddedConfig, derived map[string][]byte) (*Embedded, er
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
-	creds, err := jwt.FormatUserConfig(e.appJWT, e.appSeed)
-	if err == nil {
-		err = writeFileAtomic(ServerCredentialsPath(cfg.DataDir), creds)
-	}
-	if err != nil {
+	// Earlier versions wrote the server's full-access credentials here in
+	// plain at every start; they are minted on demand now (MintCredentials).
+	if err := os.Remove(legacyCredentialsPath(cfg.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded nats: writing the server's credentials: %w", err)
+		return nil, fmt.Errorf("embedded nats: removing the old credentials file: %w", err)
 	}
 	if e.sys, err = e.connectAs(tr.sys, "rezuscloud-system"); err != nil {
 		srv.Shutdown()

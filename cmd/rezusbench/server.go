@@ -124,7 +124,15 @@ func startBenchCluster(ctx context.Context, exe, dir string, nodes int, profile,
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	env.nc, err = nats.Connect("nats://"+natsAddrs[0], nats.UserCredentials(eventstore.ServerCredentialsPath(dirs[0])))
+	creds, err := eventstore.MintCredentials(dirs[0], "rezusbench", 24*time.Hour)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "bench.creds"), creds, 0o600)
+	}
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("bench: credentials for the server's NATS: %w", err)
+	}
+	env.nc, err = nats.Connect("nats://"+natsAddrs[0], nats.UserCredentials(filepath.Join(dir, "bench.creds")))
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -34,6 +34,7 @@ func newApp() *cli.App {
 			rebuildCommand(),
 			backupCommand(),
 			restoreCommand(),
+			natsCredsCommand(),
 		},
 	}
 }
