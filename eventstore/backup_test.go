@@ -59,7 +59,7 @@ func backupOf(t *testing.T) ([]byte, *eventstoretest.Env) {
 		First: []string{"KV_rezus-backup-test"}, KeysDir: filepath.Join(env.Dir, eventstore.KeysDir), Version: "test", Mode: "online",
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"KV_rezus-backup-test", eventstore.StreamName, "OBJ_rezus-backup-objects"}, sum.Manifest.Streams)
+	require.Equal(t, []string{"KV_rezus-backup-test", eventstore.StreamName, "OBJ_rezus-backup-objects", eventstore.DeadLetterStream}, sum.Manifest.Streams)
 	require.Contains(t, sum.Manifest.Keys, "rezus.nk")
 	require.NotContains(t, sum.Manifest.Keys, "rezuscloud.creds")
 	return buf.Bytes(), env
@@ -86,7 +86,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "restored")
 			sum, err := eventstore.Restore(ctx, bytes.NewReader(in), eventstore.RestoreConfig{DataDir: dir})
 			require.NoError(t, err)
-			require.Len(t, sum.Streams, 3)
+			require.Len(t, sum.Streams, 4, "the three and the dead-letter stream")
 
 			// The same identity: the application account's seed came along.
 			want, err := os.ReadFile(filepath.Join(src.Dir, eventstore.KeysDir, "rezus.nk"))
@@ -146,7 +146,7 @@ func TestRestoreSendsAStreamAgainWhenTheServerGivesItUp(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, stalled)
 	require.Contains(t, logs.String(), "sending it again", "the first attempt failed")
-	require.Len(t, sum.Streams, 3)
+	require.Len(t, sum.Streams, 4, "the three and the dead-letter stream")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, e := range entries {

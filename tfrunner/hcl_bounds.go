@@ -161,14 +161,21 @@ func clipKey(k string) string {
 // blocks known to hold one. A `removed` block's destroy-time local-exec ran
 // commands on the server while exec was off (issue 27). In native syntax a
 // `dynamic "provisioner"` counts too; in JSON syntax any key "provisioner".
-func provisionerBlocks(f *hcl.File, src []byte, name string) []hcl.Range {
+func provisionerBlocks(f *hcl.File, src []byte, name string) []provisionerUse {
 	if body, ok := f.Body.(*hclsyntax.Body); ok {
-		var found []hcl.Range
+		var found []provisionerUse
 		var walk func(b *hclsyntax.Body)
 		walk = func(b *hclsyntax.Body) {
 			for _, blk := range b.Blocks {
-				if blk.Type == "provisioner" || (blk.Type == "dynamic" && len(blk.Labels) > 0 && blk.Labels[0] == "provisioner") {
-					found = append(found, blk.DefRange())
+				switch {
+				case blk.Type == "provisioner":
+					kind := "a"
+					if len(blk.Labels) > 0 {
+						kind = blk.Labels[0]
+					}
+					found = append(found, provisionerUse{rng: blk.DefRange(), kind: kind})
+				case blk.Type == "dynamic" && len(blk.Labels) > 0 && blk.Labels[0] == "provisioner":
+					found = append(found, provisionerUse{rng: blk.DefRange(), kind: "a dynamic"})
 				}
 				walk(blk.Body)
 			}
@@ -180,14 +187,15 @@ func provisionerBlocks(f *hcl.File, src []byte, name string) []hcl.Range {
 	if json.Unmarshal(src, &v) != nil {
 		return nil // the parse reported it
 	}
-	var found []hcl.Range
+	var found []provisionerUse
+	at := hcl.Range{Filename: name, Start: hcl.InitialPos, End: hcl.InitialPos}
 	var walk func(v any)
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
 			for k, x := range v {
 				if k == "provisioner" {
-					found = append(found, hcl.Range{Filename: name, Start: hcl.InitialPos, End: hcl.InitialPos})
+					found = append(found, provisionerUse{rng: at, kind: jsonProvisionerKind(x)})
 				}
 				walk(x)
 			}
@@ -199,4 +207,24 @@ func provisionerBlocks(f *hcl.File, src []byte, name string) []hcl.Range {
 	}
 	walk(v)
 	return found
+}
+
+// provisionerUse is one provisioner block: where, and of which kind.
+type provisionerUse struct {
+	rng  hcl.Range
+	kind string
+}
+
+// jsonProvisionerKind is the type of a provisioner in JSON syntax: the key
+// of {"local-exec": {…}} or of the first such object of a list.
+func jsonProvisionerKind(v any) string {
+	if l, ok := v.([]any); ok && len(l) > 0 {
+		v = l[0]
+	}
+	if m, ok := v.(map[string]any); ok {
+		for k := range m {
+			return k
+		}
+	}
+	return "a"
 }

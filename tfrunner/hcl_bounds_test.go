@@ -119,7 +119,7 @@ func TestProvisionersAreRefusedWherever(t *testing.T) {
 				}
 			}
 			require.Len(t, forbidden, 1, "%v", causes)
-			require.Contains(t, forbidden[0].Message, "provisioners are not allowed")
+			require.Contains(t, forbidden[0].Message, "provisioner is not allowed")
 			for f := range files {
 				require.Equal(t, "spec.module.files["+f+"]", forbidden[0].Field)
 			}

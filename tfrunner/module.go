@@ -208,8 +208,8 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 		if p.file != nil && !p.diags.HasErrors() {
 			bodies = append(bodies, p.file.Body)
 			if !c.AllowExec {
-				for _, rng := range provisionerBlocks(p.file, []byte(spec.Module.Files[names[i]]), names[i]) {
-					add(rng, domain.CauseForbidden, "provisioners are not allowed: they run commands on the management plane or copy files to machines (start the server with --allow-module-exec to allow them)")
+				for _, u := range provisionerBlocks(p.file, []byte(spec.Module.Files[names[i]]), names[i]) {
+					add(u.rng, domain.CauseForbidden, "the %s provisioner is not allowed: it runs commands on the management plane or copies files to machines (start the server with --allow-module-exec to allow it)", u.kind)
 				}
 			}
 		}
