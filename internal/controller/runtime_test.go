@@ -449,13 +449,23 @@ func (h *harness) queueWrites(t *testing.T) uint64 {
 	return info.CachedInfo().State.LastSeq
 }
 
-// consumed waits until the runtime's consumer has handled every event.
+// consumed waits until the runtime's consumer has handled every event in
+// the stream now. NumPending alone is not enough: the server counts a new
+// message for a consumer when the stream signals it, asynchronously, so on
+// a loaded machine it read 0 before the last touch was counted (CI: the run
+// got 5 of 6 sources). The ack floor reaching the stream's last sequence is.
 func (h *harness) consumed(t *testing.T) {
-	cons, err := h.env.Store.JetStream().Consumer(context.Background(), eventstore.StreamName, h.cfg.Consumer.Durable)
+	ctx := context.Background()
+	stream, err := h.env.Store.JetStream().Stream(ctx, eventstore.StreamName)
+	require.NoError(t, err)
+	sinfo, err := stream.Info(ctx)
+	require.NoError(t, err)
+	last := sinfo.State.LastSeq
+	cons, err := h.env.Store.JetStream().Consumer(ctx, eventstore.StreamName, h.cfg.Consumer.Durable)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		info, err := cons.Info(context.Background())
-		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+		info, err := cons.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= last && info.NumPending == 0 && info.NumAckPending == 0
 	}, 10*time.Second, 5*time.Millisecond)
 }
 
