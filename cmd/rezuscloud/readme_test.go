@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -231,44 +230,32 @@ func (e *readmeEnv) run(t *testing.T, line string, timeout time.Duration) shellR
 	return shellRun{out: string(out), code: cmd.ProcessState.ExitCode()}
 }
 
-// syncBuffer collects a command's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // follow runs a command that does not end by itself (a watch, a follow)
 // until its output satisfies until, then interrupts it as Ctrl-C does.
 func (e *readmeEnv) follow(t *testing.T, line string, timeout time.Duration, until func(string) bool) shellRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := e.command(ctx, line)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var buf bytes.Buffer
+	out := &lockedWriter{w: &buf} // proc_test.go's
+	cmd.Stdout, cmd.Stderr = out, out
+	printed := func() string {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return buf.String()
+	}
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.After(timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for !until(out.String()) {
+	for !until(printed()) {
 		select {
 		case <-exited:
-			t.Fatalf("%s: ended (exit %d) before showing what the README promises:\n%s", line, cmd.ProcessState.ExitCode(), out.String())
+			t.Fatalf("%s: ended (exit %d) before showing what the README promises:\n%s", line, cmd.ProcessState.ExitCode(), printed())
 		case <-deadline:
-			t.Fatalf("%s: did not show what the README promises within %s:\n%s", line, timeout, out.String())
+			t.Fatalf("%s: did not show what the README promises within %s:\n%s", line, timeout, printed())
 		case <-tick.C:
 		}
 	}
@@ -278,7 +265,7 @@ func (e *readmeEnv) follow(t *testing.T, line string, timeout time.Duration, unt
 	case <-time.After(10 * time.Second):
 		t.Errorf("%s: still running 10s after Ctrl-C", line)
 	}
-	return shellRun{out: out.String()}
+	return shellRun{out: printed()}
 }
 
 // startServer starts a server line in the background (as `&`, or a second
