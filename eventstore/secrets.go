@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -23,8 +24,9 @@ var ErrSecretNotFound = errors.New("secret not found")
 
 // Secrets is a key-value store for secrets.
 type Secrets struct {
-	js jetstream.JetStream
-	kv jetstream.KeyValue
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	leader leaderReader
 }
 
 // OpenSecrets provisions the secrets bucket.
@@ -36,19 +38,26 @@ func OpenSecrets(ctx context.Context, s *Store) (*Secrets, error) {
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", SecretsBucket, err)
 	}
-	return &Secrets{js: s.js, kv: kv}, nil
+	leader, err := newLeaderReader(s.nc, SecretsBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &Secrets{js: s.js, kv: kv, leader: leader}, nil
 }
 
 // Get returns a secret.
 func (s *Secrets) Get(ctx context.Context, key string) ([]byte, error) {
-	e, err := s.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrSecretNotFound
-	}
+	// Secrets are read rarely (a login, a token check) and must not be
+	// stale: a password changed or a token minted through another replica
+	// counts at once, so they are read from the stream's leader.
+	v, found, err := s.leader.get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("reading secret: %w", err)
 	}
-	return e.Value(), nil
+	if !found {
+		return nil, ErrSecretNotFound
+	}
+	return v, nil
 }
 
 // Put writes a secret.
@@ -101,7 +110,8 @@ func (s *Secrets) Delete(ctx context.Context, key string) error {
 
 // Sessions records which login sessions are live.
 type Sessions struct {
-	kv jetstream.KeyValue
+	kv     jetstream.KeyValue
+	leader leaderReader
 }
 
 // OpenSessions provisions the sessions bucket; keys live at most ttl.
@@ -113,7 +123,11 @@ func OpenSessions(ctx context.Context, s *Store, ttl time.Duration) (*Sessions, 
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", SessionsBucket, err)
 	}
-	return &Sessions{kv: kv}, nil
+	leader, err := newLeaderReader(s.nc, SessionsBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &Sessions{kv: kv, leader: leader}, nil
 }
 
 // Start records a live session of user.
@@ -125,15 +139,17 @@ func (s *Sessions) Start(ctx context.Context, id, user string) error {
 }
 
 // Live reports whether the session exists (not logged out, not expired).
+// It is read from the leader of the bucket's stream, not by a direct get
+// that any follower answers: a follower can lag, and then a login through
+// another replica would fail here for a moment (a 401 seen in CI) and,
+// worse, a logout or a password change through another replica would not
+// yet end the session here.
 func (s *Sessions) Live(ctx context.Context, id string) (bool, error) {
-	_, err := s.kv.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
+	_, found, err := s.leader.get(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("reading session: %w", err)
 	}
-	return true, nil
+	return found, nil
 }
 
 // End revokes a session.
@@ -142,4 +158,35 @@ func (s *Sessions) End(ctx context.Context, id string) error {
 		return fmt.Errorf("ending session: %w", err)
 	}
 	return nil
+}
+
+// leaderReader reads the latest value of a key of a bucket from the leader
+// of the bucket's stream (the stream message get API, not a direct get), so
+// it sees every write acknowledged before it: read-after-write across
+// replicas.
+type leaderReader struct {
+	js     nats.JetStreamContext
+	bucket string
+}
+
+func newLeaderReader(nc *nats.Conn, bucket string) (leaderReader, error) {
+	js, err := nc.JetStream()
+	if err != nil {
+		return leaderReader{}, fmt.Errorf("opening jetstream: %w", err)
+	}
+	return leaderReader{js: js, bucket: bucket}, nil
+}
+
+func (l leaderReader) get(ctx context.Context, key string) ([]byte, bool, error) {
+	m, err := l.js.GetLastMsg("KV_"+l.bucket, "$KV."+l.bucket+"."+key, nats.Context(ctx))
+	if errors.Is(err, nats.ErrMsgNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, false, nil
+	}
+	return m.Data, true, nil
 }
