@@ -171,29 +171,54 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, t *domain.Tenan
 // observe probes the tenant's machines once the apply has built them, so
 // their status is there when the apply says Succeeded: a user listing
 // machines right after saw stage Unknown and not ready for seconds while a
-// health probe already found them running. A probe that fails or takes
-// longer than ObserveWait is only logged: the next probe records them.
+// health probe already found them running. It probes again, once a second,
+// while some machine is not ready yet (a control plane's etcd and API server
+// take seconds to start after the bootstrap, and the kubelets register only
+// then), for at most ObserveWait. A probe that fails or a machine still not
+// ready then is only logged: the next probe records them.
 func (w *Worker) observe(ctx context.Context, tenant string, logw *LogWriter) {
 	if w.cfg.Observer == nil || w.machineCounts(tenant).Total == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.ObserveWait)
 	defer cancel()
-	h, err := w.cfg.Observer.Probe(ctx, tenant, true)
+	var (
+		h     domain.TenantHealth
+		err   error
+		ready int
+	)
+	for {
+		h, err = w.cfg.Observer.Probe(ctx, tenant, true)
+		ready = 0
+		if err == nil {
+			for _, m := range h.Machines {
+				if m.Ready {
+					ready++
+				}
+			}
+		}
+		if err == nil && ready == len(h.Machines) {
+			break
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+			continue
+		}
+		break
+	}
 	if err != nil {
 		logw.Printf("observing the machines: %v (their status comes with the next health probe)", err)
 		return
 	}
-	ready := 0
-	for _, m := range h.Machines {
-		if m.Ready {
-			ready++
-		}
-	}
 	logw.Printf("observed %d machines through the Talos API: %d ready (%s)", len(h.Machines), ready, h.State)
 	// The run's own status writes count ready machines from the read model:
 	// it has to hold what the probe wrote first.
-	if err := w.cfg.Cache.Sync(ctx); err != nil {
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	if err := w.cfg.Cache.Sync(sctx); err != nil {
 		logw.Printf("observing the machines: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +20,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/emulator/kubecp"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
@@ -35,6 +37,8 @@ func infraFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
 		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
+		&cli.StringFlag{Name: "emulator-kube", Value: "auto", EnvVars: []string{"REZUSCLOUD_EMULATOR_KUBE"}, Usage: "run a real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler) on emulated control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` has built them into --kube-tools)"},
+		&cli.StringFlag{Name: "kube-tools", Value: ".tools", EnvVars: []string{"REZUSCLOUD_KUBE_TOOLS"}, Usage: "where hack/kube.sh built etcd and the Kubernetes binaries (kube/<version>/, etcd/<version>/), for --emulator-kube"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
 	}
 }
@@ -47,7 +51,10 @@ type infraConfig struct {
 	Resync               time.Duration
 	WithEmulator         bool
 	EmulatorListen       string
-	AllowModuleExec      bool
+	// EmulatorKube is on, off or auto (--emulator-kube); KubeTools holds
+	// the binaries it runs.
+	EmulatorKube, KubeTools string
+	AllowModuleExec         bool
 	// AllowProviderDownloads lets module providers work without a mirror.
 	AllowProviderDownloads bool
 	// TofuSandbox is on, auto or off (--tofu-sandbox).
@@ -66,6 +73,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
+		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),
 		AllowProviderDownloads: c.Bool("allow-provider-downloads"),
 		StatePassphrase:        os.Getenv("REZUSCLOUD_STATE_PASSPHRASE"),
@@ -77,17 +85,21 @@ const EmulatedProvider = "emulated"
 
 // startEmulator runs the node emulator and its HTTP API until ctx ends, and
 // returns the API's URL once it listens.
-func startEmulator(ctx context.Context, log *slog.Logger, dataDir, listen string, run func(func() error)) (string, error) {
+func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra infraConfig, run func(func() error)) (string, error) {
+	kube, err := emulatorKube(log, infra.EmulatorKube, infra.KubeTools)
+	if err != nil {
+		return "", err
+	}
 	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(dataDir, "emulator"),
 		// The README sends users to talosctl against these nodes.
-		ShutdownDelay: emulator.InteractiveShutdownDelay,
-		Logf:          func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
+		ShutdownDelay: emulator.InteractiveShutdownDelay, Kube: kube,
+		Logf: func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
 	if err != nil {
 		return "", fmt.Errorf("starting the emulator: %w", err)
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", infra.EmulatorListen)
 	if err != nil {
-		return "", fmt.Errorf("emulator: listening on %s: %w", listen, err)
+		return "", fmt.Errorf("emulator: listening on %s: %w", infra.EmulatorListen, err)
 	}
 	srv := &http.Server{Handler: emu.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	run(func() error { return emu.Run(ctx) })
@@ -111,6 +123,30 @@ func startEmulator(ctx context.Context, log *slog.Logger, dataDir, listen string
 	url := "http://" + ln.Addr().String()
 	log.Info("talos node emulator started", "api", url, "dir", filepath.Join(dataDir, "emulator"))
 	return url, nil
+}
+
+// emulatorKube decides --emulator-kube: the real control plane when asked
+// for (refused when its binaries are missing) or, in auto mode, when they are
+// built; else light nodes, said in the log.
+func emulatorKube(log *slog.Logger, mode, tools string) (*emulator.KubeConfig, error) {
+	versions := kubecp.Available(tools)
+	switch mode {
+	case "off":
+		log.Info("emulated nodes are light: no Kubernetes API (--emulator-kube=off)")
+		return nil, nil
+	case "on", "auto":
+	default:
+		return nil, fmt.Errorf("--emulator-kube: %q is not on, off or auto", mode)
+	}
+	if len(versions) == 0 {
+		if mode == "on" {
+			return nil, fmt.Errorf("--emulator-kube=on: no Kubernetes binaries under %s: run `go tool task tools`", tools)
+		}
+		log.Info("emulated nodes are light: no Kubernetes API; `go tool task tools` builds the real control plane they run when it is there", "kubeTools", tools)
+		return nil, nil
+	}
+	log.Info("emulated control planes run a real Kubernetes control plane", "versions", strings.Join(versions, ", "), "kubeTools", tools)
+	return &emulator.KubeConfig{ToolsDir: tools}, nil
 }
 
 // registerEmulatedProvider creates (or points at the emulator) the Provider

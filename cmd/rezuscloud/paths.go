@@ -17,7 +17,7 @@ func (cfg *serveConfig) absolutePaths(dir string) {
 	for _, p := range []*string{
 		&cfg.DataDir, &cfg.NATSCreds, &cfg.SecretsKeyFile,
 		&cfg.TLS.CertFile, &cfg.TLS.KeyFile,
-		&cfg.Infra.ProviderMirror,
+		&cfg.Infra.ProviderMirror, &cfg.Infra.KubeTools,
 	} {
 		*p = absolute(dir, *p)
 	}

@@ -413,7 +413,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	backups := backup.New(backupCfg)
 	g.Go(func() error { return backups.Run(gctx) })
 	if cfg.Infra.WithEmulator {
-		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra.EmulatorListen, g.Go)
+		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {
 			return err
 		}

@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/emulator/kubecp"
 )
 
 // bootNode is one machine of a boot plan.
@@ -65,6 +67,8 @@ func (r *rezusctl) bootCommand() *cli.Command {
 			&cli.StringFlag{Name: "state-dir", Usage: "emulated: persist the nodes in `DIR`, so a rerun brings them back"},
 			&cli.StringFlag{Name: "addressing", Usage: "emulated: loopback (127.0.N.M:50000) or ports; default: loopback where possible"},
 			&cli.StringFlag{Name: "listen", Usage: "emulated: serve the emulator's HTTP API on `ADDR` (e.g. 127.0.0.1:8099)"},
+			&cli.StringFlag{Name: "kube", Value: "auto", Usage: "emulated: run the real Kubernetes control plane on control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` built them into --kube-tools)"},
+			&cli.StringFlag{Name: "kube-tools", Value: ".tools", Usage: "emulated: where hack/kube.sh built etcd and the Kubernetes binaries"},
 			&cli.StringFlag{Name: "image", Value: defaultTalosImage, Usage: "docker: the Talos container `IMAGE`"},
 			&cli.StringFlag{Name: "docker-host", Usage: "docker: engine socket (default: $DOCKER_HOST, else unix:///var/run/docker.sock)"},
 			&cli.StringFlag{Name: "iso", Usage: "qemu: `PATH` of the Talos ISO (metal-amd64.iso)"},
@@ -101,13 +105,40 @@ func (r *rezusctl) bootCommand() *cli.Command {
 	}
 }
 
+// bootKube decides --kube: the real control plane when asked for (refused
+// without its binaries) or, in auto mode, when they are built.
+func bootKube(mode, tools string) (*emulator.KubeConfig, error) {
+	switch mode {
+	case "off":
+		return nil, nil
+	case "on", "auto":
+	default:
+		return nil, fmt.Errorf("--kube: %q is not on, off or auto", mode)
+	}
+	if len(kubecp.Available(tools)) == 0 {
+		if mode == "on" {
+			return nil, fmt.Errorf("--kube=on: no Kubernetes binaries under %s: run `go tool task tools`", tools)
+		}
+		return nil, nil
+	}
+	return &emulator.KubeConfig{ToolsDir: tools}, nil
+}
+
 // bootEmulated runs the plan as emulated nodes until the command is cancelled.
 func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
+	kube, err := bootKube(c.String("kube"), optionalAbsPath(c.String("kube-tools")))
+	if err != nil {
+		return err
+	}
+	if kube != nil {
+		fmt.Fprintf(r.env.Stdout, "control planes run etcd and Kubernetes (%s) from %s\n", strings.Join(kubecp.Available(kube.ToolsDir), ", "), kube.ToolsDir)
+	}
 	em, err := emulator.New(emulator.Config{
 		StateDir:   optionalAbsPath(c.String("state-dir")),
 		Addressing: emulator.Addressing(c.String("addressing")),
 		// The nodes are for talosctl and RezusCloud to drive.
 		ShutdownDelay: emulator.InteractiveShutdownDelay,
+		Kube:          kube,
 	})
 	if err != nil {
 		return err

@@ -66,6 +66,7 @@ var methodRoles = map[string]role.Set{
 	svc + "Bootstrap":                   admins,
 	svc + "EtcdLeaveCluster":            admins,
 	svc + "EtcdRemoveMemberByID":        admins,
+	svc + "EtcdForfeitLeadership":       admins,
 	svc + "EtcdRecover":                 admins,
 	svc + "Kubeconfig":                  admins,
 	"/machine.LifecycleService/Upgrade": admins,

@@ -25,6 +25,7 @@ func TestRolesAllowed(t *testing.T) {
 		{svc + "Bootstrap", []role.Role{role.Admin}},
 		{svc + "EtcdLeaveCluster", []role.Role{role.Admin}},
 		{svc + "EtcdRemoveMemberByID", []role.Role{role.Admin}},
+		{svc + "EtcdForfeitLeadership", []role.Role{role.Admin}},
 		{svc + "Reboot", []role.Role{role.Admin, role.Operator}},
 		{svc + "Kubeconfig", []role.Role{role.Admin}},
 		{svc + "SomethingNew", []role.Role{role.Admin}}, // unknown methods are admin-only

@@ -61,6 +61,10 @@ type Config struct {
 	Now func() time.Time
 	// Logf receives the emulator's diagnostics; default: discarded.
 	Logf func(format string, args ...any)
+	// Kube, when set, runs a real Kubernetes control plane on the control
+	// planes and an emulated kubelet on every node (kube.go); nil: light
+	// mode, with etcd imitated and no Kubernetes API.
+	Kube *KubeConfig
 }
 
 func (c Config) withDefaults() Config {

@@ -44,6 +44,10 @@ type Emulator struct {
 	// writes counts state writes in flight, so Run returns only after the
 	// last one: nothing touches StateDir once Run has returned.
 	writes sync.WaitGroup
+
+	// kube runs the real Kubernetes parts of the nodes (Config.Kube); nil
+	// in light mode.
+	kube *kubeSupervisor
 }
 
 // New checks cfg and returns an emulator; Run starts it.
@@ -52,8 +56,20 @@ func New(cfg Config) (*Emulator, error) {
 		return nil, fmt.Errorf("emulator config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	return &Emulator{cfg: cfg, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
-		etcd: map[string]*etcdState{}, scanFrom: loopbackScanStart(cfg.StateDir)}, nil
+	e := &Emulator{cfg: cfg, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
+		etcd: map[string]*etcdState{}, scanFrom: loopbackScanStart(cfg.StateDir)}
+	if cfg.Kube != nil {
+		dir := filepath.Join(cfg.StateDir, "kube")
+		if cfg.StateDir == "" {
+			tmp, err := os.MkdirTemp("", "emulator-kube-")
+			if err != nil {
+				return nil, err
+			}
+			dir = tmp
+		}
+		e.kube = newKubeSupervisor(e, *cfg.Kube, dir)
+	}
+	return e, nil
 }
 
 // osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
@@ -90,8 +106,23 @@ func (e *Emulator) Run(ctx context.Context) error {
 	if err := e.restore(); err != nil {
 		return err
 	}
+	kubeDone := make(chan struct{})
+	if e.kube != nil {
+		if e.cfg.StateDir == "" {
+			defer os.RemoveAll(e.kube.dir)
+		}
+		go func() {
+			defer close(kubeDone)
+			e.kube.run(ctx)
+		}()
+	} else {
+		close(kubeDone)
+	}
 	close(e.ready)
 	<-ctx.Done()
+	// The Kubernetes parts stop first, with their nodes still up: kubelets
+	// report NotReady, etcd and the API servers exit; their data stays.
+	<-kubeDone
 	e.mu.Lock()
 	nodes := make([]*node, 0, len(e.nodes))
 	for _, n := range e.nodes {
@@ -222,6 +253,7 @@ func (n *node) bootOnlyPhaseLocked() {
 		n.mu.Unlock()
 		if running {
 			n.em.refreshCOSI(n)
+			n.em.kube.pokeAll()
 		}
 	})
 }

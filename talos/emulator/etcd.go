@@ -176,10 +176,13 @@ func (m *machineServer) selfMember() (NodeStatus, error) {
 }
 
 // EtcdMemberList lists the members of the node's cluster.
-func (m *machineServer) EtcdMemberList(context.Context, *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
+func (m *machineServer) EtcdMemberList(ctx context.Context, _ *machine.EtcdMemberListRequest) (*machine.EtcdMemberListResponse, error) {
 	st, err := m.selfMember()
 	if err != nil {
 		return nil, err
+	}
+	if m.realEtcd() {
+		return m.realEtcdMemberList(ctx)
 	}
 	members, _ := m.n.em.etcdMembers(st.ClusterID)
 	var out []*machine.EtcdMember
@@ -195,12 +198,17 @@ func (m *machineServer) EtcdMemberList(context.Context, *machine.EtcdMemberListR
 }
 
 // EtcdLeaveCluster takes this node out of etcd; its etcd stops.
-func (m *machineServer) EtcdLeaveCluster(context.Context, *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
+func (m *machineServer) EtcdLeaveCluster(ctx context.Context, _ *machine.EtcdLeaveClusterRequest) (*machine.EtcdLeaveClusterResponse, error) {
 	st, err := m.selfMember()
 	if err != nil {
 		return nil, err
 	}
-	if err := m.n.em.removeMember(st.ClusterID, memberID(st.Name)); err != nil {
+	if m.realEtcd() {
+		err = m.realRemoveMember(ctx, true, 0)
+	} else {
+		err = m.n.em.removeMember(st.ClusterID, memberID(st.Name))
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &machine.EtcdLeaveClusterResponse{Messages: []*machine.EtcdLeaveCluster{{Metadata: m.meta()}}}, nil
@@ -208,12 +216,17 @@ func (m *machineServer) EtcdLeaveCluster(context.Context, *machine.EtcdLeaveClus
 
 // EtcdRemoveMemberByID removes a member (typically an unreachable one)
 // through this node, which must itself be a member.
-func (m *machineServer) EtcdRemoveMemberByID(_ context.Context, req *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
+func (m *machineServer) EtcdRemoveMemberByID(ctx context.Context, req *machine.EtcdRemoveMemberByIDRequest) (*machine.EtcdRemoveMemberByIDResponse, error) {
 	st, err := m.selfMember()
 	if err != nil {
 		return nil, err
 	}
-	if err := m.n.em.removeMember(st.ClusterID, req.GetMemberId()); err != nil {
+	if m.realEtcd() {
+		err = m.realRemoveMember(ctx, false, req.GetMemberId())
+	} else {
+		err = m.n.em.removeMember(st.ClusterID, req.GetMemberId())
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &machine.EtcdRemoveMemberByIDResponse{Messages: []*machine.EtcdRemoveMemberByID{{Metadata: m.meta()}}}, nil
@@ -221,10 +234,13 @@ func (m *machineServer) EtcdRemoveMemberByID(_ context.Context, req *machine.Etc
 
 // EtcdStatus reports this member's status: its id, the leader's id, and the
 // unhealthy fault as member errors.
-func (m *machineServer) EtcdStatus(context.Context, *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
+func (m *machineServer) EtcdStatus(ctx context.Context, _ *emptypb.Empty) (*machine.EtcdStatusResponse, error) {
 	st, err := m.selfMember()
 	if err != nil {
 		return nil, err
+	}
+	if m.realEtcd() {
+		return m.realEtcdStatus(ctx)
 	}
 	leader, ok := m.n.em.etcdLeader(st.ClusterID)
 	if !ok {

@@ -25,6 +25,13 @@ func (m *machineServer) EtcdSnapshot(_ *machine.EtcdSnapshotRequest, srv grpc.Se
 	if err != nil {
 		return err
 	}
+	if m.realEtcd() {
+		w := &chunkSender{srv: srv, meta: m.meta()}
+		if err := m.realEtcdSnapshot(srv.Context(), w); err != nil {
+			return sendError(srv.Context(), err)
+		}
+		return sendError(srv.Context(), w.flush())
+	}
 	s, ok := m.n.em.etcdSnapshotState(st.ClusterID)
 	if !ok {
 		return status.Error(codes.FailedPrecondition, "etcd is not bootstrapped")
@@ -99,6 +106,15 @@ func (m *machineServer) EtcdRecover(srv grpc.ClientStreamingServer[common.Data, 
 	if st := n.status(); st.Role != "controlplane" {
 		return status.Error(codes.FailedPrecondition, "etcd does not run on a worker")
 	}
+	if m.realEtcd() {
+		if err := m.realEtcdRecover(&recvReader{srv: srv}); err != nil {
+			return sendError(srv.Context(), err)
+		}
+		n.mu.Lock()
+		n.logf("etcd snapshot uploaded for recovery")
+		n.mu.Unlock()
+		return srv.SendAndClose(&machine.EtcdRecoverResponse{Messages: []*machine.EtcdRecover{{Metadata: m.meta()}}})
+	}
 	s, err := readSnapshot(&recvReader{srv: srv}, "")
 	switch {
 	case errors.Is(err, errSnapshot):
@@ -145,9 +161,20 @@ func (e *Emulator) bootstrap(n *node, fromSnapshot bool) error {
 	n.mu.Lock()
 	st, upload := n.st, n.upload
 	n.mu.Unlock()
-	if err := e.mayBootstrapLocked(st, fromSnapshot, upload != nil); err != nil {
+	uploaded := upload != nil
+	if e.kube != nil {
+		uploaded = e.kube.hasRecoverUpload(st.Name)
+	}
+	if err := e.mayBootstrapLocked(st, fromSnapshot, uploaded); err != nil {
 		e.mu.Unlock()
 		return err
+	}
+	if e.kube != nil && fromSnapshot {
+		if err := e.kube.markRestore(st.Name); err != nil {
+			e.mu.Unlock()
+			return status.Errorf(codes.Internal, "keeping the snapshot to restore: %v", err)
+		}
+		upload = &etcdState{Revision: 1}
 	}
 	data := freshEtcd(st.ClusterID)
 	if fromSnapshot {

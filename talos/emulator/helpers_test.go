@@ -77,10 +77,17 @@ type testCluster struct {
 
 func newTestCluster(t testing.TB, name string) testCluster {
 	t.Helper()
+	return newTestClusterAt(t, name, "https://10.5.0.1:6443", constants.DefaultKubernetesVersion)
+}
+
+// newTestClusterAt is newTestCluster with its control-plane endpoint and
+// Kubernetes version.
+func newTestClusterAt(t testing.TB, name, endpoint, kubernetesVersion string) testCluster {
+	t.Helper()
 	bundle, err := secrets.NewBundle(secrets.NewClock(), config.TalosVersionCurrent)
 	require.NoError(t, err)
 	input := func(roles role.Set) *generate.Input {
-		in, err := generate.NewInput(name, "https://10.5.0.1:6443", constants.DefaultKubernetesVersion,
+		in, err := generate.NewInput(name, endpoint, kubernetesVersion,
 			generate.WithSecretsBundle(bundle), generate.WithRoles(roles))
 		require.NoError(t, err)
 		return in

@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestImports keeps the emulator a leaf beside domain and etcd's snapshot
-// format (talos/etcdsnapshot, itself a leaf): it must not import the event
-// store, projections, handlers or the rest of talos, so any of them (and
-// rezusctl) can use it.
+// TestImports keeps the emulator a leaf beside domain, etcd's snapshot
+// format (talos/etcdsnapshot, itself a leaf) and its own real-Kubernetes
+// parts (kubecp, kubelet: leaves too): it must not import the event store,
+// projections, handlers or the rest of talos, so any of them (and rezusctl)
+// can use it.
 func TestImports(t *testing.T) {
 	const module = "github.com/rezuscloud/rezuscloud/"
 	entries, err := os.ReadDir(".")
@@ -28,7 +29,8 @@ func TestImports(t *testing.T) {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
 			if strings.HasPrefix(path, module) {
-				require.Contains(t, []string{module + "domain", module + "talos/etcdsnapshot"}, path, "%s imports %s", e.Name(), path)
+				require.Contains(t, []string{module + "domain", module + "talos/etcdsnapshot",
+					module + "talos/emulator/kubecp", module + "talos/emulator/kubelet"}, path, "%s imports %s", e.Name(), path)
 			}
 		}
 	}

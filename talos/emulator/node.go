@@ -301,6 +301,7 @@ func (n *node) transitionBy(actorID, seq string, down Phase, delay time.Duration
 	n.st.Phase = down
 	n.logf("going down: %s", down)
 	n.mu.Unlock()
+	n.em.kube.pokeAll()
 	stopServer(srv)
 	n.em.persist(n)
 

@@ -122,8 +122,17 @@ func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machin
 }
 
 // Reset wipes the config and reboots into maintenance mode.
-func (m *machineServer) Reset(context.Context, *machine.ResetRequest) (*machine.ResetResponse, error) {
+func (m *machineServer) Reset(ctx context.Context, req *machine.ResetRequest) (*machine.ResetResponse, error) {
 	n := m.n
+	// With the real etcd, a graceful reset of a member leaves etcd first,
+	// while its etcd still runs, as Talos's does: removing a stopped member
+	// later needs a quorum the remaining ones may not have (one of two).
+	if st := n.status(); m.realEtcd() && req.GetGraceful() && st.Role == "controlplane" && !st.EtcdLeft && n.em.bootstrapped(st.ClusterID) {
+		if err := m.realRemoveMember(ctx, true, 0); err != nil && status.Code(err) != codes.NotFound &&
+			!strings.Contains(err.Error(), "no member") {
+			return nil, err
+		}
+	}
 	// The cluster keeps its bootstrap with its other members (Talos's graceful
 	// reset leaves etcd first); a reset of the last member unbootstraps it.
 	n.em.handOverBootstrap(n)

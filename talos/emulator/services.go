@@ -47,7 +47,12 @@ func serviceEvent(state, msg string, at time.Time) *machine.ServiceEvent {
 // services derives the node's services from its status: starting while the
 // node boots, etcd preparing until the cluster is bootstrapped and finished
 // once the node left etcd, unhealthy under the fault.
-func services(st NodeStatus, t bootTimes, bootstrapped bool) []serviceView {
+//
+// With the real control plane, real says which of etcd and kubelet run: once
+// the cluster is bootstrapped, one that does not yet stays Starting, with no
+// health, until it does (before, a kubelet has no API server to register
+// with and reports healthy, as Talos's does).
+func services(st NodeStatus, t bootTimes, bootstrapped bool, real map[string]bool) []serviceView {
 	var out []serviceView
 	for _, id := range serviceIDs(st.Role == "controlplane") {
 		start := serviceEvent("Preparing", "Running pre state", t.booted)
@@ -63,6 +68,9 @@ func services(st NodeStatus, t bootTimes, bootstrapped bool) []serviceView {
 		case id == "etcd" && st.EtcdLeft:
 			v.State, v.LastMessage, v.LastChange = "Finished", "left the etcd cluster", t.running
 			v.Events = []*machine.ServiceEvent{start, runner, serviceEvent("Finished", "Service finished successfully: left the etcd cluster", t.running)}
+		case real != nil && bootstrapped && (id == "etcd" || id == "kubelet") && !real[id]:
+			v.State, v.Unknown, v.LastMessage = "Starting", true, "waiting for the process to run"
+			v.Events = []*machine.ServiceEvent{start, runner, serviceEvent("Starting", "Starting service", t.running)}
 		default:
 			started := fmt.Sprintf("Started task %s (PID %d) for container %s", id, pid(st.Name, id), id)
 			if goroutineServices[id] {
@@ -97,7 +105,7 @@ func (n *node) nodeServices() []serviceView {
 	if st.Role == "" {
 		return nil
 	}
-	return services(st, t, n.em.bootstrapped(st.ClusterID))
+	return services(st, t, n.em.bootstrapped(st.ClusterID), n.em.kube.running(st.Name))
 }
 
 // ServiceList reports each service with every field machined sets: state,

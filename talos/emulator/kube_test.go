@@ -1,0 +1,178 @@
+package emulator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+	"github.com/rezuscloud/rezuscloud/talos/emulator/kubecp"
+)
+
+// kubeTestVersion is the Kubernetes version the real-control-plane tests run
+// (built by `go tool task tools`).
+const kubeTestVersion = "1.35.4"
+
+// startKubeEmulator runs an emulator whose nodes run the real control plane.
+func startKubeEmulator(t *testing.T) *Emulator {
+	t.Helper()
+	tools, err := tofutest.ToolsDir()
+	require.NoError(t, err)
+	if len(kubecp.Available(tools)) == 0 {
+		t.Fatalf("no Kubernetes binaries under %s: run `go tool task tools`", tools)
+	}
+	cfg := fastConfig(t.TempDir())
+	cfg.Addressing = AddressingLoopback
+	// Machines are down long enough for their Nodes to show it.
+	cfg.RebootDelay = 2 * time.Second
+	cfg.Kube = &KubeConfig{ToolsDir: tools}
+	cfg.Logf = t.Logf
+	em, _ := startEmulator(t, cfg)
+	return em
+}
+
+func kubeClient(t *testing.T, em *Emulator, node string) kubernetes.Interface {
+	t.Helper()
+	var kc []byte
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		kc, err = em.AdminKubeconfig(node)
+		assert.NoError(c, err)
+	}, 2*time.Minute, 100*time.Millisecond)
+	rc, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return cs
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestRealControlPlane: a control plane and a worker of the emulator are a
+// Kubernetes cluster: the real API server answers at the cluster's
+// endpoint with both Nodes Ready at the config's version, the control
+// plane's labels and the config's node labels on them; the Talos etcd calls
+// answer from the real etcd; a rebooting worker's Node goes NotReady and
+// comes back Ready.
+func TestRealControlPlane(t *testing.T) {
+	t.Parallel()
+	em := startKubeEmulator(t)
+	ctx := context.Background()
+	addr, err := em.ReserveAddress(ctx, AddressSpec{Name: "endpoint"})
+	require.NoError(t, err)
+	cl := newTestClusterAt(t, "real", "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
+	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
+	require.NoError(t, err)
+	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
+	w := configuredNode(t, em, "w-1", cl.worker)
+	st, err := em.Get("cp-1")
+	require.NoError(t, err)
+	cp := connect(t, cl.admin, st.Address)
+	require.NoError(t, cp.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+
+	k := kubeClient(t, em, "cp-1")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if !assert.NoError(c, err) || !assert.Len(c, nodes.Items, 2) {
+			return
+		}
+		for _, n := range nodes.Items {
+			assert.True(c, nodeReady(&n), "%s Ready", n.Name)
+			assert.Equal(c, "v"+kubeTestVersion, n.Status.NodeInfo.KubeletVersion, n.Name)
+		}
+	}, 3*time.Minute, 500*time.Millisecond, "both Nodes register and are Ready")
+	v, err := k.Discovery().ServerVersion()
+	require.NoError(t, err)
+	require.Equal(t, "v"+kubeTestVersion, v.GitVersion)
+	n, err := k.CoreV1().Nodes().Get(ctx, "cp-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, n.Labels, "node-role.kubernetes.io/control-plane")
+	require.Contains(t, fmt.Sprint(n.Spec.Taints), "node-role.kubernetes.io/control-plane")
+
+	// The Talos etcd calls answer from the real etcd: one member, learner
+	// no more, with etcd's own id (not the light mode's hash of the name).
+	members, err := cp.EtcdMemberList(callCtx(t), &machine.EtcdMemberListRequest{})
+	require.NoError(t, err)
+	require.Len(t, members.Messages[0].Members, 1)
+	require.Equal(t, "cp-1", members.Messages[0].Members[0].Hostname)
+	require.NotEqual(t, memberID("cp-1"), members.Messages[0].Members[0].Id)
+	status, err := cp.EtcdStatus(callCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, members.Messages[0].Members[0].Id, status.Messages[0].MemberStatus.Leader)
+	require.Positive(t, status.Messages[0].MemberStatus.DbSize)
+
+	// A worker that reboots reports NotReady, then Ready again.
+	wc := connect(t, cl.admin, w.Address)
+	require.NoError(t, wc.Reboot(callCtx(t)))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := k.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.False(c, nodeReady(n), "NotReady while it reboots")
+		}
+	}, time.Minute, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := k.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.True(c, nodeReady(n), "Ready after the reboot")
+		}
+	}, time.Minute, 200*time.Millisecond)
+
+	// Backup is a backup: a ConfigMap written, a snapshot taken, the
+	// ConfigMap deleted, etcd lost; the snapshot uploaded and bootstrapped
+	// from brings the ConfigMap back and the Nodes Ready again.
+	cms := k.CoreV1().ConfigMaps("default")
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	snap, err := takeSnapshot(t, cp)
+	require.NoError(t, err)
+	require.NoError(t, cms.Delete(ctx, "kept", metav1.DeleteOptions{}))
+	require.NoError(t, em.WipeEtcd(clusterOf(t, em, "cp-1")))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := cms.List(ctx, metav1.ListOptions{})
+		assert.Error(c, err, "the API is gone with etcd")
+	}, time.Minute, 100*time.Millisecond)
+	damaged := append([]byte(nil), snap...)
+	damaged[len(damaged)/2] ^= 0xff
+	requireCode(t, codes.InvalidArgument, upload(t, cp, damaged))
+	require.NoError(t, upload(t, cp, snap))
+	restoredAt := time.Now().Add(-time.Second) // heartbeats are stamped in whole seconds
+	require.NoError(t, recoverEtcd(t, cp))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := cms.Get(ctx, "kept", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.Equal(c, "b", got.Data["a"])
+		}
+	}, 2*time.Minute, 200*time.Millisecond, "the ConfigMap is back")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if assert.NoError(c, err) && assert.Len(c, nodes.Items, 2) {
+			for _, n := range nodes.Items {
+				assert.True(c, nodeReady(&n), "%s Ready", n.Name)
+				// Not the Ready the snapshot held: a heartbeat since.
+				for _, cond := range n.Status.Conditions {
+					if cond.Type == corev1.NodeReady {
+						assert.True(c, cond.LastHeartbeatTime.After(restoredAt), "%s heartbeats again", n.Name)
+					}
+				}
+			}
+		}
+	}, 3*time.Minute, 200*time.Millisecond, "the Nodes are Ready again")
+}
