@@ -60,13 +60,13 @@ func TestDecideCreate(t *testing.T) {
 			name: "tenant versions are canonicalised with a leading v",
 			ref:  refOf("Tenant", "", "t1"),
 			obj: func() *domain.Object {
-				return newObject("Tenant", `{"kubernetesVersion":"1.36.0","talosVersion":"1.12.4"}`)
+				return newObject("Tenant", `{"kubernetesVersion":"1.35.4","talosVersion":"1.12.4"}`)
 			},
 			wantType: "TenantCreated",
 			check: func(t *testing.T, o *domain.Object) {
 				var s domain.TenantSpec
 				require.NoError(t, json.Unmarshal(o.Spec, &s))
-				require.Equal(t, "v1.36.0", s.KubernetesVersion)
+				require.Equal(t, "v1.35.4", s.KubernetesVersion)
 				require.Equal(t, "v1.12.4", s.TalosVersion)
 				require.Equal(t, []string{"10.244.0.0/16"}, s.Network.PodSubnets)
 			},

@@ -22,11 +22,11 @@ const (
 
 // Canonical specs as the normalisers produce them.
 const (
-	tenantDefaultSpec = `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0","controlPlane":{},` +
+	tenantDefaultSpec = `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.35.4","controlPlane":{},` +
 		`"network":{"podSubnets":["10.244.0.0/16"],"serviceSubnets":["10.96.0.0/12"],"dnsDomain":"cluster.local"}}`
 	// tenantCreatedSpec is tenantDefaultSpec as a create stores it: with the
 	// default backup schedule of a new tenant.
-	tenantCreatedSpec = `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0","controlPlane":{},` +
+	tenantCreatedSpec = `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.35.4","controlPlane":{},` +
 		`"network":{"podSubnets":["10.244.0.0/16"],"serviceSubnets":["10.96.0.0/12"],"dnsDomain":"cluster.local"},` +
 		`"etcdBackup":{"interval":"24h","keep":7}}`
 	workerSpec = `{"role":"worker","count":3,"provider":"emu"}`

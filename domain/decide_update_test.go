@@ -78,7 +78,7 @@ func TestDecideUpdate(t *testing.T) {
 			name:  "no-op update with the spec in a non-canonical but equal form",
 			state: func(t *testing.T) *domain.Object { return tenantState(t, nil) },
 			edit: func(b *domain.Object) {
-				b.Spec = json.RawMessage(`{ "network": {"dnsDomain": "cluster.local"}, "kubernetesVersion": "1.36.0" }`)
+				b.Spec = json.RawMessage(`{ "network": {"dnsDomain": "cluster.local"}, "kubernetesVersion": "1.35.4" }`)
 				b.Metadata.Labels = map[string]string{"env": "prod"}
 			},
 		},

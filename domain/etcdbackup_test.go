@@ -17,7 +17,7 @@ func TestTenantBackupSchedule(t *testing.T) {
 	withSchedule := func(s string) string { return `{"etcdBackup":` + s + `}` }
 	runSpecCases(t, "Tenant", []specCase{
 		{name: "interval and keep", spec: withSchedule(`{"interval":"6h","keep":14}`)},
-		{name: "keep defaults to 7", spec: withSchedule(`{"interval":"90m"}`), want: `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0","controlPlane":{},` +
+		{name: "keep defaults to 7", spec: withSchedule(`{"interval":"90m"}`), want: `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.35.4","controlPlane":{},` +
 			`"network":{"podSubnets":["10.244.0.0/16"],"serviceSubnets":["10.96.0.0/12"],"dnsDomain":"cluster.local"},"etcdBackup":{"interval":"90m","keep":7}}`},
 		{name: "empty is off", spec: withSchedule(`{}`)},
 		{name: "the shortest interval", spec: withSchedule(`{"interval":"5m"}`)},

@@ -67,7 +67,7 @@ func TestTenantSpec(t *testing.T) {
 	runSpecCases(t, "Tenant", []specCase{
 		{name: "empty spec gets defaults", spec: `{}`, want: tenantDefaultSpec},
 		{name: "null spec gets defaults", spec: `null`, want: tenantDefaultSpec},
-		{name: "versions get a leading v", spec: `{"talosVersion":"1.13.0","kubernetesVersion":"1.36.0"}`, want: tenantDefaultSpec},
+		{name: "versions get a leading v", spec: `{"talosVersion":"1.13.0","kubernetesVersion":"1.35.4"}`, want: tenantDefaultSpec},
 		{name: "pre-release version", spec: `{"talosVersion":"v1.14.0-alpha.1"}`},
 		{name: "bad talos version", spec: `{"talosVersion":"1.13"}`, fields: []string{"spec.talosVersion"}},
 		{name: "talos version with four parts", spec: `{"talosVersion":"v1.13.0.1"}`, fields: []string{"spec.talosVersion"}},
@@ -342,7 +342,7 @@ func TestCanonicalSpecIsDeterministic(t *testing.T) {
 			name: "tenant field order and defaults",
 			kind: "Tenant",
 			a:    `{"network":{"dnsDomain":"cluster.local","podSubnets":["10.244.0.0/16"]},"talosVersion":"v1.13.0"}`,
-			b:    `{"talosVersion":"1.13.0","kubernetesVersion":"v1.36.0"}`,
+			b:    `{"talosVersion":"1.13.0","kubernetesVersion":"v1.35.4"}`,
 			want: tenantDefaultSpec,
 		},
 		{

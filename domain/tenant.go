@@ -10,7 +10,7 @@ import (
 // v1.13.0 was released with, and the subnets Talos uses when none are given.
 const (
 	DefaultTalosVersion      = "v1.13.0"
-	DefaultKubernetesVersion = "v1.36.0"
+	DefaultKubernetesVersion = "v1.35.4"
 	DefaultPodSubnet         = "10.244.0.0/16"
 	DefaultServiceSubnet     = "10.96.0.0/12"
 	DefaultDNSDomain         = "cluster.local"

@@ -20,7 +20,7 @@ func TestCRUDLifecycle(t *testing.T) {
 	require.Equal(t, "acme", ten.Metadata.Name)
 	require.Equal(t, int64(1), ten.Metadata.Generation)
 	require.NotEmpty(t, ten.Metadata.UID)
-	require.JSONEq(t, `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0","controlPlane":{},
+	require.JSONEq(t, `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.35.4","controlPlane":{},
 		"network":{"podSubnets":["10.244.0.0/16"],"serviceSubnets":["10.96.0.0/12"],"dnsDomain":"cluster.local"},
 		"etcdBackup":{"interval":"24h","keep":7}}`, string(ten.Spec), "a new tenant gets the default backup schedule")
 

@@ -251,7 +251,7 @@ func TestEndToEnd(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(table), "\n")
 		require.Len(t, lines, 2, table)
 		assert.Equal(t, []string{"NAME", "TALOS", "KUBERNETES", "PHASE", "AGE"}, strings.Fields(lines[0]))
-		assert.Equal(t, []string{"acme", "v1.13.0", "v1.36.0", "Pending"}, strings.Fields(lines[1])[:4])
+		assert.Equal(t, []string{"acme", "v1.13.0", "v1.35.4", "Pending"}, strings.Fields(lines[1])[:4])
 
 		wide := tc.ok("get", "tn", "-o", "wide")
 		assert.Contains(t, wide, "LABELS")
