@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +56,10 @@ func kubeClient(t *testing.T, em *Emulator, node string) kubernetes.Interface {
 	require.NoError(t, err)
 	cs, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+		assert.NoError(c, err)
+	}, 2*time.Minute, 100*time.Millisecond, "the API server is ready")
 	return cs
 }
 
@@ -176,3 +182,94 @@ func TestRealControlPlane(t *testing.T) {
 		}
 	}, 3*time.Minute, 200*time.Millisecond, "the Nodes are Ready again")
 }
+
+// TestTalosctlUpgradeDrains: the real talosctl upgrades the control plane of
+// a real cluster with its default drain: it cordons the Node and evicts the
+// Deployment's pod through the real API server (the pod is replaced), the
+// machine boots the new version, and talosctl uncordons the Node. (A
+// control plane: talosctl fetches the kubeconfig from its endpoint, and the
+// emulator's nodes do not proxy to one another as apid does, so a worker as
+// the endpoint has no kubeconfig to give.)
+func TestTalosctlUpgradeDrains(t *testing.T) {
+	t.Parallel()
+	bin := talosctlPath(t)
+	tools, err := tofutest.ToolsDir()
+	require.NoError(t, err)
+	cfg := fastConfig(t.TempDir())
+	cfg.Addressing = AddressingLoopback
+	cfg.Kube = &KubeConfig{ToolsDir: tools}
+	cfg.RebootDelay = 2 * time.Second
+	cfg.ShutdownDelay = InteractiveShutdownDelay // talosctl --wait follows the action's events
+	cfg.Logf = t.Logf
+	em, _ := startEmulator(t, cfg)
+	ctx := context.Background()
+	addr, err := em.ReserveAddress(ctx, AddressSpec{Name: "endpoint"})
+	require.NoError(t, err)
+	cl := newTestClusterAt(t, "drain", "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
+	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
+	require.NoError(t, err)
+	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
+	configuredNode(t, em, "w-1", cl.worker)
+	st, err := em.Get("cp-1")
+	require.NoError(t, err)
+	require.NoError(t, connect(t, cl.admin, st.Address).Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	k := kubeClient(t, em, "cp-1")
+
+	one := int32(1)
+	labels := map[string]string{"app": "web"}
+	_, err = k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+					NodeSelector: map[string]string{"kubernetes.io/hostname": "cp-1"},
+					Tolerations: []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists,
+						Effect: corev1.TaintEffectNoSchedule}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	runningPod := func(c *assert.CollectT) string {
+		pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if !assert.NoError(c, err) || !assert.Len(c, pods.Items, 1) {
+			return ""
+		}
+		p := pods.Items[0]
+		assert.Equal(c, "cp-1", p.Spec.NodeName)
+		assert.Equal(c, corev1.PodRunning, p.Status.Phase)
+		return p.Name
+	}
+	var before string
+	require.EventuallyWithT(t, func(c *assert.CollectT) { before = runningPod(c) }, 3*time.Minute, 200*time.Millisecond,
+		"the Deployment's pod runs on the control plane")
+
+	var cordoned atomicBool
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		for wctx.Err() == nil {
+			if n, err := k.CoreV1().Nodes().Get(wctx, "cp-1", metav1.GetOptions{}); err == nil && n.Spec.Unschedulable {
+				cordoned.set()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	cpctl := newTalosctl(t, bin, cl, st)
+	out := cpctl.run(t, "upgrade", "--image", "ghcr.io/siderolabs/installer:v1.13.1", "--wait")
+	stopWatch()
+	require.True(t, cordoned.get(), "talosctl cordoned the Node during the upgrade:\n%s", out)
+	got, err := em.Get("cp-1")
+	require.NoError(t, err)
+	require.Equal(t, "v1.13.1", got.Version)
+	n, err := k.CoreV1().Nodes().Get(ctx, "cp-1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.False(t, n.Spec.Unschedulable, "talosctl uncordoned the Node")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		after := runningPod(c)
+		assert.NotEqual(c, before, after, "the pod was evicted and replaced")
+	}, 3*time.Minute, 200*time.Millisecond)
+}
+
+// atomicBool is set once by a watcher goroutine and read by the test.
+type atomicBool struct{ v atomic.Bool }
+
+func (b *atomicBool) set()      { b.v.Store(true) }
+func (b *atomicBool) get() bool { return b.v.Load() }

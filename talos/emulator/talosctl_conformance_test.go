@@ -322,7 +322,9 @@ func TestTalosctlConformance(t *testing.T) {
 	})
 
 	t.Run("upgrade", func(t *testing.T) {
-		// --drain=false: draining needs the Kubernetes API, which no node has.
+		// --drain=false: this emulator is light (no Kubernetes API);
+		// TestTalosctlUpgradeDrains runs the default drain against the
+		// real control plane.
 		wk.run(t, "upgrade", "--image", "ghcr.io/siderolabs/installer:v1.13.1", "--wait", "--drain=false")
 		st, err := em.Get("conf-worker")
 		require.NoError(t, err)
