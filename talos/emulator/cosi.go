@@ -189,6 +189,7 @@ type nodeFacts struct {
 	services []serviceView
 	members  []NodeStatus // the cluster's configured nodes (discovery)
 	etcd     bool         // this node is a running etcd member
+	etcdID   uint64       // its member id
 	times    bootTimes
 }
 
@@ -266,6 +267,10 @@ func (n *node) facts() (nodeFacts, *nodeState) {
 	}
 	for _, v := range f.services {
 		f.etcd = f.etcd || v.ID == "etcd" && v.State == "Running"
+	}
+	f.etcdID = memberID(in.st.Name)
+	if id, ok := n.em.kube.memberID(in.st.Name); ok {
+		f.etcdID = id // the real etcd's
 	}
 	return f, s
 }

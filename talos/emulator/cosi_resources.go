@@ -89,7 +89,7 @@ func desiredResources(f nodeFacts) []resource.Resource {
 
 	if f.etcd {
 		em := etcd.NewMember(etcd.NamespaceName, etcd.LocalMemberID)
-		em.TypedSpec().MemberID = etcd.FormatMemberID(memberID(st.Name))
+		em.TypedSpec().MemberID = etcd.FormatMemberID(f.etcdID)
 		out = append(out, em)
 	}
 

@@ -37,6 +37,9 @@ type inspected struct {
 	cfgBytes []byte
 	bootID   string
 	running  []serviceView
+	// staticPodsStale: with the real control plane, its Kubernetes
+	// components do not run at the config's version (yet).
+	staticPodsStale bool
 }
 
 func (m *machineServer) inspect() inspected { return m.n.inspect() }
@@ -45,6 +48,13 @@ func (n *node) inspect() inspected {
 	n.mu.Lock()
 	in := inspected{st: n.st, cfg: n.cfg, cfgBytes: n.cfgBytes, bootID: n.bootID}
 	n.mu.Unlock()
+	if in.cfg != nil {
+		if want, ok := versionFromImage(in.cfg.Cluster().APIServer().Image()); ok {
+			if got, real := n.em.kube.controlPlaneVersion(in.st.Name); real && got != want {
+				in.staticPodsStale = true
+			}
+		}
+	}
 	for _, v := range n.nodeServices() {
 		if v.State == "Running" {
 			in.running = append(in.running, v)
@@ -130,7 +140,7 @@ func staticPods(in inspected) []staticPod {
 		kubelet = kubelet || v.ID == "kubelet"
 		etcd = etcd || v.ID == "etcd"
 	}
-	if !kubelet || !etcd {
+	if !kubelet || !etcd || in.staticPodsStale {
 		return nil
 	}
 	c := in.cfg.Cluster()

@@ -64,6 +64,9 @@ type kubeRunner struct {
 	member    *kubecp.Member // set while its etcd runs
 	cp        *kubecp.Node   // set while its control plane runs
 	kubelet   bool           // its kubelet runs
+	memberID  uint64         // its etcd member id while its etcd runs
+	cpVersion string         // the Kubernetes version of its running control plane
+	klVersion string         // its running kubelet's version
 	apiServer string         // host:port while its kube-apiserver runs
 }
 
@@ -125,18 +128,33 @@ func (k *kubeSupervisor) sync(ctx context.Context) {
 	}
 }
 
-// running says which of a node's etcd and kubelet run; nil in light mode.
-func (k *kubeSupervisor) running(node string) map[string]bool {
+// running says which of a node's etcd and kubelet run, a kubelet only at
+// the Kubernetes version of the node's config (st); nil in light mode.
+func (k *kubeSupervisor) running(st NodeStatus) map[string]bool {
 	if k == nil {
 		return nil
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	r := k.runners[node]
+	r := k.runners[st.Name]
 	if r == nil {
 		return map[string]bool{}
 	}
-	return map[string]bool{"etcd": r.member != nil, "kubelet": r.kubelet}
+	return map[string]bool{"etcd": r.member != nil, "kubelet": r.kubelet && r.klVersion == st.KubernetesVersion}
+}
+
+// controlPlaneVersion is the version of the node's running Kubernetes
+// components ("" while none run); real is false in light mode.
+func (k *kubeSupervisor) controlPlaneVersion(node string) (version string, real bool) {
+	if k == nil {
+		return "", false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r := k.runners[node]; r != nil {
+		return r.cpVersion, true
+	}
+	return "", true
 }
 
 // refresh tells the node's COSI state (the Service resources health
@@ -145,6 +163,20 @@ func (k *kubeSupervisor) refresh(node string) {
 	if n, err := k.e.node(node); err == nil {
 		k.e.refreshCOSI(n)
 	}
+}
+
+// memberID is the real etcd member id of the node while its etcd runs.
+func (k *kubeSupervisor) memberID(node string) (uint64, bool) {
+	if k == nil {
+		return 0, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	r := k.runners[node]
+	if r == nil || r.member == nil || r.memberID == 0 {
+		return 0, false
+	}
+	return r.memberID, true
 }
 
 // pokeAll wakes every runner (a node changed).
@@ -293,7 +325,7 @@ func (k *kubeSupervisor) converge(ctx context.Context, r *kubeRunner, run *nodeR
 
 func (k *kubeSupervisor) stopKubelet(r *kubeRunner, run *nodeRun) {
 	k.mu.Lock()
-	r.kubelet = false
+	r.kubelet, r.klVersion = false, ""
 	k.mu.Unlock()
 	k.refresh(r.name)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -306,7 +338,7 @@ func (k *kubeSupervisor) stopKubelet(r *kubeRunner, run *nodeRun) {
 
 func (k *kubeSupervisor) stopControlPlane(r *kubeRunner, run *nodeRun) {
 	k.mu.Lock()
-	r.member, r.apiServer, r.cp = nil, "", nil
+	r.member, r.apiServer, r.cp, r.memberID, r.cpVersion = nil, "", nil, 0, ""
 	k.mu.Unlock()
 	k.refresh(r.name)
 	run.cp.Stop()
@@ -416,14 +448,36 @@ func (k *kubeSupervisor) startControlPlane(ctx context.Context, r *kubeRunner, r
 		r.name, w.cpVersion, time.Since(start).Round(time.Millisecond))
 	run.cp, run.cpKey = cp, w.cpKey
 	_ = os.Remove(restore) // restored: a later restart runs on the data
+	id, err := localMemberID(sctx, cp)
+	if err != nil {
+		k.e.cfg.Logf("node %s: reading its etcd member id: %v", r.name, err)
+	}
 	k.mu.Lock()
 	r.cluster = v.st.ClusterID
 	r.member = &kubecp.Member{Name: r.name, PeerURL: peerURL, ClientURL: "https://" + net.JoinHostPort(ip, "2379")}
 	r.apiServer = net.JoinHostPort(ip, "6443")
-	r.cp = cp
+	r.cp, r.memberID, r.cpVersion = cp, id, w.cpVersion
 	k.mu.Unlock()
 	k.refresh(r.name)
 	return nil
+}
+
+// localMemberID is the id of the node's own etcd member.
+func localMemberID(ctx context.Context, cp *kubecp.Node) (uint64, error) {
+	cli, err := cp.Etcd(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	eps := cli.Endpoints()
+	if len(eps) == 0 {
+		return 0, errors.New("no endpoint")
+	}
+	st, err := cli.Status(ctx, eps[0])
+	if err != nil {
+		return 0, err
+	}
+	return st.Header.MemberId, nil
 }
 
 // leaveEtcd removes a wiped or deleted control plane's member through
@@ -582,7 +636,7 @@ func (k *kubeSupervisor) startKubelet(ctx context.Context, r *kubeRunner, run *n
 	if r.cluster == "" {
 		r.cluster = v.st.ClusterID
 	}
-	r.kubelet = true
+	r.kubelet, r.klVersion = true, w.kubeletVersion
 	k.mu.Unlock()
 	k.refresh(r.name)
 	return nil

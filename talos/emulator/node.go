@@ -166,6 +166,7 @@ func (n *node) setConfigLocked(b []byte, cfg config.Provider) {
 	if cfg.Machine().Type().IsControlPlane() {
 		n.st.Role = "controlplane"
 	}
+	n.em.kube.pokeAll() // a new version or new labels for what runs
 }
 
 // serveLocked starts the gRPC server for the node's current config (or

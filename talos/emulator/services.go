@@ -105,7 +105,7 @@ func (n *node) nodeServices() []serviceView {
 	if st.Role == "" {
 		return nil
 	}
-	return services(st, t, n.em.bootstrapped(st.ClusterID), n.em.kube.running(st.Name))
+	return services(st, t, n.em.bootstrapped(st.ClusterID), n.em.kube.running(st))
 }
 
 // ServiceList reports each service with every field machined sets: state,
