@@ -372,6 +372,44 @@ type readmeMachine struct {
 }
 
 // requireFile checks a file a command wrote: there, mode 0600, holding want.
+// requireNodes asks the cluster's API server, through kubectl, for its Nodes:
+// the tenant's three machines, each Ready with its kubelet at version, and
+// the server itself at version.
+func requireNodes(t *testing.T, e *readmeEnv, version string) {
+	t.Helper()
+	r := e.run(t, "kubectl --kubeconfig demo.kubeconfig get nodes -o json", time.Minute)
+	require.Equal(t, 0, r.code, r.out)
+	var nodes struct {
+		Items []struct {
+			Metadata struct{ Name string }
+			Status   struct {
+				Conditions []struct{ Type, Status string }
+				NodeInfo   struct{ KubeletVersion string }
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &nodes), r.out)
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Metadata.Name)
+		require.Equal(t, version, n.Status.NodeInfo.KubeletVersion, n.Metadata.Name)
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || (c.Type == "Ready" && c.Status == "True")
+		}
+		require.True(t, ready, "node %s is Ready", n.Metadata.Name)
+	}
+	// The emulated provider names a machine's node (its hostname, so its
+	// Node) <tenant>-<machine>.
+	var machines []string
+	for _, m := range e.machinesOf(t, "demo") {
+		machines = append(machines, "demo-"+m.Metadata.Name)
+	}
+	require.ElementsMatch(t, machines, names, "a Node per machine")
+	v := e.run(t, "kubectl --kubeconfig demo.kubeconfig version -o json", time.Minute)
+	require.Contains(t, v.out, `"gitVersion": "`+version+`"`, "the API server's version:\n%s", v.out)
+}
+
 func requireFile(t *testing.T, e *readmeEnv, name string, want ...string) {
 	t.Helper()
 	path := filepath.Join(e.dir, name)
@@ -551,6 +589,16 @@ var readmeExpectations = []readmeExpectation{
 	}},
 	{match: regexp.MustCompile(`^bin/rezusctl kubeconfig -t demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
 		requireFile(t, e, "demo.kubeconfig", "clusters:", "certificate-authority-data")
+	}},
+	// The real API server answers with the three Nodes, Ready, at the
+	// tenant's version; judged again in JSON, not only by the table.
+	{match: regexp.MustCompile(`^kubectl --kubeconfig demo\.kubeconfig get nodes$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Equal(t, 3, rowsWith(r.out, `\sReady\s`, `\sv1\.35\.4$`), r.out)
+		requireNodes(t, e, "v1.35.4")
+	}},
+	{match: regexp.MustCompile(`^kubectl --kubeconfig demo\.kubeconfig get nodes -o wide$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
+		require.Equal(t, 3, rowsWith(r.out, `\sReady\s`, `\sv1\.36\.1\s`), r.out)
+		requireNodes(t, e, "v1.36.1")
 	}},
 	// Probes every machine through the Talos API.
 	{match: regexp.MustCompile(`^bin/rezusctl health demo$`), check: func(t *testing.T, e *readmeEnv, r shellRun) {
