@@ -24,6 +24,8 @@ KUBE_VERSIONS=(1.35.4 1.36.1)
 ETCD_VERSION=3.6.16
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$root/hack/lib.sh"
 tools=${REZUS_TOOLS_DIR:-.tools}
 [[ $tools == /* ]] || tools=$root/$tools
 mkdir -p "$tools/stamps" "$tools/logs"
@@ -32,20 +34,7 @@ gover=$(go env GOVERSION)
 platform=$(go env GOOS)_$(go env GOARCH)
 export GOWORK=off
 
-now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
-module_dir() {
-	local json dir
-	json=$(cd / && GOFLAGS= go mod download -json "$1@$2")
-	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
-	if [[ -z $dir || ! -d $dir ]]; then
-		echo "go mod download $1@$2 gave no directory:" >&2
-		echo "$json" >&2
-		return 1
-	fi
-	printf '%s\n' "$dir"
-}
 
 # unreplace DIR PATTERN TAG drops every replace of DIR's go.mod whose target
 # is a local directory matching PATTERN and requires the module at TAG.

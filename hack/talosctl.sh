@@ -23,6 +23,8 @@ set -euo pipefail
 TALOSCTL_VERSION=v1.13.0
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$root/hack/lib.sh"
 tools=${REZUS_TOOLS_DIR:-.tools}
 [[ $tools == /* ]] || tools=$root/$tools
 mkdir -p "$tools/bin" "$tools/stamps" "$tools/logs"
@@ -36,20 +38,6 @@ if [[ -x $out && -f $tools/stamps/talosctl && "$(cat "$tools/stamps/talosctl")" 
 	exit 0
 fi
 
-# module_dir MODULE VERSION prints the module's directory in the module cache,
-# downloading it if needed (outside any module, so go.mod and go.sum here are
-# left alone).
-module_dir() {
-	local json dir
-	json=$(cd / && GOFLAGS= go mod download -json "$1@$2")
-	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
-	if [[ -z $dir || ! -d $dir ]]; then
-		echo "go mod download $1@$2 gave no directory:" >&2
-		echo "$json" >&2
-		return 1
-	fi
-	printf '%s\n' "$dir"
-}
 
 build() {
 	local start=$EPOCHSECONDS src machinery

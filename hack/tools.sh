@@ -30,6 +30,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$root/hack/lib.sh"
 tools=${REZUS_TOOLS_DIR:-.tools}
 [[ $tools == /* ]] || tools=$root/$tools
 mkdir -p "$tools"
@@ -49,30 +51,12 @@ EMULATED_PROVIDER_VERSION=0.1.0
 export GOWORK=off
 mkdir -p "$tools/bin" "$tools/stamps" "$tools/logs" "$mirror"
 
-# now prints the time in seconds with milliseconds.
-now() { printf '%s' "${EPOCHREALTIME/,/.}"; }
-# since START prints the seconds elapsed since START, e.g. "12.3s".
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
 # up_to_date NAME OUT STAMP succeeds when OUT exists and was built from STAMP.
 up_to_date() {
 	[[ -x $2 && -f $tools/stamps/$1 && "$(cat "$tools/stamps/$1")" == "$3" ]]
 }
 
-# module_dir MODULE VERSION prints the module's directory in the module
-# cache, downloading it from the proxy if needed. It runs outside any module
-# so this repository's go.mod and go.sum are left alone.
-module_dir() {
-	local json dir
-	json=$(cd / && GOFLAGS= go mod download -json "$1@$2")
-	dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
-	if [[ -z $dir || ! -d $dir ]]; then
-		echo "go mod download $1@$2 gave no directory:" >&2
-		echo "$json" >&2
-		return 1
-	fi
-	printf '%s\n' "$dir"
-}
 
 # build_module NAME MODULE VERSION PACKAGE OUT [LDFLAGS] builds PACKAGE of
 # MODULE@VERSION into OUT.

@@ -20,7 +20,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
-	"github.com/rezuscloud/rezuscloud/talos/emulator/kubecp"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
@@ -125,28 +124,20 @@ func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra 
 	return url, nil
 }
 
-// emulatorKube decides --emulator-kube: the real control plane when asked
-// for (refused when its binaries are missing) or, in auto mode, when they are
-// built; else light nodes, said in the log.
+// emulatorKube decides --emulator-kube and says in the log what nodes run.
 func emulatorKube(log *slog.Logger, mode, tools string) (*emulator.KubeConfig, error) {
-	versions := kubecp.Available(tools)
-	switch mode {
-	case "off":
+	kube, err := emulator.KubeFromMode(mode, tools)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--emulator-kube=%s: %w", mode, err)
+	case kube == nil && mode == "off":
 		log.Info("emulated nodes are light: no Kubernetes API (--emulator-kube=off)")
-		return nil, nil
-	case "on", "auto":
-	default:
-		return nil, fmt.Errorf("--emulator-kube: %q is not on, off or auto", mode)
-	}
-	if len(versions) == 0 {
-		if mode == "on" {
-			return nil, fmt.Errorf("--emulator-kube=on: no Kubernetes binaries under %s: run `go tool task tools`", tools)
-		}
+	case kube == nil:
 		log.Info("emulated nodes are light: no Kubernetes API; `go tool task tools` builds the real control plane they run when it is there", "kubeTools", tools)
-		return nil, nil
+	default:
+		log.Info("emulated control planes run a real Kubernetes control plane", "versions", strings.Join(emulator.KubeVersions(tools), ", "), "kubeTools", tools)
 	}
-	log.Info("emulated control planes run a real Kubernetes control plane", "versions", strings.Join(versions, ", "), "kubeTools", tools)
-	return &emulator.KubeConfig{ToolsDir: tools}, nil
+	return kube, nil
 }
 
 // registerEmulatedProvider creates (or points at the emulator) the Provider

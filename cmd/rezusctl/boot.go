@@ -14,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
-	"github.com/rezuscloud/rezuscloud/talos/emulator/kubecp"
 )
 
 // bootNode is one machine of a boot plan.
@@ -105,33 +104,14 @@ func (r *rezusctl) bootCommand() *cli.Command {
 	}
 }
 
-// bootKube decides --kube: the real control plane when asked for (refused
-// without its binaries) or, in auto mode, when they are built.
-func bootKube(mode, tools string) (*emulator.KubeConfig, error) {
-	switch mode {
-	case "off":
-		return nil, nil
-	case "on", "auto":
-	default:
-		return nil, fmt.Errorf("--kube: %q is not on, off or auto", mode)
-	}
-	if len(kubecp.Available(tools)) == 0 {
-		if mode == "on" {
-			return nil, fmt.Errorf("--kube=on: no Kubernetes binaries under %s: run `go tool task tools`", tools)
-		}
-		return nil, nil
-	}
-	return &emulator.KubeConfig{ToolsDir: tools}, nil
-}
-
 // bootEmulated runs the plan as emulated nodes until the command is cancelled.
 func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
-	kube, err := bootKube(c.String("kube"), optionalAbsPath(c.String("kube-tools")))
+	kube, err := emulator.KubeFromMode(c.String("kube"), optionalAbsPath(c.String("kube-tools")))
 	if err != nil {
-		return err
+		return fmt.Errorf("--kube=%s: %w", c.String("kube"), err)
 	}
 	if kube != nil {
-		fmt.Fprintf(r.env.Stdout, "control planes run etcd and Kubernetes (%s) from %s\n", strings.Join(kubecp.Available(kube.ToolsDir), ", "), kube.ToolsDir)
+		fmt.Fprintf(r.env.Stdout, "control planes run etcd and Kubernetes (%s) from %s\n", strings.Join(emulator.KubeVersions(kube.ToolsDir), ", "), kube.ToolsDir)
 	}
 	em, err := emulator.New(emulator.Config{
 		StateDir:   optionalAbsPath(c.String("state-dir")),

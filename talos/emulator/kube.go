@@ -36,6 +36,29 @@ type KubeConfig struct {
 	Log io.Writer
 }
 
+// KubeFromMode decides an on/off/auto switch of the real control plane: on
+// needs the binaries under toolsDir (refused without them), auto uses them
+// when they are built, off never. It answers nil for light nodes.
+func KubeFromMode(mode, toolsDir string) (*KubeConfig, error) {
+	switch mode {
+	case "off":
+		return nil, nil
+	case "on", "auto":
+	default:
+		return nil, fmt.Errorf("%q is not on, off or auto", mode)
+	}
+	if len(kubecp.Available(toolsDir)) == 0 {
+		if mode == "on" {
+			return nil, fmt.Errorf("no Kubernetes binaries under %s: run `go tool task tools`", toolsDir)
+		}
+		return nil, nil
+	}
+	return &KubeConfig{ToolsDir: toolsDir}, nil
+}
+
+// KubeVersions are the Kubernetes versions built under toolsDir.
+func KubeVersions(toolsDir string) []string { return kubecp.Available(toolsDir) }
+
 // kubeSupervisor runs the Kubernetes parts of every node: one goroutine per
 // node converges what runs to decideKube's decision, once a second and
 // whenever poked. Run owns it; everything stops with Run's context.

@@ -51,3 +51,27 @@ func TestDecideKube(t *testing.T) {
 		})
 	}
 }
+
+func TestKubeFromMode(t *testing.T) {
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		mode, dir string
+		light     bool
+		err       string
+	}{
+		{mode: "off", dir: empty, light: true},
+		{mode: "auto", dir: empty, light: true},
+		{mode: "on", dir: empty, err: "no Kubernetes binaries under " + empty + ": run `go tool task tools`"},
+		{mode: "sometimes", dir: empty, err: `"sometimes" is not on, off or auto`},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			kube, err := KubeFromMode(tc.mode, tc.dir)
+			if tc.err != "" {
+				require.EqualError(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.light, kube == nil)
+		})
+	}
+}

@@ -26,15 +26,14 @@ import (
 // (built by `go tool task tools`).
 const kubeTestVersion = "1.35.4"
 
-// startKubeEmulator runs an emulator whose nodes run the real control plane.
-func startKubeEmulator(t *testing.T) *Emulator {
+// startKubeEmulator runs an emulator of cfg whose nodes run the real control plane.
+func startKubeEmulator(t *testing.T, cfg Config) *Emulator {
 	t.Helper()
 	tools, err := tofutest.ToolsDir()
 	require.NoError(t, err)
 	if len(kubecp.Available(tools)) == 0 {
 		t.Fatalf("no Kubernetes binaries under %s: run `go tool task tools`", tools)
 	}
-	cfg := fastConfig(t.TempDir())
 	cfg.Addressing = AddressingLoopback
 	// Machines are down long enough for their Nodes to show it.
 	cfg.RebootDelay = 2 * time.Second
@@ -42,6 +41,24 @@ func startKubeEmulator(t *testing.T) *Emulator {
 	cfg.Logf = t.Logf
 	em, _ := startEmulator(t, cfg)
 	return em
+}
+
+// bootstrappedKubeCluster makes control plane cp-1 on a reserved address,
+// the cluster's endpoint, and worker w-1, and bootstraps etcd on cp-1.
+func bootstrappedKubeCluster(t *testing.T, em *Emulator, name string) (cl testCluster, cp, w NodeStatus) {
+	t.Helper()
+	ctx := context.Background()
+	addr, err := em.ReserveAddress(ctx, AddressSpec{Name: "endpoint"})
+	require.NoError(t, err)
+	cl = newTestClusterAt(t, name, "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
+	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
+	require.NoError(t, err)
+	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
+	w = configuredNode(t, em, "w-1", cl.worker)
+	cp, err = em.Get("cp-1")
+	require.NoError(t, err)
+	require.NoError(t, connect(t, cl.admin, cp.Address).Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	return cl, cp, w
 }
 
 func kubeClient(t *testing.T, em *Emulator, node string) kubernetes.Interface {
@@ -80,19 +97,10 @@ func nodeReady(n *corev1.Node) bool {
 // comes back Ready.
 func TestRealControlPlane(t *testing.T) {
 	t.Parallel()
-	em := startKubeEmulator(t)
+	em := startKubeEmulator(t, fastConfig(t.TempDir()))
 	ctx := context.Background()
-	addr, err := em.ReserveAddress(ctx, AddressSpec{Name: "endpoint"})
-	require.NoError(t, err)
-	cl := newTestClusterAt(t, "real", "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
-	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
-	require.NoError(t, err)
-	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
-	w := configuredNode(t, em, "w-1", cl.worker)
-	st, err := em.Get("cp-1")
-	require.NoError(t, err)
+	cl, st, w := bootstrappedKubeCluster(t, em, "real")
 	cp := connect(t, cl.admin, st.Address)
-	require.NoError(t, cp.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
 
 	k := kubeClient(t, em, "cp-1")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -193,31 +201,16 @@ func TestRealControlPlane(t *testing.T) {
 func TestTalosctlUpgradeDrains(t *testing.T) {
 	t.Parallel()
 	bin := talosctlPath(t)
-	tools, err := tofutest.ToolsDir()
-	require.NoError(t, err)
 	cfg := fastConfig(t.TempDir())
-	cfg.Addressing = AddressingLoopback
-	cfg.Kube = &KubeConfig{ToolsDir: tools}
-	cfg.RebootDelay = 2 * time.Second
 	cfg.ShutdownDelay = InteractiveShutdownDelay // talosctl --wait follows the action's events
-	cfg.Logf = t.Logf
-	em, _ := startEmulator(t, cfg)
+	em := startKubeEmulator(t, cfg)
 	ctx := context.Background()
-	addr, err := em.ReserveAddress(ctx, AddressSpec{Name: "endpoint"})
-	require.NoError(t, err)
-	cl := newTestClusterAt(t, "drain", "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
-	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
-	require.NoError(t, err)
-	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
-	configuredNode(t, em, "w-1", cl.worker)
-	st, err := em.Get("cp-1")
-	require.NoError(t, err)
-	require.NoError(t, connect(t, cl.admin, st.Address).Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
+	cl, st, _ := bootstrappedKubeCluster(t, em, "drain")
 	k := kubeClient(t, em, "cp-1")
 
 	one := int32(1)
 	labels := map[string]string{"app": "web"}
-	_, err = k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+	_, err := k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
