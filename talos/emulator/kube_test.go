@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -133,8 +134,39 @@ func TestRealControlPlane(t *testing.T) {
 	require.Equal(t, members.Messages[0].Members[0].Id, status.Messages[0].MemberStatus.Leader)
 	require.Positive(t, status.Messages[0].MemberStatus.DbSize)
 
-	// A worker that reboots reports NotReady, then Ready again.
+	// A day-2 change of the worker's node labels and taints (applied in
+	// place, as Talos applies machine.nodeLabels) reaches its Node; the
+	// labeller owns only what it set.
 	wc := connect(t, cl.admin, w.Address)
+	_, err = k.CoreV1().Nodes().Patch(ctx, "w-1", types.MergePatchType, []byte(`{"metadata":{"labels":{"someone-else":"x"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	labelled := patched(t, cl.worker, `machine:
+  nodeLabels:
+    tier: web
+  nodeTaints:
+    dedicated: web:NoSchedule
+`)
+	_, err = wc.ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: labelled, Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := k.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.Equal(c, "web", n.Labels["tier"])
+			assert.Contains(c, fmt.Sprint(n.Spec.Taints), "dedicated")
+		}
+	}, time.Minute, 100*time.Millisecond, "the new label and taint reach the Node")
+	_, err = wc.ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.worker, Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := k.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
+		if assert.NoError(c, err) {
+			assert.NotContains(c, n.Labels, "tier")
+			assert.NotContains(c, fmt.Sprint(n.Spec.Taints), "dedicated")
+			assert.Equal(c, "x", n.Labels["someone-else"], "a label it does not own stays")
+		}
+	}, time.Minute, 100*time.Millisecond, "labels and taints removed from the config leave the Node")
+
+	// A worker that reboots reports NotReady, then Ready again.
 	require.NoError(t, wc.Reboot(callCtx(t)))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := k.CoreV1().Nodes().Get(ctx, "w-1", metav1.GetOptions{})
