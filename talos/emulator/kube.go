@@ -69,6 +69,10 @@ type kubeSupervisor struct {
 
 	mu      sync.Mutex
 	runners map[string]*kubeRunner
+	// joining names, per cluster, the control plane joining etcd: one at a
+	// time, as etcd takes one learner at a time (--max-learners 1) and a
+	// second join racing the first stalled in CI.
+	joining map[string]string
 	// pki is each cluster's Kubernetes PKI, learnt from a control plane's
 	// config: a worker's config holds no CA keys, yet its kubelet needs a
 	// certificate (Talos's trustd and CSR approval give it one).
@@ -97,7 +101,7 @@ func newKubeSupervisor(e *Emulator, cfg KubeConfig, dir string) *kubeSupervisor 
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	return &kubeSupervisor{e: e, cfg: cfg, dir: dir, runners: map[string]*kubeRunner{}, pki: map[string]kubecp.PKI{}}
+	return &kubeSupervisor{e: e, cfg: cfg, dir: dir, runners: map[string]*kubeRunner{}, pki: map[string]kubecp.PKI{}, joining: map[string]string{}}
 }
 
 // run adds a runner for every node and removes those of deleted nodes until
@@ -241,7 +245,9 @@ type nodeRun struct {
 	klStop  context.CancelFunc
 	klDone  chan struct{}
 	metaFor string // the config hash whose node labels and taints were applied
-	waiting string // the last reason logged for waiting, so it is logged once
+	// waiting is the last reason logged for waiting, per part, so each is
+	// logged once.
+	waiting map[string]string
 }
 
 func (k *kubeSupervisor) runNode(ctx context.Context, r *kubeRunner) {
@@ -270,11 +276,14 @@ func (k *kubeSupervisor) runNode(ctx context.Context, r *kubeRunner) {
 	}
 }
 
-func (k *kubeSupervisor) waitf(r *kubeRunner, run *nodeRun, format string, args ...any) {
+func (k *kubeSupervisor) waitf(r *kubeRunner, run *nodeRun, part, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	if msg != run.waiting {
-		run.waiting = msg
-		k.e.cfg.Logf("node %s: %s", r.name, msg)
+	if run.waiting == nil {
+		run.waiting = map[string]string{}
+	}
+	if msg != run.waiting[part] {
+		run.waiting[part] = msg
+		k.e.cfg.Logf("node %s: %s %s", r.name, part, msg)
 	}
 }
 
@@ -325,21 +334,21 @@ func (k *kubeSupervisor) converge(ctx context.Context, r *kubeRunner, run *nodeR
 	}
 	if w.controlPlane && run.cp == nil {
 		if err := k.startControlPlane(ctx, r, run, v, w, dir); err != nil {
-			k.waitf(r, run, "control plane not started: %v", err)
+			k.waitf(r, run, "control plane", "not started: %v", err)
 		} else {
-			run.waiting = ""
+			delete(run.waiting, "control plane")
 		}
 	}
 	if w.kubelet && run.kl == nil {
 		if err := k.startKubelet(ctx, r, run, v, w); err != nil {
-			k.waitf(r, run, "kubelet not started: %v", err)
+			k.waitf(r, run, "kubelet", "not started: %v", err)
 		} else {
-			run.waiting = ""
+			delete(run.waiting, "kubelet")
 		}
 	}
 	if run.kl != nil && run.metaFor != v.st.ConfigHash {
 		if err := k.applyNodeMetadata(ctx, v); err != nil {
-			k.waitf(r, run, "node labels and taints not applied yet: %v", err)
+			k.waitf(r, run, "node labels and taints", "not applied yet: %v", err)
 		} else {
 			run.metaFor = v.st.ConfigHash
 		}
@@ -459,6 +468,20 @@ func (k *kubeSupervisor) startControlPlane(ctx context.Context, r *kubeRunner, r
 		default:
 			return errors.New("waiting for a running etcd member of the cluster to join through")
 		}
+	}
+	if len(cc.Join) > 0 {
+		k.mu.Lock()
+		if other := k.joining[v.st.ClusterID]; other != "" && other != r.name {
+			k.mu.Unlock()
+			return fmt.Errorf("waiting for %s to finish joining etcd", other)
+		}
+		k.joining[v.st.ClusterID] = r.name
+		k.mu.Unlock()
+		defer func() {
+			k.mu.Lock()
+			delete(k.joining, v.st.ClusterID)
+			k.mu.Unlock()
+		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()

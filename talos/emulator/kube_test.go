@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -298,3 +300,96 @@ type atomicBool struct{ v atomic.Bool }
 
 func (b *atomicBool) set()      { b.v.Store(true) }
 func (b *atomicBool) get() bool { return b.v.Load() }
+
+// TestRealEtcdScaleDown: three control planes join the real etcd (as
+// learners, then promoted); two leave one after the other through the
+// Talos API and are deleted, while a probe writes a ConfigMap every 200 ms
+// through the remaining control plane. The member list ends with one
+// member, what was written before is there, and the probe never failed for
+// longer than a leader election takes (bounded generously: a loaded CI
+// machine).
+func TestRealEtcdScaleDown(t *testing.T) {
+	t.Parallel()
+	em := startKubeEmulator(t, fastConfig(t.TempDir()))
+	ctx := context.Background()
+	cl, st, _ := bootstrappedKubeCluster(t, em, "scale")
+	cp1 := connect(t, cl.admin, st.Address)
+	clients := map[string]*client.Client{}
+	for _, name := range []string{"cp-2", "cp-3"} {
+		clients[name] = connect(t, cl.admin, configuredNode(t, em, name, cl.controlPlane).Address)
+	}
+	voters := func() ([]string, error) {
+		resp, err := cp1.EtcdMemberList(callCtx(t), &machine.EtcdMemberListRequest{})
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, m := range resp.Messages[0].Members {
+			if !m.IsLearner {
+				names = append(names, m.Hostname)
+			}
+		}
+		slices.Sort(names)
+		return names, nil
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		names, err := voters()
+		if assert.NoError(c, err) {
+			assert.Equal(c, []string{"cp-1", "cp-2", "cp-3"}, names)
+		}
+	}, 3*time.Minute, 500*time.Millisecond, "three voting members")
+	for name, c := range clients {
+		require.EventuallyWithT(t, func(col *assert.CollectT) {
+			_, err := c.EtcdStatus(callCtx(t))
+			assert.NoError(col, err)
+		}, 3*time.Minute, 500*time.Millisecond, "%s's control plane runs", name)
+	}
+
+	k := kubeClient(t, em, "cp-1")
+	cms := k.CoreV1().ConfigMaps("default")
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// The probe: a write and a read every 200 ms; the longest run of failures.
+	pctx, stopProbe := context.WithCancel(ctx)
+	var longest time.Duration
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		var failingSince time.Time
+		for i := 0; pctx.Err() == nil; i++ {
+			name := fmt.Sprintf("probe-%d", i)
+			_, err := cms.Create(pctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			if err == nil {
+				_, err = cms.Get(pctx, name, metav1.GetOptions{})
+			}
+			switch {
+			case pctx.Err() != nil:
+			case err != nil && failingSince.IsZero():
+				failingSince = time.Now()
+			case err == nil && !failingSince.IsZero():
+				longest = max(longest, time.Since(failingSince))
+				failingSince = time.Time{}
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if !failingSince.IsZero() {
+			longest = max(longest, time.Since(failingSince))
+		}
+	}()
+
+	for _, name := range []string{"cp-3", "cp-2"} {
+		err := clients[name].EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{})
+		require.NoError(t, err, "%s leaves etcd", name)
+		require.NoError(t, em.Delete(name))
+	}
+	names, err := voters()
+	require.NoError(t, err)
+	require.Equal(t, []string{"cp-1"}, names, "one member left")
+	time.Sleep(2 * time.Second) // the probe runs on the one member for a while
+	stopProbe()
+	<-probed
+	require.Less(t, longest, 10*time.Second, "the API answered through the scale-down but for leader elections")
+	_, err = cms.Get(ctx, "before", metav1.GetOptions{})
+	require.NoError(t, err, "data written before the scale-down is there")
+}
