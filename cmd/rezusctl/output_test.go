@@ -36,7 +36,7 @@ func sampleObjects() map[string][]*item {
 	}
 	return map[string][]*item{
 		"tenants": {
-			mk("Tenant", "", "acme", `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.35.4"}`, `{"phase":"Ready","machines":{"total":3}}`, map[string]string{"env": "prod", "team": "a"}),
+			mk("Tenant", "", "acme", `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0"}`, `{"phase":"Ready","machines":{"total":3}}`, map[string]string{"env": "prod", "team": "a"}),
 			mk("Tenant", "", "beta-long-name", `{"talosVersion":"v1.12.1","kubernetesVersion":"v1.35.0"}`, `{"phase":"Pending"}`, nil),
 		},
 		"nodegroups": {
