@@ -116,8 +116,10 @@ type Config struct {
 	// apply, so the machines' stage, readiness and version are recorded by
 	// the time the apply says Succeeded, not at the first health request.
 	Observer Observer
-	// ObserveWait bounds that probe; default 20s. A probe that fails or
-	// takes longer is logged and the apply stands.
+	// ObserveWait bounds that probe and its repeats while machines are not
+	// ready yet; default 60s (a real control plane takes seconds to start
+	// after the bootstrap, more on a loaded machine). A probe that fails or
+	// machines still not ready then are logged and the apply stands.
 	ObserveWait time.Duration
 	// BootstrapWait bounds how long a run waits for the first control plane
 	// to come up before bootstrapping etcd; default 5m.
@@ -184,7 +186,7 @@ func (c *Config) setDefaults() {
 		c.BootstrapWait = 5 * time.Minute
 	}
 	if c.ObserveWait == 0 {
-		c.ObserveWait = 20 * time.Second
+		c.ObserveWait = time.Minute
 	}
 	if c.KeepApplies == 0 {
 		c.KeepApplies = 20
