@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -93,13 +95,38 @@ func (m *machineServer) realRemoveMember(ctx context.Context, self bool, id uint
 	if len(resp.Members) == 1 {
 		return status.Error(codes.FailedPrecondition, "etcd would be left with no member")
 	}
-	if _, err := cli.MemberRemove(ctx, id); err != nil {
+	if err := removeWhenHealthy(ctx, cli, id); err != nil {
 		return status.Errorf(codes.FailedPrecondition, "etcd member remove: %v", err)
 	}
 	m.n.em.markEtcdLeft(name)
 	m.n.em.kube.pokeAll()
 	return nil
 }
+
+// removeWhenHealthy removes a member, retrying while etcd refuses with
+// "unhealthy cluster". etcd's strict reconfiguration check counts only the
+// members its leader has been connected to for at least five seconds, so a
+// removal right after another member joined (or restarted) is refused for a
+// few seconds although the cluster is fine; Talos's leave retries the same
+// way. Bounded by unhealthyRetryFor and by ctx.
+func removeWhenHealthy(ctx context.Context, cli *clientv3.Client, id uint64) error {
+	deadline := time.Now().Add(unhealthyRetryFor)
+	for {
+		_, err := cli.MemberRemove(ctx, id)
+		if !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// unhealthyRetryFor bounds removeWhenHealthy: three times etcd's health
+// interval.
+const unhealthyRetryFor = 15 * time.Second
 
 // markEtcdLeft records that the named node is no longer an etcd member.
 func (e *Emulator) markEtcdLeft(name string) {
