@@ -17,7 +17,18 @@ type EtcdMember struct {
 	Hostname string
 	// PeerURLs are the member's peer URLs (https://<address>:2380).
 	PeerURLs []string
+	// ClientURLs are empty until the member has started: etcd lists a
+	// member from the moment it is added, before it runs.
+	ClientURLs []string
+	// Learner is true while the member is a learner (not yet promoted to
+	// a voting member).
+	Learner bool
 }
+
+// Serving reports whether the member runs as a voting member: started
+// (it published its client URLs) and not a learner. A control plane that
+// joins is listed before it serves.
+func (m EtcdMember) Serving() bool { return len(m.ClientURLs) > 0 && !m.Learner }
 
 // EtcdMembers lists the cluster's etcd members through the control plane at address.
 func (a NodeAPI) EtcdMembers(ctx context.Context, b *secrets.Bundle, address string) ([]EtcdMember, error) {
@@ -29,7 +40,8 @@ func (a NodeAPI) EtcdMembers(ctx context.Context, b *secrets.Bundle, address str
 		}
 		for _, msg := range resp.GetMessages() {
 			for _, m := range msg.GetMembers() {
-				out = append(out, EtcdMember{ID: m.GetId(), Hostname: m.GetHostname(), PeerURLs: m.GetPeerUrls()})
+				out = append(out, EtcdMember{ID: m.GetId(), Hostname: m.GetHostname(), PeerURLs: m.GetPeerUrls(),
+					ClientURLs: m.GetClientUrls(), Learner: m.GetIsLearner()})
 			}
 		}
 		return nil

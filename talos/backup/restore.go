@@ -126,7 +126,7 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 				return err
 			}
 		case domain.StageChecking:
-			rev, err := c.check(ctx, bundle, cps, b.Status.EtcdRevision)
+			rev, err := c.checkWithin(ctx, bundle, cps, b.Status.EtcdRevision)
 			if err != nil {
 				if ctx.Err() != nil {
 					return err
@@ -202,21 +202,48 @@ func (c *Controller) recover(ctx context.Context, bundle *secrets.Bundle, addres
 	return err
 }
 
-// waitJoined waits until the cluster lists want etcd members, polling the
-// control plane at address; it answers how many it found.
+// waitJoined waits until the cluster has want serving etcd members (started
+// and promoted: etcd lists a joining member from the moment it is added, as
+// a learner that has not started yet), polling the control plane at
+// address; it answers how many it found.
 func (c *Controller) waitJoined(ctx context.Context, bundle *secrets.Bundle, address string, want int) (int, error) {
 	clock := c.cfg.Clock
 	deadline := clock.Now().Add(c.cfg.JoinTimeout)
 	for {
 		members, err := c.cfg.Nodes.EtcdMembers(ctx, bundle, address)
-		if err == nil && len(members) >= want {
-			return len(members), nil
+		serving := 0
+		for _, m := range members {
+			if m.Serving() {
+				serving++
+			}
+		}
+		if err == nil && serving >= want {
+			return serving, nil
 		}
 		if !clock.Now().Before(deadline) {
 			if err != nil {
 				return 0, fmt.Errorf("the control planes did not join etcd within %s: %v", c.cfg.JoinTimeout, err)
 			}
-			return 0, fmt.Errorf("only %d of %d control planes joined etcd within %s", len(members), want, c.cfg.JoinTimeout)
+			return 0, fmt.Errorf("only %d of %d control planes joined etcd within %s (%d listed)", serving, want, c.cfg.JoinTimeout, len(members))
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-clock.At(clock.Now().Add(c.cfg.PollInterval)):
+		}
+	}
+}
+
+// checkWithin runs check until it passes or JoinTimeout has passed since it
+// began: a member that was just promoted may not answer its status for a few
+// seconds while its node finishes starting etcd's neighbours.
+func (c *Controller) checkWithin(ctx context.Context, bundle *secrets.Bundle, cps []domain.Machine, want int64) (int64, error) {
+	clock := c.cfg.Clock
+	deadline := clock.Now().Add(c.cfg.JoinTimeout)
+	for {
+		rev, err := c.check(ctx, bundle, cps, want)
+		if err == nil || ctx.Err() != nil || !clock.Now().Before(deadline) {
+			return rev, err
 		}
 		select {
 		case <-ctx.Done():
@@ -228,7 +255,7 @@ func (c *Controller) waitJoined(ctx context.Context, bundle *secrets.Bundle, add
 
 // check makes sure etcd is back: every control plane's member healthy and,
 // when the snapshot's revision is known, a snapshot taken now at that
-// revision (what the snapshot's start says). It answers the revision found.
+// revision or above (what the snapshot's start says). It answers the revision found.
 func (c *Controller) check(ctx context.Context, bundle *secrets.Bundle, cps []domain.Machine, want int64) (int64, error) {
 	var problems []string
 	for _, m := range cps {
@@ -252,8 +279,10 @@ func (c *Controller) check(ctx context.Context, bundle *secrets.Bundle, cps []do
 		return 0, fmt.Errorf("reading etcd's revision after the recovery: %v", err)
 	case !ok:
 		return 0, nil
-	case rev != want:
-		return rev, fmt.Errorf("etcd is at revision %d after the recovery, the snapshot holds %d", rev, want)
+	case rev < want:
+		// Not below: a live control plane writes (leases, heartbeats) as
+		// soon as etcd is back, so the revision moves on from the snapshot's.
+		return rev, fmt.Errorf("etcd is at revision %d after the recovery, below the snapshot's %d", rev, want)
 	}
 	return rev, nil
 }

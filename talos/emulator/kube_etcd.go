@@ -95,7 +95,23 @@ func (m *machineServer) realRemoveMember(ctx context.Context, self bool, id uint
 	if len(resp.Members) == 1 {
 		return status.Error(codes.FailedPrecondition, "etcd would be left with no member")
 	}
-	if err := removeWhenHealthy(ctx, cli, id); err != nil {
+	// A member that removes itself through its own server may see that
+	// server stop before it answers ("etcdserver: server stopped", as
+	// Talos's own leave reports it): ask through another member.
+	via := cli
+	if name == m.n.st.Name {
+		for _, mb := range resp.Members {
+			if mb.Name == name || mb.IsLearner || mb.Name == "" {
+				continue
+			}
+			if other, err := m.n.em.kube.etcdClient(ctx, mb.Name); err == nil {
+				defer other.Close()
+				via = other
+				break
+			}
+		}
+	}
+	if err := removeWhenHealthy(ctx, via, id); err != nil && !memberGone(ctx, via, id) {
 		return status.Errorf(codes.FailedPrecondition, "etcd member remove: %v", err)
 	}
 	m.n.em.markEtcdLeft(name)
@@ -122,6 +138,21 @@ func removeWhenHealthy(ctx context.Context, cli *clientv3.Client, id uint64) err
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// memberGone reports whether the cluster (asked through cli) no longer lists
+// the member: a removal whose answer was lost went through.
+func memberGone(ctx context.Context, cli *clientv3.Client, id uint64) bool {
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return false
+	}
+	for _, mb := range resp.Members {
+		if mb.ID == id {
+			return false
+		}
+	}
+	return true
 }
 
 // unhealthyRetryFor bounds removeWhenHealthy: three times etcd's health
