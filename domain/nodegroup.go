@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // MaxNodeGroupCount is the largest node group; beyond it a cluster should be split.
@@ -50,6 +51,36 @@ type NodeGroupSpec struct {
 	// Taints are Kubernetes node taints given to the machines.
 	Taints         []Taint        `json:"taints,omitempty"`
 	UpdateStrategy UpdateStrategy `json:"updateStrategy"`
+	// Drain says whether a machine's Node is cordoned and drained (its pods
+	// evicted, PodDisruptionBudgets honoured) before the machine is
+	// rebooted or destroyed; absent means true.
+	Drain *bool `json:"drain,omitempty"`
+	// DrainTimeout bounds a drain, a Go duration ("10m" when absent, "0"
+	// waits as long as it takes): a drain still blocked then fails the step
+	// and leaves the machine as it was, uncordoned.
+	DrainTimeout string `json:"drainTimeout,omitempty"`
+}
+
+// DefaultDrainTimeout is a node group's drainTimeout when it names none.
+const DefaultDrainTimeout = 10 * time.Minute
+
+// MaxDrainTimeout bounds drainTimeout (0, forever, aside).
+const MaxDrainTimeout = 24 * time.Hour
+
+// Drains reports whether the group's machines are drained before a disruption.
+func (s *NodeGroupSpec) Drains() bool { return s.Drain == nil || *s.Drain }
+
+// DrainTimeoutOrDefault is the group's drain bound; 0 means no bound. A
+// value Validate refuses counts as the default.
+func (s *NodeGroupSpec) DrainTimeoutOrDefault() time.Duration {
+	if s.DrainTimeout == "" {
+		return DefaultDrainTimeout
+	}
+	d, err := time.ParseDuration(s.DrainTimeout)
+	if err != nil || d < 0 || d > MaxDrainTimeout {
+		return DefaultDrainTimeout
+	}
+	return d
 }
 
 // Taint is a Kubernetes node taint.
@@ -113,6 +144,15 @@ func (s *NodeGroupSpec) Validate(f string) []Cause {
 			causes = append(causes, labelCause(p+".value", "value", probs))
 		}
 		causes = append(causes, oneOf(t.Effect, p+".effect", "NoSchedule", "PreferNoSchedule", "NoExecute")...)
+	}
+	if s.DrainTimeout != "" {
+		d, err := time.ParseDuration(s.DrainTimeout)
+		switch {
+		case err != nil:
+			causes = append(causes, Cause{Field: f + ".drainTimeout", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 10m or 90s", s.DrainTimeout)})
+		case d < 0 || d > MaxDrainTimeout:
+			causes = append(causes, Cause{Field: f + ".drainTimeout", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 (no bound) and %s, got %s", MaxDrainTimeout, s.DrainTimeout)})
+		}
 	}
 	mp := s.UpdateStrategy.MaxParallelism
 	switch {

@@ -41,7 +41,10 @@ const (
 // Phases of one machine in a run, in the order a step goes through them.
 // Done, RolledBack and Failed are final.
 const (
-	StepPending     = "Pending"
+	StepPending = "Pending"
+	// StepDraining: the machine's Node is cordoned and its pods evicted
+	// before the node is touched (skipped when its group opts out).
+	StepDraining    = "Draining"
 	StepUpgrading   = "Upgrading"
 	StepRebooting   = "Rebooting"
 	StepVerifying   = "Verifying"
@@ -72,6 +75,9 @@ type UpgradeSpec struct {
 	// MaxParallelism is how many workers are upgraded at once; default 1.
 	// Control planes are always upgraded one at a time.
 	MaxParallelism int `json:"maxParallelism"`
+	// NoDrain skips the cordon and drain of every machine of this run (the
+	// node groups' own drain setting counts otherwise).
+	NoDrain bool `json:"noDrain,omitempty"`
 	// CancelRequested is set by POST .../cancel: the run stops after the
 	// machine it is upgrading. It cannot be unset.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
@@ -154,6 +160,8 @@ type UpgradeMachine struct {
 	Finished *time.Time `json:"finished,omitempty"`
 	// Error says why the step failed (and what the rollback did).
 	Error string `json:"error,omitempty"`
+	// Message is the step's progress in words, e.g. "Draining (4 pods left)".
+	Message string `json:"message,omitempty"`
 }
 
 // Final reports whether the machine's step is over.
@@ -211,9 +219,12 @@ func (s *UpgradeStatus) Validate(f string) []Cause {
 			causes = append(causes, validateVersion(m.From, p+".from")...)
 		}
 		causes = append(causes, validateVersion(m.To, p+".to")...)
-		causes = append(causes, oneOf(m.Phase, p+".phase", StepPending, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
+		causes = append(causes, oneOf(m.Phase, p+".phase", StepPending, StepDraining, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
 		if len(m.Error) > MaxUpgradeErrorBytes {
 			causes = append(causes, Cause{Field: p + ".error", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
+		}
+		if len(m.Message) > MaxUpgradeErrorBytes {
+			causes = append(causes, Cause{Field: p + ".message", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
 		}
 	}
 	return causes

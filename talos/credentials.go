@@ -86,3 +86,52 @@ func (s *Service) Kubeconfig(ctx context.Context, tenant string) ([]byte, error)
 	}
 	return Kubeconfig(v.bundle, tenant, server)
 }
+
+// ControllerCredentials is what a RezusCloud controller needs to reach a
+// tenant's Kubernetes API: the endpoint, the cluster's CA, and a short-lived
+// client certificate (CN rezuscloud-controller, in system:masters) that
+// never leaves the process.
+type ControllerCredentials struct {
+	Server      string
+	CA          []byte
+	Cert, Key   []byte
+	NotAfter    time.Time
+	ClusterName string
+}
+
+// ControllerCredentialTTL is how long a controller's client certificate is
+// valid; kubeclient issues a new one well before it ends.
+const ControllerCredentialTTL = time.Hour
+
+// ControllerCredentials issues the credentials a controller uses to reach
+// the tenant's Kubernetes API (talos/kubeclient caches a client on them).
+func (s *Service) ControllerCredentials(ctx context.Context, tenant string) (*ControllerCredentials, error) {
+	v, err := s.load(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	server, err := ClusterEndpoint(v.tenant, v.firstControlPlane())
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(v.bundle.Certs.K8s)
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubernetes ca: %w", err)
+	}
+	now := v.bundle.Clock.Now()
+	notAfter := now.Add(ControllerCredentialTTL)
+	kp, err := x509.NewKeyPair(ca,
+		x509.CommonName("rezuscloud-controller"),
+		x509.Organization(KubernetesAdminGroup),
+		x509.NotBefore(now.Add(-time.Minute)),
+		x509.NotAfter(notAfter),
+		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
+		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the controller's kubernetes client certificate: %w", err)
+	}
+	cert := x509.NewCertificateAndKeyFromKeyPair(kp)
+	return &ControllerCredentials{Server: server, CA: v.bundle.Certs.K8s.Crt, Cert: cert.Crt, Key: cert.Key,
+		NotAfter: notAfter, ClusterName: tenant}, nil
+}

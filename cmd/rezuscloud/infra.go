@@ -140,6 +140,25 @@ func emulatorKube(log *slog.Logger, mode, tools string) (*emulator.KubeConfig, e
 	return kube, nil
 }
 
+// drainSkip tells the sagas which node groups have no Kubernetes to drain
+// through: with --with-emulator and light nodes (--emulator-kube off, or
+// auto without the built control plane), the emulated provider's machines
+// run no kubelet and no API server answers for them.
+func drainSkip(infra infraConfig) func(ng *domain.NodeGroup) string {
+	if !infra.WithEmulator {
+		return nil
+	}
+	if kube, err := emulator.KubeFromMode(infra.EmulatorKube, infra.KubeTools); err != nil || kube != nil {
+		return nil
+	}
+	return func(ng *domain.NodeGroup) string {
+		if ng.Spec.Provider == EmulatedProvider {
+			return "the emulator's nodes are light: they run no Kubernetes (--emulator-kube)"
+		}
+		return ""
+	}
+}
+
 // registerEmulatedProvider creates (or points at the emulator) the Provider
 // `emulated` once the read model is ready.
 func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, endpoint string) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/backup"
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/health"
+	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 	"github.com/rezuscloud/rezuscloud/webui"
@@ -310,7 +311,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
 	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log})
-	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log})
+	kubeClients := kubeclient.New(talosSvc)
+	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log,
+		Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra)})
 	if p := cfg.Infra.StatePassphrase; p != "" {
 		if _, err := tfrunner.EncryptionConfig(p); err != nil {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)

@@ -34,7 +34,9 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 		Description: "Creates an upgrade of either Talos (--talos-version: the installer image, machine by machine)\n" +
 			"or Kubernetes (--kubernetes-version: new control-plane and kubelet images in each machine's\n" +
 			"config, applied in place): control planes first, one at a time, each machine checked healthy\n" +
-			"before the next; a machine that fails is rolled back and the upgrade stops. A run that succeeds\n" +
+			"before the next; a machine that fails is rolled back and the upgrade stops. Before a machine\n" +
+			"reboots its Node is cordoned and drained (PodDisruptionBudgets honoured, within its node group's\n" +
+			"drainTimeout) and uncordoned once it is Ready again; --no-drain skips that. A run that succeeds\n" +
 			"writes its version into the tenant's (or node group's) spec. --wait follows it and prints each\n" +
 			"machine's progress; the exit code is 0 only when it succeeds. --follow NAME follows an upgrade\n" +
 			"that exists (one the server started when the tenant's declared version changed).\n\n" +
@@ -48,6 +50,7 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "node-group", Usage: "upgrade only this node group (repeatable; default: every machine)"},
 			&cli.IntFlag{Name: "max-parallelism", Usage: "workers upgraded at once (control planes always go one at a time)", Value: 1},
 			&cli.StringFlag{Name: "name", Usage: "`NAME` of the upgrade (default: generated)"},
+			&cli.BoolFlag{Name: "no-drain", Usage: "do not cordon and drain each machine's Node before it reboots (by default every machine is drained, PodDisruptionBudgets honoured, unless its node group says drain: false)"},
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "follow the upgrade until it ends"},
 			&cli.StringFlag{Name: "follow", Usage: "follow the existing upgrade `NAME` instead of creating one"},
 			&cli.DurationFlag{Name: "timeout", Usage: "give up waiting after this long (0: no limit)"},
@@ -140,7 +143,7 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 	if name == "" {
 		name = generatedUpgradeName(target)
 	}
-	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism")}
+	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism"), NoDrain: c.Bool("no-drain")}
 	if target.kubernetes {
 		spec.KubernetesVersion = target.version
 	} else {
@@ -256,11 +259,15 @@ func (p *upgradeProgress) show(o *domain.Object) (done bool, err error) {
 		width = max(width, len(m.Name))
 	}
 	for _, m := range st.Machines {
-		if p.seen[m.Name] == m.Phase || (p.seen[m.Name] == "" && m.Phase == domain.StepPending) {
+		state := m.Phase
+		if m.Message != "" && !m.Final() {
+			state = m.Message // "Draining (4 pods left)"
+		}
+		if p.seen[m.Name] == state || (p.seen[m.Name] == "" && m.Phase == domain.StepPending) {
 			continue
 		}
-		p.seen[m.Name] = m.Phase
-		line := fmt.Sprintf("%-*s  %-12s  %s -> %s  %s", width, m.Name, m.Role, orDash(m.From), m.To, m.Phase)
+		p.seen[m.Name] = state
+		line := fmt.Sprintf("%-*s  %-12s  %s -> %s  %s", width, m.Name, m.Role, orDash(m.From), m.To, state)
 		if m.Phase == domain.StepDone && m.Started != nil && m.Finished != nil {
 			line += fmt.Sprintf(" (%s)", m.Finished.Sub(*m.Started).Round(100*time.Millisecond))
 		}

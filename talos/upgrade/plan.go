@@ -107,9 +107,9 @@ func nextStepAction(s domain.UpgradeMachine, observed string) stepAction {
 	switch {
 	case reachable && observed == s.To:
 		return actVerify
-	case s.Phase == domain.StepPending:
-		// Untouched: an unreachable node is the quorum check's and the
-		// upgrade call's to report.
+	case s.Phase == domain.StepPending || s.Phase == domain.StepDraining:
+		// Untouched (a drain does not touch the machine): an unreachable
+		// node is the quorum check's and the upgrade call's to report.
 		return actUpgrade
 	case !reachable:
 		// Upgrading or Rebooting and down: the call got through.

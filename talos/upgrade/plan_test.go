@@ -78,6 +78,9 @@ func TestNextStepAction(t *testing.T) {
 		{domain.StepPending, from, actUpgrade},
 		{domain.StepPending, "", actUpgrade}, // the step waits for it, then reports it unreachable
 		{domain.StepPending, to, actVerify},  // already on the target: verified, never upgraded
+		// A drain cut short (kill -9) goes on: the machine was not touched.
+		{domain.StepDraining, from, actUpgrade},
+		{domain.StepDraining, "", actUpgrade},
 		{domain.StepUpgrading, from, actUpgrade},
 		{domain.StepUpgrading, "", actWait}, // the call got through: it is rebooting
 		{domain.StepUpgrading, to, actVerify},

@@ -132,7 +132,7 @@ func (r *upgradeRun) record(ctx context.Context, change func(st *domain.UpgradeS
 	var current []string
 	for _, e := range r.st.Machines {
 		switch e.Phase {
-		case domain.StepUpgrading, domain.StepRebooting, domain.StepVerifying, domain.StepRollingBack:
+		case domain.StepDraining, domain.StepUpgrading, domain.StepRebooting, domain.StepVerifying, domain.StepRollingBack:
 			current = append(current, e.Name)
 		}
 	}

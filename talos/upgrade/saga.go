@@ -91,6 +91,16 @@ type Config struct {
 	RetryBackoff time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Kube reaches tenants' Kubernetes APIs (a *kubeclient.Clients) to
+	// cordon and drain each machine before it reboots; nil: machines are
+	// not drained (tests of the light emulator, which has no Kubernetes).
+	Kube KubeSource
+	// DrainSkip says why a node group's machines are not drained although
+	// the group asks for it ("" when they are): serve skips the emulated
+	// provider's groups when the emulator runs without Kubernetes.
+	DrainSkip func(ng *domain.NodeGroup) string
+	// DrainPoll is how often a drain looks at the node's pods; default 1s.
+	DrainPoll time.Duration
 	// DialOptions are added to every connection to a node (tests count the
 	// upgrade calls with an interceptor).
 	DialOptions []grpc.DialOption

@@ -69,6 +69,12 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 			if p := r.awaitHealthy(ctx, m, e.To); p != "" {
 				return r.failStep(ctx, m, fmt.Sprintf("not healthy on %s within %s: %s", e.To, r.s.cfg.HealthTimeout, p))
 			}
+			if p := r.uncordonStep(ctx, m); p != "" {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return r.failStep(ctx, m, fmt.Sprintf("back on %s, but its Node: %s", e.To, p))
+			}
 			if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
 				e.Phase, e.Finished = domain.StepDone, r.now()
 			}); err != nil {
@@ -88,7 +94,8 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 // already), or none (the run stops before touching the node).
 func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (stepAction, error) {
 	name := m.Metadata.Name
-	if e.Phase == domain.StepPending {
+	untouched := e.Phase == domain.StepPending || e.Phase == domain.StepDraining
+	if untouched {
 		v, p := r.awaitReachable(ctx, m)
 		if ctx.Err() != nil {
 			return actNone, ctx.Err()
@@ -108,15 +115,21 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 			}
 		}
 	}
-	wasPending := e.Phase == domain.StepPending
+	if untouched {
+		// Draining: cordon and evict before the node goes down.
+		if stopped, err := r.drainStep(ctx, m, e); stopped || err != nil {
+			return actNone, err
+		}
+	}
 	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
-		e.Phase, e.Started, e.Error = domain.StepUpgrading, r.now(), ""
+		e.Phase, e.Started, e.Error, e.Message = domain.StepUpgrading, r.now(), "", ""
 	}); err != nil {
 		return actNone, err
 	}
 	// The write above read the latest spec: a cancel that came before it
 	// stops the run before this machine is touched.
-	if wasPending && r.canceled.Load() {
+	if untouched && r.canceled.Load() {
+		r.uncordonQuietly(ctx, m)
 		return actNone, r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase, e.Started = domain.StepPending, nil })
 	}
 	r.observeMachine(ctx, m, "", "Upgrading", false)
@@ -187,6 +200,9 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 				}
 				note += ", but it is not healthy: " + p
 				healthy = false
+			}
+			if healthy {
+				r.uncordonQuietly(ctx, m)
 			}
 			if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
 				e.Phase, e.Finished, e.Error = domain.StepRolledBack, r.now(), clipBytes(why+"; "+note, domain.MaxUpgradeErrorBytes)

@@ -1,0 +1,202 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestTalosUpgradeDrainsThroughKubernetes upgrades Talos on 1 control plane
+// + 3 workers of the real control plane with a 3-replica Deployment and a
+// PodDisruptionBudget minAvailable 2: every worker is cordoned, drained and
+// uncordoned in turn, a watcher of the Deployment's available replicas
+// never sees fewer than 2, and every Node ends Ready and schedulable. Then a
+// budget that allows no disruption blocks the next run's first worker: the
+// step fails after the group's drainTimeout naming the budget, and that
+// machine was neither rebooted (its boot id) nor left cordoned.
+func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
+	t.Parallel()
+	p := startRealKubeServer(t, t.TempDir())
+	const tenant = "dr"
+	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"talosVersion":"v1.13.0"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, g := range []string{
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":3,"provider":"emulated","drainTimeout":"5m"}}`,
+	} {
+		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("upgrades: %s", p.raw("/api/v1/tenants/"+tenant+"/upgrades"))
+		}
+	})
+	p.settled(tenant, 4)
+	k := tenantKube(t, p, tenant)
+	requireNodesReady(t, k, 4, realKubeFrom)
+	ctx := t.Context()
+
+	labels := map[string]string{"app": "web"}
+	replicas, grace := int32(3), int64(1)
+	_, err := k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	minAvailable := intstr.FromInt32(2)
+	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	available := func(ctx context.Context) (int, error) {
+		d, err := k.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return int(d.Status.AvailableReplicas), nil
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := available(ctx)
+		assert.NoError(c, err)
+		assert.Equal(c, 3, n)
+	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
+
+	watch := startProbe(ctx, available)
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant, `{"spec":{"talosVersion":"v1.13.1"}}`))
+	p.eventually(10*time.Minute, "the Talos upgrade finished", func() bool {
+		us := p.upgrades(tenant)
+		return len(us) == 1 && (us[0].Status.Phase == "Succeeded" || us[0].Status.Phase == "Failed")
+	})
+	_, lowest, runs, _ := watch.end()
+	run := p.upgrades(tenant)[0]
+	require.Equal(t, "Succeeded", run.Status.Phase, run.Status.Reason)
+	require.Positive(t, runs)
+	require.GreaterOrEqual(t, lowest, 2, "available replicas during the upgrade, with a budget of minAvailable 2")
+	requireNodesReady(t, k, 4, realKubeFrom)
+	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nodes.Items {
+		require.False(t, n.Spec.Unschedulable, "%s uncordoned", n.Name)
+	}
+	// Every worker was drained: the upgrade's history shows each Draining.
+	drained := map[string]bool{}
+	var hist struct {
+		Items []struct {
+			Object upgradeRun `json:"object"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(p.raw("/api/v1/events?kind=Upgrade&tenant="+tenant+"&name="+run.Metadata.Name+"&since=0&limit=10000"), &hist))
+	for _, ev := range hist.Items {
+		for _, m := range ev.Object.Status.Machines {
+			if m.Phase == "Draining" {
+				drained[m.Name] = true
+			}
+		}
+	}
+	for _, m := range p.machines(tenant) {
+		if m.Spec.Role == "worker" {
+			require.True(t, drained[m.Metadata.Name], "%s was drained", m.Metadata.Name)
+		}
+	}
+	t.Logf("figures: Talos upgrade of 1+3 with drains; lowest available replicas %d of 3 over %d probes", lowest, runs)
+
+	// A budget that allows no disruption blocks the drain.
+	require.NoError(t, k.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "web", metav1.DeleteOptions{}))
+	zero := intstr.FromInt32(0)
+	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "frozen"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"drainTimeout":"5s"}}`))
+	var bootBefore = map[string]string{}
+	for _, m := range p.machines(tenant) {
+		bootBefore[m.Metadata.Name] = bootID(t, p, tenant, m.Spec.Address)
+	}
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/upgrades",
+		`{"metadata":{"name":"blocked"},"spec":{"talosVersion":"v1.13.2","nodeGroups":["workers"]}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	var blocked upgradeRun
+	p.eventually(5*time.Minute, "the blocked upgrade ended", func() bool {
+		for _, u := range p.upgrades(tenant) {
+			if u.Metadata.Name == "blocked" && (u.Status.Phase == "Failed" || u.Status.Phase == "Succeeded") {
+				blocked = u
+				return true
+			}
+		}
+		return false
+	})
+	require.Equal(t, "Failed", blocked.Status.Phase)
+	require.Contains(t, blocked.Status.Reason, "blocked")
+	require.Contains(t, blocked.Status.Reason, "frozen", "the reason names the budget")
+	var failedOn string
+	for _, m := range blocked.Status.Machines {
+		if m.Phase == "Failed" {
+			failedOn = m.Name
+		}
+	}
+	require.NotEmpty(t, failedOn)
+	for _, m := range p.machines(tenant) {
+		require.Equal(t, bootBefore[m.Metadata.Name], bootID(t, p, tenant, m.Spec.Address), "%s was not rebooted", m.Metadata.Name)
+	}
+	nodes, err = k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nodes.Items {
+		require.False(t, n.Spec.Unschedulable, "%s uncordoned after the blocked drain", n.Name)
+	}
+}
+
+// bootID reads a machine's /proc/sys/kernel/random/boot_id through the Talos
+// API (talosctl read), new on every boot.
+func bootID(t *testing.T, p *proc, tenant, address string) string {
+	t.Helper()
+	out, err := talosRead(t, p, tenant, address, "/proc/sys/kernel/random/boot_id")
+	require.NoError(t, err)
+	return strings.TrimSpace(out)
+}
+
+func talosRead(t *testing.T, p *proc, tenant, address, path string) (string, error) {
+	t.Helper()
+	tc, err := clientconfig.FromBytes(p.raw("/api/v1/tenants/" + tenant + "/talosconfig"))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.WithConfig(tc), client.WithEndpoints(address))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	rc, err := c.Read(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
+}

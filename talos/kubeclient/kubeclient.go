@@ -1,0 +1,106 @@
+// Package kubeclient gives RezusCloud's controllers a Kubernetes client per
+// tenant: client-go on a short-lived client certificate issued from the
+// tenant's Kubernetes CA (talos.Service.ControllerCredentials), which stays
+// in memory and is never logged. One clientset per tenant is kept and
+// reused (one connection pool); it is replaced when the certificate nears
+// its end or the tenant's API endpoint changes. Every request is bounded by
+// a timeout. The sagas use it (through their own small interfaces) to
+// cordon, drain, uncordon and delete Nodes.
+package kubeclient
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/rezuscloud/rezuscloud/talos"
+)
+
+// CredentialSource issues a controller's credentials for a tenant (a
+// *talos.Service).
+type CredentialSource interface {
+	ControllerCredentials(ctx context.Context, tenant string) (*talos.ControllerCredentials, error)
+}
+
+// Clients caches one clientset per tenant.
+type Clients struct {
+	src CredentialSource
+	// Timeout bounds one request; default 15s.
+	Timeout time.Duration
+	// Renew is how long before the certificate ends a new one is issued;
+	// default 15m.
+	Renew time.Duration
+	now   func() time.Time
+
+	mu      sync.Mutex
+	tenants map[string]entry
+}
+
+type entry struct {
+	cs       kubernetes.Interface
+	server   string
+	notAfter time.Time
+	checked  time.Time
+}
+
+// New returns a cache of clients on credentials from src.
+func New(src CredentialSource) *Clients {
+	return &Clients{src: src, Timeout: 15 * time.Second, Renew: 15 * time.Minute, now: time.Now, tenants: map[string]entry{}}
+}
+
+// recheck is how often a cached client's endpoint is compared with the
+// tenant's current one (its first control plane may have changed).
+const recheck = time.Minute
+
+// For returns the tenant's clientset.
+func (c *Clients) For(ctx context.Context, tenant string) (kubernetes.Interface, error) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.tenants[tenant]
+	c.mu.Unlock()
+	if ok && now.Before(e.notAfter.Add(-c.Renew)) && now.Sub(e.checked) < recheck {
+		return e.cs, nil
+	}
+	cred, err := c.src.ControllerCredentials(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if ok && cred.Server == e.server && now.Before(e.notAfter.Add(-c.Renew)) {
+		// Same endpoint, certificate still good: keep the pool.
+		e.checked = now
+		c.mu.Lock()
+		c.tenants[tenant] = e
+		c.mu.Unlock()
+		return e.cs, nil
+	}
+	cs, err := kubernetes.NewForConfig(restConfig(cred, c.Timeout))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.tenants[tenant] = entry{cs: cs, server: cred.Server, notAfter: cred.NotAfter, checked: now}
+	c.mu.Unlock()
+	return cs, nil
+}
+
+// Forget drops a tenant's client (the tenant was deleted).
+func (c *Clients) Forget(tenant string) {
+	c.mu.Lock()
+	delete(c.tenants, tenant)
+	c.mu.Unlock()
+}
+
+func restConfig(cred *talos.ControllerCredentials, timeout time.Duration) *rest.Config {
+	return &rest.Config{
+		Host:    cred.Server,
+		Timeout: timeout,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData: cred.CA, CertData: cred.Cert, KeyData: cred.Key,
+		},
+		UserAgent: "rezuscloud-controller",
+		QPS:       20, Burst: 40,
+	}
+}

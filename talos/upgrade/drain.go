@@ -1,0 +1,193 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos/drain"
+)
+
+// KubeSource gives a tenant's Kubernetes client (a *kubeclient.Clients).
+type KubeSource interface {
+	For(ctx context.Context, tenant string) (kubernetes.Interface, error)
+}
+
+// drainPolicy is whether a machine is drained before it reboots, and for
+// how long a drain may wait.
+type drainPolicy struct {
+	drain   bool
+	timeout time.Duration
+	// why says why not, for the log.
+	why string
+}
+
+// decideDrain decides the drain of a machine of group ng (nil when the
+// group is gone) in a run: none without a Kubernetes client (a saga built
+// for tests of the light emulator), when the run says noDrain, when the
+// group opts out, or when the server says the group's machines have no
+// Kubernetes (skip: the emulated provider of a light emulator).
+func decideDrain(haveKube, noDrain bool, ng *domain.NodeGroupSpec, skip string) drainPolicy {
+	switch {
+	case !haveKube:
+		return drainPolicy{why: "no Kubernetes client is configured"}
+	case noDrain:
+		return drainPolicy{why: "the run says noDrain"}
+	case ng == nil:
+		return drainPolicy{drain: true, timeout: domain.DefaultDrainTimeout}
+	case !ng.Drains():
+		return drainPolicy{why: "its node group says drain: false"}
+	case skip != "":
+		return drainPolicy{why: skip}
+	}
+	return drainPolicy{drain: true, timeout: ng.DrainTimeoutOrDefault()}
+}
+
+// nodeName is the Kubernetes Node of a machine: Talos names it after the
+// hostname.
+func nodeName(m *domain.Machine) string {
+	if m.Spec.Hostname != "" {
+		return m.Spec.Hostname
+	}
+	return m.Metadata.Name
+}
+
+func (r *upgradeRun) drainPolicy(m *domain.Machine) drainPolicy {
+	var spec *domain.NodeGroupSpec
+	skip := ""
+	ng, ok, err := projections.Get[domain.NodeGroup](r.s.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, r.ref.Tenant, m.Spec.NodeGroup))
+	if err == nil && ok {
+		spec = &ng.Spec
+		if r.s.cfg.DrainSkip != nil {
+			skip = r.s.cfg.DrainSkip(ng)
+		}
+	}
+	return decideDrain(r.s.cfg.Kube != nil, r.spec.NoDrain, spec, skip)
+}
+
+func (r *upgradeRun) drainer(ctx context.Context, name string) (*drain.Drainer, error) {
+	cs, err := r.s.cfg.Kube.For(ctx, r.ref.Tenant)
+	if err != nil {
+		return nil, err
+	}
+	last := -1
+	return &drain.Drainer{Client: cs, Poll: r.s.cfg.DrainPoll, Now: r.s.cfg.Now, Progress: func(left int) {
+		if left == last {
+			return
+		}
+		last = left
+		_ = r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Message = drain.Progress(left) })
+	}}, nil
+}
+
+// drainStep is the step's Draining stage, before the node is asked to
+// upgrade: cordon the machine's Node and evict its pods, PDBs honoured,
+// within the group's drainTimeout counted from when the stage began (kept
+// in the step's Started across restarts, so a resumed drain does not get a
+// new bound). A drain that does not finish (blocked by a budget, or an
+// eviction refused for good) uncordons the node, fails the step without
+// touching the machine, and stops the run: stopped is true.
+func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (stopped bool, err error) {
+	pol := r.drainPolicy(m)
+	name := m.Metadata.Name
+	if !pol.drain {
+		r.s.cfg.Log.Debug("upgrade: no drain", "tenant", r.ref.Tenant, "machine", name, "why", pol.why)
+		return false, nil
+	}
+	started := r.now()
+	if e.Phase == domain.StepDraining && e.Started != nil {
+		started = e.Started
+	}
+	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Started, e.Message, e.Error = domain.StepDraining, started, "Draining", ""
+	}); err != nil {
+		return true, err
+	}
+	r.observeMachine(ctx, m, "", "Draining", false)
+	node := nodeName(m)
+	d, err := r.drainer(ctx, name)
+	if err == nil {
+		err = d.Drain(ctx, node, *started, drain.Timeout(pol.timeout))
+	}
+	switch {
+	case err == nil:
+		r.s.cfg.Log.Info("upgrade: drained", "tenant", r.ref.Tenant, "machine", name, "node", node, "took", r.s.cfg.Now().Sub(*started).Round(time.Millisecond))
+		return false, nil
+	case errors.Is(err, drain.ErrNoNode):
+		r.s.cfg.Log.Info("upgrade: no Node to drain", "tenant", r.ref.Tenant, "machine", name, "node", node)
+		return false, nil
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	}
+	// Blocked or refused: the machine stays as it is, schedulable again.
+	why := err.Error()
+	if d != nil {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.s.cfg.CallTimeout)
+		if uerr := d.Uncordon(uctx, node); uerr != nil {
+			why += "; uncordoning it failed too: " + uerr.Error()
+		} else {
+			why += "; the node was uncordoned and not rebooted"
+		}
+		cancel()
+	}
+	r.failed.Store(true)
+	r.s.cfg.Log.Warn("upgrade: drain failed; the machine is left as it was", "tenant", r.ref.Tenant, "machine", name, "reason", why)
+	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Finished, e.Message = domain.StepFailed, r.now(), ""
+		e.Error = clipBytes(why, domain.MaxUpgradeErrorBytes)
+	}); err != nil {
+		return true, err
+	}
+	r.observeMachine(ctx, m, "", "Running", true)
+	return true, nil
+}
+
+// uncordonStep ends a drained machine's step once it is back: wait for its
+// Node to be Ready (within the health timeout), then make it schedulable.
+// It answers the problem when the Node does not come back Ready. A machine
+// without a Node (never registered) has nothing to uncordon.
+func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string {
+	if !r.drainPolicy(m).drain {
+		return ""
+	}
+	d, err := r.drainer(ctx, m.Metadata.Name)
+	if err != nil {
+		return "reaching the Kubernetes API: " + err.Error()
+	}
+	node := nodeName(m)
+	wctx, cancel := context.WithTimeout(ctx, r.s.cfg.HealthTimeout)
+	defer cancel()
+	err = d.WaitReady(wctx, node)
+	switch {
+	case errors.Is(err, drain.ErrNoNode):
+		return ""
+	case err != nil:
+		if ctx.Err() != nil {
+			return ctx.Err().Error()
+		}
+		return err.Error()
+	}
+	if err := d.Uncordon(ctx, node); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// uncordonQuietly makes a rolled-back machine's Node schedulable again;
+// failures are logged (the run has failed already).
+func (r *upgradeRun) uncordonQuietly(ctx context.Context, m *domain.Machine) {
+	if !r.drainPolicy(m).drain {
+		return
+	}
+	d, err := r.drainer(ctx, m.Metadata.Name)
+	if err == nil {
+		err = d.Uncordon(ctx, nodeName(m))
+	}
+	if err != nil && ctx.Err() == nil {
+		r.s.cfg.Log.Warn("upgrade: uncordoning a rolled-back machine", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
+	}
+}
