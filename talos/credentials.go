@@ -34,23 +34,10 @@ func Talosconfig(b *secrets.Bundle, contextName string, endpoints []string) ([]b
 // Kubeconfig builds a kubeconfig with a client certificate from the tenant's
 // Kubernetes CA in system:masters, reaching the API server at server.
 func Kubeconfig(b *secrets.Bundle, clusterName, server string) ([]byte, error) {
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.K8s)
+	cert, err := kubernetesClientCert(b, "admin", CredentialTTL)
 	if err != nil {
-		return nil, fmt.Errorf("loading the kubernetes ca: %w", err)
+		return nil, err
 	}
-	now := b.Clock.Now()
-	kp, err := x509.NewKeyPair(ca,
-		x509.CommonName("admin"),
-		x509.Organization(KubernetesAdminGroup),
-		x509.NotBefore(now.Add(-time.Minute)), // tolerate clocks slightly behind
-		x509.NotAfter(now.Add(CredentialTTL)),
-		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
-		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("issuing the kubernetes client certificate: %w", err)
-	}
-	cert := x509.NewCertificateAndKeyFromKeyPair(kp)
 	user := "admin@" + clusterName
 	enc := base64.StdEncoding.EncodeToString
 	// Every value is base64, a DNS-1123 name or a URL, so a template needs no YAML library.
@@ -114,24 +101,33 @@ func (s *Service) ControllerCredentials(ctx context.Context, tenant string) (*Co
 	if err != nil {
 		return nil, err
 	}
-	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(v.bundle.Certs.K8s)
+	notAfter := v.bundle.Clock.Now().Add(ControllerCredentialTTL)
+	cert, err := kubernetesClientCert(v.bundle, "rezuscloud-controller", ControllerCredentialTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &ControllerCredentials{Server: server, CA: v.bundle.Certs.K8s.Crt, Cert: cert.Crt, Key: cert.Key,
+		NotAfter: notAfter, ClusterName: tenant}, nil
+}
+
+// kubernetesClientCert issues a client certificate from the tenant's
+// Kubernetes CA in system:masters for cn, valid for ttl.
+func kubernetesClientCert(b *secrets.Bundle, cn string, ttl time.Duration) (*x509.PEMEncodedCertificateAndKey, error) {
+	ca, err := x509.NewCertificateAuthorityFromCertificateAndKey(b.Certs.K8s)
 	if err != nil {
 		return nil, fmt.Errorf("loading the kubernetes ca: %w", err)
 	}
-	now := v.bundle.Clock.Now()
-	notAfter := now.Add(ControllerCredentialTTL)
+	now := b.Clock.Now()
 	kp, err := x509.NewKeyPair(ca,
-		x509.CommonName("rezuscloud-controller"),
+		x509.CommonName(cn),
 		x509.Organization(KubernetesAdminGroup),
-		x509.NotBefore(now.Add(-time.Minute)),
-		x509.NotAfter(notAfter),
+		x509.NotBefore(now.Add(-time.Minute)), // tolerate clocks slightly behind
+		x509.NotAfter(now.Add(ttl)),
 		x509.KeyUsage(stdx509.KeyUsageDigitalSignature),
 		x509.ExtKeyUsage([]stdx509.ExtKeyUsage{stdx509.ExtKeyUsageClientAuth}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("issuing the controller's kubernetes client certificate: %w", err)
+		return nil, fmt.Errorf("issuing the kubernetes client certificate: %w", err)
 	}
-	cert := x509.NewCertificateAndKeyFromKeyPair(kp)
-	return &ControllerCredentials{Server: server, CA: v.bundle.Certs.K8s.Crt, Cert: cert.Crt, Key: cert.Key,
-		NotAfter: notAfter, ClusterName: tenant}, nil
+	return x509.NewCertificateAndKeyFromKeyPair(kp), nil
 }
