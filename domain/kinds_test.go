@@ -182,6 +182,18 @@ func TestNodeGroupSpec(t *testing.T) {
 			spec:   `{"role":"controlplane","count":3,"provider":"emu","updateStrategy":{"maxParallelism":2}}`,
 			fields: []string{"spec.updateStrategy.maxParallelism"},
 		},
+		{name: "drain settings", spec: `{"role":"worker","count":1,"provider":"emu","updateStrategy":{"maxParallelism":1},"drain":false,"drainTimeout":"90s"}`},
+		{name: "drainTimeout 0 waits forever", spec: `{"role":"worker","count":1,"provider":"emu","updateStrategy":{"maxParallelism":1},"drainTimeout":"0"}`},
+		{
+			name:   "drainTimeout not a duration",
+			spec:   `{"role":"worker","count":1,"provider":"emu","drainTimeout":"ten minutes"}`,
+			fields: []string{"spec.drainTimeout"},
+		},
+		{
+			name:   "drainTimeout negative or too long",
+			spec:   `{"role":"worker","count":1,"provider":"emu","drainTimeout":"25h"}`,
+			fields: []string{"spec.drainTimeout"},
+		},
 		{name: "node labels", spec: `{"role":"worker","count":1,"provider":"emu","labels":{"node.kubernetes.io/pool":"web","tier":""}}`},
 		{
 			name:   "bad node labels",
