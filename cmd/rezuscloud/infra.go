@@ -142,8 +142,9 @@ func emulatorKube(log *slog.Logger, mode, tools string) (*emulator.KubeConfig, e
 
 // drainSkip tells the sagas which node groups have no Kubernetes to drain
 // through: with --with-emulator and light nodes (--emulator-kube off, or
-// auto without the built control plane), the emulated provider's machines
-// run no kubelet and no API server answers for them.
+// auto without the built control plane), no group is drained: such a server
+// is a test or demo setup whose machines (the emulated provider's, and module
+// providers' built on the emulator) run no kubelet and no API server.
 func drainSkip(infra infraConfig) func(ng *domain.NodeGroup) string {
 	if !infra.WithEmulator {
 		return nil
@@ -151,11 +152,9 @@ func drainSkip(infra infraConfig) func(ng *domain.NodeGroup) string {
 	if kube, err := emulator.KubeFromMode(infra.EmulatorKube, infra.KubeTools); err != nil || kube != nil {
 		return nil
 	}
-	return func(ng *domain.NodeGroup) string {
-		if ng.Spec.Provider == EmulatedProvider {
-			return "the emulator's nodes are light: they run no Kubernetes (--emulator-kube)"
-		}
-		return ""
+	// Every group: module providers in tests build on the emulator too.
+	return func(*domain.NodeGroup) string {
+		return "the server runs the emulator with light nodes: they run no Kubernetes (--emulator-kube)"
 	}
 }
 

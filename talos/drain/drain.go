@@ -83,15 +83,25 @@ func (d *Drainer) setUnschedulable(ctx context.Context, node string, v bool) err
 // the node cordoned: the caller uncordons it once it has decided not to
 // disrupt the machine. ErrNoNode: nothing to drain.
 func (d *Drainer) Drain(ctx context.Context, node string, started time.Time, timeout Timeout) error {
-	if err := d.Cordon(ctx, node); err != nil {
-		return err
-	}
 	lastLeft := -1
 	var lastPod, lastReason string
+	cordoned := false
 	for {
-		list, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
-		})
+		var list *corev1.PodList
+		var err error
+		if !cordoned {
+			// An API server away for a moment is waited for, within the timeout.
+			err = d.Cordon(ctx, node)
+			if errors.Is(err, ErrNoNode) {
+				return err
+			}
+			cordoned = err == nil
+		}
+		if cordoned {
+			list, err = d.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+			})
+		}
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -118,7 +128,7 @@ func (d *Drainer) Drain(ctx context.Context, node string, started time.Time, tim
 				}
 			}
 		} else {
-			lastPod, lastReason = "", "listing its pods: "+err.Error()
+			lastPod, lastReason = "", err.Error()
 		}
 		if timeout.Expired(started, d.now()) {
 			return &BlockedError{Node: node, Left: lastLeft, Pod: lastPod, Reason: lastReason, After: d.now().Sub(started)}

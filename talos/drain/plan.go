@@ -141,8 +141,12 @@ type BlockedError struct {
 
 func (e *BlockedError) Error() string {
 	what := fmt.Sprintf("%d pods still on it after %s", e.Left, e.After.Round(time.Second))
-	if e.Pod != "" {
+	switch {
+	case e.Pod != "":
 		what = fmt.Sprintf("evicting %s: %s", e.Pod, e.Reason)
+	case e.Reason != "":
+		// The API server did not answer (the cordon or the pod list).
+		what = fmt.Sprintf("%s (for %s)", e.Reason, e.After.Round(time.Second))
 	}
 	return fmt.Sprintf("drain of %s blocked: %s", e.Node, what)
 }

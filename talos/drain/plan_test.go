@@ -130,6 +130,10 @@ func TestBlockedErrorSaysWhy(t *testing.T) {
 	if !strings.Contains(e.Error(), "2 pods still on it after 1m30s") {
 		t.Error(e.Error())
 	}
+	e = &BlockedError{Node: "w", Left: -1, Reason: "cordoning w: connection refused", After: time.Minute}
+	if e.Error() != "drain of w blocked: cordoning w: connection refused (for 1m0s)" {
+		t.Error(e.Error())
+	}
 	if Progress(4) != "Draining (4 pods left)" || Progress(1) != "Draining (1 pod left)" {
 		t.Error(Progress(4), Progress(1))
 	}
