@@ -27,6 +27,16 @@ const (
 	EtcdUnknown = "unknown"
 )
 
+// The state of a machine's Kubernetes Node (MachineHealth.Node, MachineStatus.Node).
+const (
+	NodeReady    = "Ready"
+	NodeNotReady = "NotReady"
+	// NodeMissing: the API server answered and knows no Node of the machine.
+	NodeMissing = "Missing"
+	// NodeUnknown: the API server did not answer.
+	NodeUnknown = "Unknown"
+)
+
 // TenantHealth is what one probe of a tenant's machines found.
 type TenantHealth struct {
 	APIVersion string `json:"apiVersion"`
@@ -44,6 +54,10 @@ type TenantHealth struct {
 	// Cached is true when this answer is a recent probe's, not a new one.
 	Cached bool       `json:"cached"`
 	Etcd   EtcdHealth `json:"etcd"`
+	// Kubernetes is the cluster's API server as the probe found it; absent
+	// when the server knows the tenant's machines run no Kubernetes (the
+	// light emulator).
+	Kubernetes *KubernetesHealth `json:"kubernetes,omitempty"`
 	// Machines are the control planes, then the workers, each by name.
 	Machines []MachineHealth `json:"machines"`
 }
@@ -58,6 +72,16 @@ type EtcdHealth struct {
 	// Quorum is true when more than half of the voting members are healthy.
 	Quorum bool `json:"quorum"`
 	// Error is why no member list could be read.
+	Error string `json:"error,omitempty"`
+}
+
+// KubernetesHealth is the tenant's Kubernetes API server.
+type KubernetesHealth struct {
+	// Ready is true when the API server answered /readyz with ok.
+	Ready bool `json:"ready"`
+	// Version is the API server's /version (gitVersion).
+	Version string `json:"version,omitempty"`
+	// Error is why it is not ready.
 	Error string `json:"error,omitempty"`
 }
 
@@ -88,6 +112,12 @@ type MachineHealth struct {
 	// Etcd is the machine's etcd membership on a control plane: healthy,
 	// unhealthy, not-member or unknown; empty on workers.
 	Etcd string `json:"etcd,omitempty"`
+	// Node is the machine's Kubernetes Node: Ready, NotReady, Missing or
+	// Unknown; empty when Kubernetes is not checked. A Node that is not
+	// Ready makes the machine not ready.
+	Node string `json:"node,omitempty"`
+	// KubeletVersion is the version the Node's kubelet reports.
+	KubeletVersion string `json:"kubeletVersion,omitempty"`
 	// Reasons say what is wrong with this machine.
 	Reasons []string `json:"reasons,omitempty"`
 	// Error is why the machine could not be probed.

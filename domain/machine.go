@@ -111,12 +111,15 @@ func (s *MachineSpec) Validate(f string) []Cause {
 // MachineStatus is what was observed through the Talos API.
 type MachineStatus struct {
 	// Stage is the Talos machine stage (Booting, Running, Upgrading, ...) or Unknown.
-	Stage          string      `json:"stage"`
-	Ready          bool        `json:"ready"`
-	TalosVersion   string      `json:"talosVersion,omitempty"`
-	ConfigUpToDate bool        `json:"configUpToDate"`
-	LastSeen       *time.Time  `json:"lastSeen,omitempty"`
-	Conditions     []Condition `json:"conditions,omitempty"`
+	Stage          string `json:"stage"`
+	Ready          bool   `json:"ready"`
+	TalosVersion   string `json:"talosVersion,omitempty"`
+	ConfigUpToDate bool   `json:"configUpToDate"`
+	// Node is the state of the machine's Kubernetes Node at the last health
+	// probe (Ready, NotReady, Missing, Unknown; empty when not checked).
+	Node       string      `json:"node,omitempty"`
+	LastSeen   *time.Time  `json:"lastSeen,omitempty"`
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // Default fills in an Unknown stage.
@@ -131,6 +134,12 @@ func (s *MachineStatus) Validate(f string) []Cause {
 	causes := validateConditions(s.Conditions, f+".conditions")
 	if s.TalosVersion != "" {
 		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	switch s.Node {
+	case "", NodeReady, NodeNotReady, NodeMissing, NodeUnknown:
+	default:
+		causes = append(causes, Cause{Type: CauseNotSupported, Field: f + ".node",
+			Message: fmt.Sprintf("Unsupported value: %q: supported values: %q, %q, %q, %q", s.Node, NodeReady, NodeNotReady, NodeMissing, NodeUnknown)})
 	}
 	return causes
 }

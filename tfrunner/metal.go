@@ -183,7 +183,8 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		wanted[tg.name] = true
 	}
 	var errs []error
-	if err := w.leaveEtcdMetal(ctx, tenant, in.bundle, wanted, logw); err != nil {
+	gone, err := w.leaveEtcdMetal(ctx, tenant, in.bundle, wanted, logw)
+	if err != nil {
 		return err
 	}
 	// Machines that left their group are reset, then forgotten.
@@ -197,6 +198,7 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		}
 		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 	}
+	w.deleteNodes(ctx, tenant, gone, logw)
 	for i := range targets {
 		tg := &targets[i]
 		if err := w.applyMetalMachine(ctx, tenant, t, tg, in, logw); err != nil {

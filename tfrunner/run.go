@@ -258,7 +258,8 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 	if err := x.init(ctx, files.Main); err != nil {
 		return err
 	}
-	if err := w.scaleDownTofu(ctx, tenant, in, logw); err != nil {
+	gone, err := w.scaleDownTofu(ctx, tenant, in, logw)
+	if err != nil {
 		return err
 	}
 	sum, err := x.applyJSON(ctx, setPhase, "apply", "-auto-approve", "-input=false", "-json")
@@ -283,6 +284,7 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 	if err := w.syncMachines(ctx, tenant, observed, day0Configs(in, endpoint), logw); err != nil {
 		return fmt.Errorf("updating machines: %w", err)
 	}
+	w.deleteNodes(ctx, tenant, gone, logw)
 	return nil
 }
 

@@ -52,12 +52,18 @@ func (w *Worker) goingMachines(tenant, managedBy string, keep func(name string) 
 }
 
 // scaleDown takes the going machines out of the cluster before they are
-// destroyed: control planes leave etcd, workers are reset. It returns an
-// error (wrapping errScaleDownRefused when etcd forbids it) when the run must
-// not destroy anything.
+// destroyed: they are drained, then control planes leave etcd and workers
+// are reset. It returns an error (wrapping errScaleDownRefused when etcd
+// forbids it, errDrainBlocked when a drain does not finish) when the run
+// must not destroy anything.
 func (w *Worker) scaleDown(ctx context.Context, tenant string, bundle *secrets.Bundle, going []domain.Machine, logw *LogWriter) error {
 	if len(going) == 0 {
 		return nil
+	}
+	if !w.allGo(tenant, going) {
+		if err := w.drainGoing(ctx, tenant, going, logw); err != nil {
+			return err
+		}
 	}
 	if w.cfg.Nodes == nil {
 		logw.Printf("scale-down: %d machines go; this server does not drive the Talos API, so they are destroyed without leaving etcd or being reset", len(going))
@@ -89,6 +95,21 @@ func (w *Worker) scaleDown(ctx context.Context, tenant string, bundle *secrets.B
 		logw.Printf("scale-down: worker %s reset", m.Metadata.Name)
 	}
 	return nil
+}
+
+// allGo reports whether every machine of the tenant is going: the cluster
+// goes with them, so nothing is drained and no Node is deleted.
+func (w *Worker) allGo(tenant string, going []domain.Machine) bool {
+	ms, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return false
+	}
+	for _, m := range ms {
+		if !slices.ContainsFunc(going, func(g domain.Machine) bool { return g.Metadata.Name == m.Metadata.Name }) {
+			return false
+		}
+	}
+	return true
 }
 
 // etcdView is the tenant's control planes as etcd sees them now.
@@ -316,8 +337,9 @@ func (w *Worker) bootstrapped(tenant string) bool {
 }
 
 // scaleDownTofu takes what the coming tofu apply destroys out of the
-// cluster: the tofu-built machines the generated configuration no longer has.
-func (w *Worker) scaleDownTofu(ctx context.Context, tenant string, in GenerateInput, logw *LogWriter) error {
+// cluster: the tofu-built machines the generated configuration no longer
+// has. It answers the machines whose Nodes go once they are destroyed.
+func (w *Worker) scaleDownTofu(ctx context.Context, tenant string, in GenerateInput, logw *LogWriter) ([]domain.Machine, error) {
 	keep := map[string]bool{}
 	for _, g := range in.Groups {
 		for _, m := range g.Machines {
@@ -326,25 +348,35 @@ func (w *Worker) scaleDownTofu(ctx context.Context, tenant string, in GenerateIn
 	}
 	going, err := w.goingMachines(tenant, managedByValue, func(name string) bool { return keep[name] })
 	if err != nil || len(going) == 0 {
-		return err
+		return nil, err
 	}
 	bundle, err := w.cfg.Bundles.Bundle(ctx, tenant)
 	if err != nil {
-		return fmt.Errorf("loading the tenant's PKI: %w", err)
+		return nil, fmt.Errorf("loading the tenant's PKI: %w", err)
 	}
-	return w.scaleDown(ctx, tenant, bundle, going, logw)
+	if w.allGo(tenant, going) {
+		return nil, w.scaleDown(ctx, tenant, bundle, going, logw)
+	}
+	return going, w.scaleDown(ctx, tenant, bundle, going, logw)
 }
 
-// leaveEtcdMetal takes the control planes among the metal machines that left
-// their group out of etcd before they are reset.
-func (w *Worker) leaveEtcdMetal(ctx context.Context, tenant string, bundle *secrets.Bundle, wanted map[string]bool, logw *LogWriter) error {
+// leaveEtcdMetal drains the metal machines that left their group and takes
+// the control planes among them out of etcd before they are reset. It
+// answers the machines whose Nodes go once they are reset.
+func (w *Worker) leaveEtcdMetal(ctx context.Context, tenant string, bundle *secrets.Bundle, wanted map[string]bool, logw *LogWriter) ([]domain.Machine, error) {
 	going, err := w.goingMachines(tenant, managedByMetal, func(name string) bool { return wanted[name] })
-	if err != nil {
-		return err
+	if err != nil || len(going) == 0 {
+		return nil, err
 	}
-	going = slices.DeleteFunc(going, func(m domain.Machine) bool { return m.Spec.Role != domain.RoleControlPlane })
-	if len(going) == 0 || w.cfg.Nodes == nil {
-		return nil
+	if w.allGo(tenant, going) {
+		return nil, nil
 	}
-	return w.leaveEtcd(ctx, tenant, bundle, going, logw)
+	if err := w.drainGoing(ctx, tenant, going, logw); err != nil {
+		return nil, err
+	}
+	cps := slices.DeleteFunc(slices.Clone(going), func(m domain.Machine) bool { return m.Spec.Role != domain.RoleControlPlane })
+	if len(cps) == 0 || w.cfg.Nodes == nil {
+		return going, nil
+	}
+	return going, w.leaveEtcd(ctx, tenant, bundle, cps, logw)
 }

@@ -168,7 +168,9 @@ func TestScaleDownMetalControlPlanesLeaveBeforeReset(t *testing.T) {
 	b, err := e.c.PKI.Bundle(e.c.Ctx, e.c.Tenant)
 	require.NoError(t, err)
 	logw := e.w.cfg.Logs.Writer(context.Background(), e.c.Tenant, "a-3")
-	require.NoError(t, e.w.leaveEtcdMetal(e.c.Ctx, e.c.Tenant, b, map[string]bool{"cp-1": true}, logw))
+	gone, err := e.w.leaveEtcdMetal(e.c.Ctx, e.c.Tenant, b, map[string]bool{"cp-1": true}, logw)
+	require.NoError(t, err)
+	require.Len(t, gone, 3, "the Nodes of every machine that left go after the reset")
 	log := string(logw.Bytes())
 	require.NoError(t, logw.Close())
 	require.Contains(t, log, "one at a time: cp-3, cp-2")
@@ -186,8 +188,14 @@ func TestScaleDownTofuGoing(t *testing.T) {
 	e.label(managedByValue, "cp-1", "cp-2", "cp-3")
 	in := GenerateInput{Groups: []GroupInput{{Machines: []MachineInput{{Name: "cp-1"}}}}}
 	logw := e.w.cfg.Logs.Writer(context.Background(), e.c.Tenant, "a-2")
-	require.NoError(t, e.w.scaleDownTofu(e.c.Ctx, e.c.Tenant, in, logw))
+	gone, err := e.w.scaleDownTofu(e.c.Ctx, e.c.Tenant, in, logw)
+	require.NoError(t, err)
 	require.NoError(t, logw.Close())
+	var names []string
+	for _, m := range gone {
+		names = append(names, m.Metadata.Name)
+	}
+	require.ElementsMatch(t, []string{"cp-2", "cp-3"}, names, "their Nodes go after tofu")
 	require.Equal(t, []string{"cp-1"}, e.members("cp-1"))
 	ms, err := projections.List[domain.Machine](e.c.Cache, domain.MachineKind, projections.ListOptions{Tenant: e.c.Tenant})
 	require.NoError(t, err)

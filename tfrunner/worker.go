@@ -112,6 +112,15 @@ type Config struct {
 	// control planes leave etcd (one at a time, quorum checked), workers are
 	// reset (scaledown.go). Nil destroys them without either.
 	Nodes Nodes
+	// Kube reaches a tenant's Kubernetes API: machines that go are cordoned
+	// and drained first (PDBs honoured), and their Nodes deleted after.
+	// Without it they are not.
+	Kube KubeSource
+	// DrainSkip says why a node group's machines run no Kubernetes to drain
+	// ("" when they do); nil: every group's machines do.
+	DrainSkip func(*domain.NodeGroup) string
+	// DrainPoll is the pause between two looks at a draining node; default 1s.
+	DrainPoll time.Duration
 	// Observer, when set, probes the tenant's machines at the end of each
 	// apply, so the machines' stage, readiness and version are recorded by
 	// the time the apply says Succeeded, not at the first health request.

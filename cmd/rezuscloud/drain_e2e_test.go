@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -170,6 +172,77 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	for _, n := range nodes.Items {
 		require.False(t, n.Spec.Unschedulable, "%s uncordoned after the blocked drain", n.Name)
 	}
+
+	// Lifting the budget and starting the run again completes it.
+	require.NoError(t, k.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "frozen", metav1.DeleteOptions{}))
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/upgrades",
+		`{"metadata":{"name":"again"},"spec":{"talosVersion":"v1.13.2","nodeGroups":["workers"]}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	p.eventually(5*time.Minute, "the upgrade run again ended", func() bool {
+		for _, u := range p.upgrades(tenant) {
+			if u.Metadata.Name == "again" && (u.Status.Phase == "Failed" || u.Status.Phase == "Succeeded") {
+				require.Equal(t, "Succeeded", u.Status.Phase, u.Status.Reason)
+				return true
+			}
+		}
+		return false
+	})
+	requireNodesReady(t, k, 4, realKubeFrom)
+
+	// Scale-down 3 -> 2 workers: the going worker's pods are evicted first
+	// (and run again on the others), then the machine is destroyed and its
+	// Node deleted. The budget minAvailable 2 holds throughout.
+	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := available(ctx)
+		assert.NoError(c, err)
+		assert.Equal(c, 3, n)
+	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
+	before := map[string]bool{}
+	for _, m := range p.machines(tenant) {
+		before[m.Spec.Hostname] = true
+	}
+	applies := len(p.applies(tenant))
+	watch = startProbe(ctx, available)
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"count":2,"drainTimeout":"5m"}}`))
+	p.eventually(5*time.Minute, "the scale-down applied", func() bool {
+		as := p.applies(tenant)
+		return len(as) > applies && len(p.machines(tenant)) == 3 && p.reconciled(tenant)
+	})
+	_, lowest, runs, _ = watch.end()
+	var gone string
+	for h := range before {
+		if !slices.ContainsFunc(p.machines(tenant), func(m machine) bool { return m.Spec.Hostname == h }) {
+			gone = h
+		}
+	}
+	require.NotEmpty(t, gone)
+	requireNodesReady(t, k, 3, realKubeFrom)
+	_, err = k.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the Node of %s is deleted: %v", gone, err)
+	require.GreaterOrEqual(t, lowest, 2, "available replicas during the scale-down, with a budget of minAvailable 2")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		assert.NoError(c, err)
+		ready := 0
+		for _, pod := range pods.Items {
+			assert.NotEqual(c, gone, pod.Spec.NodeName, "no pod left on the gone node")
+			if pod.Status.Phase == corev1.PodRunning {
+				ready++
+			}
+		}
+		assert.Equal(c, 3, ready)
+	}, 2*time.Minute, 500*time.Millisecond, "3 replicas run on the workers that stay")
+	log := applyLog(t, p, tenant)
+	require.Contains(t, log, "scale-down: cordoned")
+	require.Contains(t, log, "drained in")
+	require.Contains(t, log, "Node "+gone+" deleted")
+	require.Less(t, strings.Index(log, "drained in"), strings.Index(log, "Node "+gone+" deleted"))
+	t.Logf("figures: scale-down of 3 -> 2 workers with drain; lowest available replicas %d of 3 over %d probes", lowest, runs)
 }
 
 // bootID reads a machine's /proc/sys/kernel/random/boot_id through the Talos
@@ -199,4 +272,15 @@ func talosRead(t *testing.T, p *proc, tenant, address, path string) (string, err
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	return string(b), err
+}
+
+// applyLog is the logs of every apply of the tenant, one after the other.
+func applyLog(t *testing.T, p *proc, tenant string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, a := range p.applies(tenant) {
+		b.Write(p.raw("/api/v1/tenants/" + tenant + "/applies/" + a.Metadata.Name + "/log"))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

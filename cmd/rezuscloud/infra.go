@@ -158,6 +158,17 @@ func drainSkip(infra infraConfig) func(ng *domain.NodeGroup) string {
 	}
 }
 
+// noKube is drainSkip for a whole tenant: the health probe asks it whether
+// the tenant's machines run Kubernetes.
+func noKube(skip func(*domain.NodeGroup) string) func(tenant string) string {
+	if skip == nil {
+		return nil
+	}
+	return func(tenant string) string {
+		return skip(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: tenant}})
+	}
+}
+
 // registerEmulatedProvider creates (or points at the emulator) the Provider
 // `emulated` once the read model is ready.
 func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, endpoint string) error {

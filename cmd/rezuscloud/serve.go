@@ -310,8 +310,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
-	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log})
 	kubeClients := kubeclient.New(talosSvc)
+	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log,
+		Kube: kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
 	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log,
 		Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra)})
 	if p := cfg.Infra.StatePassphrase; p != "" {
@@ -376,7 +377,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
-		Modules: modules, Observer: healthSvc,
+		Modules: modules, Observer: healthSvc, Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra),
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err

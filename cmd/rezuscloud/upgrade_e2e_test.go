@@ -20,7 +20,7 @@ type upgradeRun struct {
 		Phase    string `json:"phase"`
 		Reason   string `json:"reason"`
 		Machines []struct {
-			Name, Phase, To string
+			Name, Phase, To, Message string
 		} `json:"machines"`
 	} `json:"status"`
 }

@@ -113,6 +113,14 @@ func printHealth(w io.Writer, h domain.TenantHealth, now time.Time) error {
 		}
 		fmt.Fprintf(&b, ", etcd %d/%d healthy (%s)", h.Etcd.Healthy, voting, quorum)
 	}
+	if k := h.Kubernetes; k != nil {
+		switch {
+		case k.Ready:
+			fmt.Fprintf(&b, ", Kubernetes %s ready", orElse(k.Version, "API server"))
+		default:
+			b.WriteString(", Kubernetes NOT READY")
+		}
+	}
 	fmt.Fprintf(&b, ", probed %s ago in %s", humanDuration(now.Sub(h.ObservedAt)), h.Duration)
 	if h.Cached {
 		b.WriteString(" (cached)")
@@ -135,10 +143,10 @@ func printHealth(w io.Writer, h domain.TenantHealth, now time.Time) error {
 	if len(h.Machines) == 0 {
 		return nil
 	}
-	rows := [][]string{{"MACHINE", "ROLE", "REACHABLE", "VERSION", "SERVICES", "ETCD", "REASON"}}
+	rows := [][]string{{"MACHINE", "ROLE", "REACHABLE", "VERSION", "SERVICES", "ETCD", "NODE", "REASON"}}
 	for _, m := range h.Machines {
 		rows = append(rows, []string{m.Name, m.Role, fmt.Sprint(m.Reachable), orElse(m.TalosVersion, "<unknown>"),
-			servicesCell(m), orElse(m.Etcd, "-"), orElse(strings.Join(m.Reasons, "; "), "<none>")})
+			servicesCell(m), orElse(m.Etcd, "-"), orElse(m.Node, "-"), orElse(strings.Join(m.Reasons, "; "), "<none>")})
 	}
 	if _, err := io.WriteString(w, "\n"); err != nil {
 		return err

@@ -13,7 +13,8 @@ import (
 )
 
 // sampleHealth is a degraded 2+2 tenant: one control plane's etcd unhealthy,
-// one worker unreachable, probed 4 s before the test CLI's clock.
+// one worker unreachable, one worker's Node NotReady, probed 4 s before the
+// test CLI's clock.
 func sampleHealth() domain.TenantHealth {
 	healthy := func(ids ...string) []domain.ServiceHealth {
 		var out []domain.ServiceHealth
@@ -25,20 +26,23 @@ func sampleHealth() domain.TenantHealth {
 	return domain.TenantHealth{APIVersion: domain.APIVersion, Kind: domain.TenantHealthKind, Tenant: "acme",
 		State: domain.HealthDegraded,
 		Reasons: []string{"etcd has lost quorum: 1 of 2 members healthy", "etcd on cp-2 is unhealthy: no leader",
-			"w-2 unreachable: no answer within 3s"},
+			"node w-1 of w-1 is NotReady: Kubelet stopped posting node status.", "w-2 unreachable: no answer within 3s"},
 		ObservedAt: time.Date(2026, 5, 1, 11, 59, 56, 0, time.UTC), Duration: "3.012s", Cached: true,
 		Etcd: domain.EtcdHealth{ReportedBy: "cp-1", Healthy: 1, Members: []domain.EtcdMemberHealth{
 			{Name: "cp-1", Machine: "cp-1", Healthy: true}, {Name: "cp-2", Machine: "cp-2"}}},
+		Kubernetes: &domain.KubernetesHealth{Ready: true, Version: "v1.35.4"},
 		Machines: []domain.MachineHealth{
 			{Name: "cp-1", Role: domain.RoleControlPlane, Address: "10.0.0.11", Reachable: true, TalosVersion: "v1.13.0",
-				Stage: "Running", Ready: true, Services: healthy("apid", "etcd", "kubelet"), Etcd: domain.EtcdMemberHealthy},
+				Stage: "Running", Ready: true, Services: healthy("apid", "etcd", "kubelet"), Etcd: domain.EtcdMemberHealthy,
+				Node: domain.NodeReady, KubeletVersion: "v1.35.4"},
 			{Name: "cp-2", Role: domain.RoleControlPlane, Address: "10.0.0.12", Reachable: true, TalosVersion: "v1.13.0",
 				Stage: "Running", Etcd: domain.EtcdMemberUnhealthy, Reasons: []string{"etcd on cp-2 is unhealthy: no leader"},
 				Services: []domain.ServiceHealth{{ID: "apid", State: "Running", Healthy: true}, {ID: "etcd", State: "Running", Message: "no leader"},
-					{ID: "kubelet", State: "Starting"}}},
+					{ID: "kubelet", State: "Starting"}}, Node: domain.NodeReady, KubeletVersion: "v1.35.4"},
 			{Name: "w-1", Role: domain.RoleWorker, Address: "10.0.0.21", Reachable: true, TalosVersion: "v1.13.0",
-				Stage: "Running", Ready: true, Services: healthy("apid", "kubelet")},
-			{Name: "w-2", Role: domain.RoleWorker, Address: "10.0.0.22", Error: "no answer within 3s",
+				Stage: "Running", Services: healthy("apid", "kubelet"), Node: domain.NodeNotReady, KubeletVersion: "v1.35.4",
+				Reasons: []string{"node w-1 of w-1 is NotReady: Kubelet stopped posting node status."}},
+			{Name: "w-2", Role: domain.RoleWorker, Address: "10.0.0.22", Error: "no answer within 3s", Node: domain.NodeUnknown,
 				Reasons: []string{"w-2 unreachable: no answer within 3s"}},
 		}}
 }

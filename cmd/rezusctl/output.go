@@ -185,6 +185,7 @@ var kindColumns = map[string][]column{
 var kindWideColumns = map[string][]column{
 	"Machine": {
 		{"VERSION", field("status.talosVersion")},
+		{"NODE", field("status.node")},
 		{"CONFIG", machineConfigCell},
 		{"SEEN", since("status.lastSeen")},
 	},

@@ -44,10 +44,10 @@ func sampleObjects() map[string][]*item {
 			mk("NodeGroup", "beta", "workers", `{"role":"worker","count":10,"provider":"oci-fra"}`, ``, map[string]string{"pool": "a"}),
 		},
 		"machines": {
-			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true,"talosVersion":"v1.13.0","configUpToDate":true,"lastSeen":"2026-05-01T11:59:30Z"}`, nil),
+			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true,"talosVersion":"v1.13.0","configUpToDate":true,"node":"Ready","lastSeen":"2026-05-01T11:59:30Z"}`, nil),
 			mk("Machine", "acme", "cp-1", `{"nodeGroup":"cp","role":"controlplane"}`, `{"stage":"Unknown","ready":false,"configUpToDate":false}`, nil),
 			mk("Machine", "acme", "w-0", `{"nodeGroup":"workers","role":"worker","address":"10.0.0.20"}`,
-				`{"stage":"Running","ready":true,"talosVersion":"v1.13.0","configUpToDate":false,"conditions":[{"type":"ConfigApplied","status":"False","reason":"ApplyFailed","message":"the node refused the config: unavailable","lastTransitionTime":"2026-05-01T11:58:00Z"}]}`, nil),
+				`{"stage":"Running","ready":false,"talosVersion":"v1.13.0","configUpToDate":false,"node":"NotReady","conditions":[{"type":"ConfigApplied","status":"False","reason":"ApplyFailed","message":"the node refused the config: unavailable","lastTransitionTime":"2026-05-01T11:58:00Z"}]}`, nil),
 		},
 		"configpatches": {
 			mk("ConfigPatch", "acme", "ntp", `{"target":{"kind":"all"},"format":"strategic","enabled":true,"patch":"machine:\n  time: {}\n"}`, ``, nil),

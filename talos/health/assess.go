@@ -45,9 +45,32 @@ type etcdMember struct {
 	Learner  bool
 }
 
-// assess turns the observations of a tenant's machines into its health. It is
-// pure: the same observations give the same answer.
-func assess(tenant string, obs []observation, start time.Time, took time.Duration) domain.TenantHealth {
+// kubeObservation is what the tenant's Kubernetes API server answered.
+type kubeObservation struct {
+	// Checked is false when the tenant's machines run no Kubernetes.
+	Checked bool
+	// Err is why the API server could not be asked ("" when it answered).
+	Err string
+	// Ready is /readyz answering ok; NotReady says what it answered instead.
+	Ready    bool
+	NotReady string
+	Version  string
+	// Nodes are the cluster's Nodes by name.
+	Nodes map[string]nodeObservation
+}
+
+// nodeObservation is one Node.
+type nodeObservation struct {
+	Ready bool
+	// Message is the kubelet's message when it is not Ready.
+	Message string
+	Kubelet string
+}
+
+// assess turns the observations of a tenant's machines and of its API
+// server into its health. It is pure: the same observations give the same
+// answer.
+func assess(tenant string, obs []observation, kube kubeObservation, start time.Time, took time.Duration) domain.TenantHealth {
 	h := domain.TenantHealth{APIVersion: domain.APIVersion, Kind: domain.TenantHealthKind, Tenant: tenant,
 		ObservedAt: start.UTC(), Duration: took.Round(time.Millisecond).String(), Machines: []domain.MachineHealth{}}
 	obs = slices.Clone(obs)
@@ -56,6 +79,7 @@ func assess(tenant string, obs []observation, start time.Time, took time.Duratio
 	var machineReasons []string
 	for _, o := range obs {
 		mh := assessMachine(o)
+		assessNode(&mh, o.Machine, kube)
 		if mh.Reachable {
 			reachable++
 		}
@@ -72,6 +96,18 @@ func assess(tenant string, obs []observation, start time.Time, took time.Duratio
 		return h
 	}
 	h.Reasons = append(etcdReasons(h.Etcd, h.Machines), machineReasons...)
+	if kube.Checked {
+		h.Kubernetes = &domain.KubernetesHealth{Ready: kube.Err == "" && kube.Ready, Version: kube.Version}
+		switch {
+		case kube.Err != "":
+			h.Kubernetes.Error = kube.Err
+		case !kube.Ready:
+			h.Kubernetes.Error = "not ready: " + kube.NotReady
+		}
+		if h.Kubernetes.Error != "" {
+			h.Reasons = append([]string{"the Kubernetes API server: " + h.Kubernetes.Error}, h.Reasons...)
+		}
+	}
 	h.State = domain.HealthReady
 	if len(h.Reasons) > 0 {
 		h.State = domain.HealthDegraded
@@ -128,6 +164,46 @@ func assessMachine(o observation) domain.MachineHealth {
 		mh.Reasons = append(mh.Reasons, r)
 	}
 	return mh
+}
+
+// nodeName is the Kubernetes Node of a machine: Talos names it after the
+// machine's hostname.
+func nodeName(m domain.Machine) string {
+	if m.Spec.Hostname != "" {
+		return m.Spec.Hostname
+	}
+	return m.Metadata.Name
+}
+
+// assessNode adds the machine's Node to its health: a machine whose Node is
+// not Ready, or has none while the API server answers, is not ready. When
+// the API server does not answer, the Node is Unknown and the machine is
+// judged by Talos alone (the API server's own reason says what is wrong).
+func assessNode(mh *domain.MachineHealth, m domain.Machine, kube kubeObservation) {
+	if !kube.Checked {
+		return
+	}
+	if kube.Err != "" {
+		mh.Node = domain.NodeUnknown
+		return
+	}
+	n, ok := kube.Nodes[nodeName(m)]
+	switch {
+	case !ok:
+		mh.Node = domain.NodeMissing
+		mh.Reasons = append(mh.Reasons, fmt.Sprintf("%s has no Kubernetes Node %s", mh.Name, nodeName(m)))
+	case !n.Ready:
+		mh.Node, mh.KubeletVersion = domain.NodeNotReady, n.Kubelet
+		r := fmt.Sprintf("node %s of %s is NotReady", nodeName(m), mh.Name)
+		if n.Message != "" {
+			r += ": " + n.Message
+		}
+		mh.Reasons = append(mh.Reasons, r)
+	default:
+		mh.Node, mh.KubeletVersion = domain.NodeReady, n.Kubelet
+		return
+	}
+	mh.Ready = false
 }
 
 // assessEtcd reads the member list of the first control plane (by name) that

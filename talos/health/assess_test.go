@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -114,7 +115,7 @@ func TestAssess(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-			h := assess("acme", tc.obs, start, 42*time.Millisecond)
+			h := assess("acme", tc.obs, kubeObservation{}, start, 42*time.Millisecond)
 			assert.Equal(t, tc.state, h.State)
 			assert.Equal(t, tc.reasons, h.Reasons)
 			assert.Equal(t, tc.healthy, h.Etcd.Healthy)
@@ -132,7 +133,7 @@ func TestAssessMachineDetails(t *testing.T) {
 		up("cp-1", domain.RoleControlPlane, "10.0.0.11", etcdMember{Name: "cp-1"}),
 		withService(up("w-0", domain.RoleWorker, "10.0.0.20"), "kubelet", domain.ServiceHealth{State: "Starting"}),
 		{Machine: mkMachine("cp-2", domain.RoleControlPlane, "10.0.0.12"), Err: "no answer within 3s"},
-	}, time.Now(), 0)
+	}, kubeObservation{}, time.Now(), 0)
 	var names []string
 	for _, m := range h.Machines {
 		names = append(names, m.Name)
@@ -149,6 +150,60 @@ func TestAssessMachineDetails(t *testing.T) {
 	assert.Equal(t, "Running", w1.Stage)
 	assert.True(t, w1.Ready)
 	assert.Equal(t, []domain.ServiceHealth{{ID: "apid", State: "Running", Healthy: true}, {ID: "kubelet", State: "Running", Healthy: true}}, w1.Services)
+}
+
+func TestAssessKubernetes(t *testing.T) {
+	machines := []observation{
+		up("cp-1", domain.RoleControlPlane, "10.0.0.11", members("cp-1")...),
+		up("w-1", domain.RoleWorker, "10.0.0.21"),
+	}
+	ready := nodeObservation{Ready: true, Kubelet: "v1.35.4"}
+	for _, tc := range []struct {
+		name     string
+		kube     kubeObservation
+		state    string
+		reasons  []string
+		nodes    []string // of cp-1, w-1
+		ready    []bool
+		kubeInfo *domain.KubernetesHealth
+	}{
+		{name: "not checked: Talos alone", kube: kubeObservation{}, state: domain.HealthReady, nodes: []string{"", ""}, ready: []bool{true, true}},
+		{name: "every Node Ready", kube: kubeObservation{Checked: true, Ready: true, Version: "v1.35.4",
+			Nodes: map[string]nodeObservation{"cp-1": ready, "w-1": ready}},
+			state: domain.HealthReady, nodes: []string{"Ready", "Ready"}, ready: []bool{true, true},
+			kubeInfo: &domain.KubernetesHealth{Ready: true, Version: "v1.35.4"}},
+		{name: "a Node NotReady with the kubelet's message", kube: kubeObservation{Checked: true, Ready: true, Version: "v1.35.4",
+			Nodes: map[string]nodeObservation{"cp-1": ready, "w-1": {Message: "Kubelet stopped posting node status."}}},
+			state: domain.HealthDegraded, reasons: []string{"node w-1 of w-1 is NotReady: Kubelet stopped posting node status."},
+			nodes: []string{"Ready", "NotReady"}, ready: []bool{true, false},
+			kubeInfo: &domain.KubernetesHealth{Ready: true, Version: "v1.35.4"}},
+		{name: "a machine without its Node", kube: kubeObservation{Checked: true, Ready: true,
+			Nodes: map[string]nodeObservation{"cp-1": ready}},
+			state: domain.HealthDegraded, reasons: []string{"w-1 has no Kubernetes Node w-1"},
+			nodes: []string{"Ready", "Missing"}, ready: []bool{true, false},
+			kubeInfo: &domain.KubernetesHealth{Ready: true}},
+		{name: "API server unreachable: Nodes unknown, machines by Talos", kube: kubeObservation{Checked: true, Err: "connection refused"},
+			state: domain.HealthDegraded, reasons: []string{"the Kubernetes API server: connection refused"},
+			nodes: []string{"Unknown", "Unknown"}, ready: []bool{true, true},
+			kubeInfo: &domain.KubernetesHealth{Error: "connection refused"}},
+		{name: "API server not ready", kube: kubeObservation{Checked: true, NotReady: "[-]etcd failed", Version: "v1.35.4",
+			Nodes: map[string]nodeObservation{"cp-1": ready, "w-1": ready}},
+			state: domain.HealthDegraded, reasons: []string{"the Kubernetes API server: not ready: [-]etcd failed"},
+			nodes: []string{"Ready", "Ready"}, ready: []bool{true, true},
+			kubeInfo: &domain.KubernetesHealth{Version: "v1.35.4", Error: "not ready: [-]etcd failed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := assess("acme", machines, tc.kube, time.Now(), 0)
+			assert.Equal(t, tc.state, h.State)
+			assert.Equal(t, tc.reasons, h.Reasons)
+			assert.Equal(t, tc.kubeInfo, h.Kubernetes)
+			require.Len(t, h.Machines, 2)
+			for i, m := range h.Machines {
+				assert.Equal(t, tc.nodes[i], m.Node, m.Name)
+				assert.Equal(t, tc.ready[i], m.Ready, m.Name)
+			}
+		})
+	}
 }
 
 func TestMachineStatusAfter(t *testing.T) {

@@ -70,6 +70,12 @@ type Config struct {
 	// DialOptions are added to every connection to a machine (tests count the
 	// calls with an interceptor).
 	DialOptions []grpc.DialOption
+	// Kube reaches a tenant's Kubernetes API server: the probe adds its
+	// readiness and every machine's Node. Without it, health is Talos's alone.
+	Kube KubeSource
+	// NoKube says why a tenant's machines run no Kubernetes ("" when they
+	// do): the light emulator. Nil: every tenant's do.
+	NoKube func(tenant string) string
 }
 
 func (c *Config) setDefaults() {
@@ -185,8 +191,17 @@ func (s *Service) probe(ctx context.Context, tenant string) (domain.TenantHealth
 			return domain.TenantHealth{}, err
 		}
 	}
+	var kube kubeObservation
+	kubeDone := make(chan struct{})
+	go func() {
+		defer close(kubeDone)
+		if len(machines) > 0 {
+			kube = s.observeKube(ctx, tenant)
+		}
+	}()
 	obs := s.observe(ctx, tlsCfg, machines)
-	h := assess(tenant, obs, start, time.Since(began))
+	<-kubeDone
+	h := assess(tenant, obs, kube, start, time.Since(began))
 	s.writeBack(ctx, tenant, h)
 	s.mu.Lock()
 	for t, old := range s.recent {

@@ -32,6 +32,9 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 		cond.Status, cond.Reason = "False", "Unreachable"
 	case !mh.Ready:
 		cond.Status, cond.Reason = "False", "ServicesUnhealthy"
+		if (mh.Node == domain.NodeNotReady || mh.Node == domain.NodeMissing) && servicesHealthy(mh.Services) {
+			cond.Reason = "Node" + mh.Node
+		}
 	}
 	if len(mh.Reasons) > 0 {
 		cond.Message = truncateMessage(strings.Join(mh.Reasons, "; "))
@@ -39,6 +42,7 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 	if mh.Reachable {
 		next.Stage, next.TalosVersion = mh.Stage, mh.TalosVersion
 	}
+	next.Node = mh.Node
 	next.Conditions = setCondition(next.Conditions, cond, now)
 	changed := !sameJSON(cur, next)
 	if mh.Reachable {
@@ -49,6 +53,15 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 		}
 	}
 	return next, changed
+}
+
+func servicesHealthy(ss []domain.ServiceHealth) bool {
+	for _, s := range ss {
+		if !s.Healthy || s.State != "Running" {
+			return false
+		}
+	}
+	return true
 }
 
 // tenantStatusAfter is a tenant's status once a probe is written: the machine

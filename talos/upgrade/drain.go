@@ -17,56 +17,24 @@ type KubeSource interface {
 	For(ctx context.Context, tenant string) (kubernetes.Interface, error)
 }
 
-// drainPolicy is whether a machine is drained before it reboots, and for
-// how long a drain may wait.
-type drainPolicy struct {
-	drain   bool
-	timeout time.Duration
-	// why says why not, for the log.
-	why string
-}
-
-// decideDrain decides the drain of a machine of group ng (nil when the
-// group is gone) in a run: none without a Kubernetes client (a saga built
-// for tests of the light emulator), when the run says noDrain, when the
-// group opts out, or when the server says the group's machines have no
-// Kubernetes (skip: the emulated provider of a light emulator).
-func decideDrain(haveKube, noDrain bool, ng *domain.NodeGroupSpec, skip string) drainPolicy {
-	switch {
-	case !haveKube:
-		return drainPolicy{why: "no Kubernetes client is configured"}
-	case noDrain:
-		return drainPolicy{why: "the run says noDrain"}
-	case ng == nil:
-		return drainPolicy{drain: true, timeout: domain.DefaultDrainTimeout}
-	case !ng.Drains():
-		return drainPolicy{why: "its node group says drain: false"}
-	case skip != "":
-		return drainPolicy{why: skip}
-	}
-	return drainPolicy{drain: true, timeout: ng.DrainTimeoutOrDefault()}
-}
-
-// nodeName is the Kubernetes Node of a machine: Talos names it after the
-// hostname.
-func nodeName(m *domain.Machine) string {
-	if m.Spec.Hostname != "" {
-		return m.Spec.Hostname
-	}
-	return m.Metadata.Name
-}
-
-func (r *upgradeRun) drainPolicy(m *domain.Machine) drainPolicy {
+func (r *upgradeRun) drainPolicy(m *domain.Machine) drain.Policy {
 	var spec *domain.NodeGroupSpec
 	skip := ""
 	ng, ok, err := projections.Get[domain.NodeGroup](r.s.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, r.ref.Tenant, m.Spec.NodeGroup))
 	if err == nil && ok {
 		spec = &ng.Spec
-		if r.s.cfg.DrainSkip != nil {
-			skip = r.s.cfg.DrainSkip(ng)
-		}
+	} else {
+		// A group that is gone is asked about by its name alone.
+		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: r.ref.Tenant, Name: m.Spec.NodeGroup}}
 	}
-	return decideDrain(r.s.cfg.Kube != nil, r.spec.NoDrain, spec, skip)
+	if r.s.cfg.DrainSkip != nil {
+		skip = r.s.cfg.DrainSkip(ng)
+	}
+	optOut := ""
+	if r.spec.NoDrain {
+		optOut = "the run says noDrain"
+	}
+	return drain.Decide(r.s.cfg.Kube != nil, optOut, spec, skip)
 }
 
 func (r *upgradeRun) drainer(ctx context.Context, name string) (*drain.Drainer, error) {
@@ -94,8 +62,8 @@ func (r *upgradeRun) drainer(ctx context.Context, name string) (*drain.Drainer, 
 func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (stopped bool, err error) {
 	pol := r.drainPolicy(m)
 	name := m.Metadata.Name
-	if !pol.drain {
-		r.s.cfg.Log.Debug("upgrade: no drain", "tenant", r.ref.Tenant, "machine", name, "why", pol.why)
+	if !pol.Drain {
+		r.s.cfg.Log.Debug("upgrade: no drain", "tenant", r.ref.Tenant, "machine", name, "why", pol.Why)
 		return false, nil
 	}
 	started := r.now()
@@ -108,10 +76,10 @@ func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.
 		return true, err
 	}
 	r.observeMachine(ctx, m, "", "Draining", false)
-	node := nodeName(m)
+	node := drain.NodeName(m)
 	d, err := r.drainer(ctx, name)
 	if err == nil {
-		err = d.Drain(ctx, node, *started, drain.Timeout(pol.timeout))
+		err = d.Drain(ctx, node, *started, drain.Timeout(pol.Timeout))
 	}
 	switch {
 	case err == nil:
@@ -151,14 +119,14 @@ func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.
 // It answers the problem when the Node does not come back Ready. A machine
 // without a Node (never registered) has nothing to uncordon.
 func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string {
-	if !r.drainPolicy(m).drain {
+	if !r.drainPolicy(m).Drain {
 		return ""
 	}
 	d, err := r.drainer(ctx, m.Metadata.Name)
 	if err != nil {
 		return "reaching the Kubernetes API: " + err.Error()
 	}
-	node := nodeName(m)
+	node := drain.NodeName(m)
 	wctx, cancel := context.WithTimeout(ctx, r.s.cfg.HealthTimeout)
 	defer cancel()
 	err = d.WaitReady(wctx, node)
@@ -180,12 +148,12 @@ func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string
 // uncordonQuietly makes a rolled-back machine's Node schedulable again;
 // failures are logged (the run has failed already).
 func (r *upgradeRun) uncordonQuietly(ctx context.Context, m *domain.Machine) {
-	if !r.drainPolicy(m).drain {
+	if !r.drainPolicy(m).Drain {
 		return
 	}
 	d, err := r.drainer(ctx, m.Metadata.Name)
 	if err == nil {
-		err = d.Uncordon(ctx, nodeName(m))
+		err = d.Uncordon(ctx, drain.NodeName(m))
 	}
 	if err != nil && ctx.Err() == nil {
 		r.s.cfg.Log.Warn("upgrade: uncordoning a rolled-back machine", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)

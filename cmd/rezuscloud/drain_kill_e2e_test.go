@@ -1,0 +1,159 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestDrainSurvivesKillNine kills the server (kill -9) while a Talos
+// upgrade's drain waits on a PodDisruptionBudget that allows no disruption
+// (drainTimeout 0: as long as it takes). After the restart the run is still
+// draining that machine; once the budget is lifted the drain finishes and
+// the run succeeds, every worker upgraded (rebooted) exactly once and every
+// Node Ready and schedulable.
+func TestDrainSurvivesKillNine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := startRealKubeServer(t, dir)
+	const tenant = "kd"
+	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"talosVersion":"v1.13.0"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, g := range []string{
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"emulated","drainTimeout":"0"}}`,
+	} {
+		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	p.settled(tenant, 3)
+	k := tenantKube(t, p, tenant)
+	requireNodesReady(t, k, 3, realKubeFrom)
+	ctx := t.Context()
+
+	labels := map[string]string{"app": "held"}
+	replicas, grace := int32(2), int64(1)
+	_, err := k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "held"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{Name: "held", Image: "registry.example/held:1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	zero := intstr.FromInt32(0)
+	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "hold"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		d, err := k.AppsV1().Deployments("default").Get(ctx, "held", metav1.GetOptions{})
+		assert.NoError(c, err)
+		assert.Equal(c, int32(2), d.Status.AvailableReplicas)
+	}, 2*time.Minute, 500*time.Millisecond, "2 replicas available")
+
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/upgrades",
+		`{"metadata":{"name":"roll"},"spec":{"talosVersion":"v1.13.1","nodeGroups":["workers"]}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	// A step blocked in Draining with pods left (the budget holds them).
+	draining := func(p *proc) string {
+		for _, u := range p.upgrades(tenant) {
+			for _, m := range u.Status.Machines {
+				if m.Phase == "Draining" && m.Message != "" && m.Message != "Draining" {
+					return m.Name
+				}
+			}
+		}
+		return ""
+	}
+	var held string
+	p.eventually(3*time.Minute, "a worker's drain is held by the budget", func() bool {
+		held = draining(p)
+		return held != ""
+	})
+	time.Sleep(2 * time.Second)
+	require.Equal(t, held, draining(p), "still draining")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+
+	p2 := startRealKubeServer(t, dir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("upgrades: %s", p2.raw("/api/v1/tenants/"+tenant+"/upgrades"))
+		}
+	})
+	p2.eventually(3*time.Minute, "the drain resumed after the restart", func() bool {
+		return draining(p2) == held
+	})
+	// The emulator restarted with the server: its control plane comes back.
+	k = tenantKube(t, p2, tenant)
+	requireNodesReady(t, k, 3, realKubeFrom)
+	for _, m := range p2.machines(tenant) {
+		if m.Metadata.Name == held {
+			n, err := k.CoreV1().Nodes().Get(ctx, m.Spec.Hostname, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.True(t, n.Spec.Unschedulable, "%s is still cordoned", held)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	require.Equal(t, held, draining(p2), "the resumed drain still waits on the budget")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, k.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "hold", metav1.DeleteOptions{}))
+	}, time.Minute, time.Second, "the budget is lifted")
+	p2.eventually(5*time.Minute, "the upgrade finished", func() bool {
+		us := p2.upgrades(tenant)
+		return len(us) == 1 && (us[0].Status.Phase == "Succeeded" || us[0].Status.Phase == "Failed")
+	})
+	run := p2.upgrades(tenant)[0]
+	require.Equal(t, "Succeeded", run.Status.Phase, run.Status.Reason)
+	requireNodesReady(t, k, 3, realKubeFrom)
+	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nodes.Items {
+		require.False(t, n.Spec.Unschedulable, "%s uncordoned", n.Name)
+	}
+	var hist struct {
+		Items []struct {
+			Object upgradeRun `json:"object"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(p2.raw("/api/v1/events?kind=Upgrade&tenant="+tenant+"&name="+run.Metadata.Name+"&since=0&limit=10000"), &hist))
+	entered := map[string]int{}
+	last := map[string]string{}
+	for _, ev := range hist.Items {
+		for _, m := range ev.Object.Status.Machines {
+			if m.Phase == "Upgrading" && last[m.Name] != "Upgrading" {
+				entered[m.Name]++
+			}
+			last[m.Name] = m.Phase
+		}
+	}
+	require.Len(t, entered, 2, "both workers upgraded")
+	for name, n := range entered {
+		require.Equal(t, 1, n, "machine %s was upgraded %d times", name, n)
+	}
+	for _, m := range p2.machines(tenant) {
+		if m.Spec.Role == "worker" {
+			require.Equal(t, "v1.13.1", m.Status.TalosVersion, m.Metadata.Name)
+		}
+	}
+}
