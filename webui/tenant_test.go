@@ -330,14 +330,21 @@ func TestTenantHealthProbe(t *testing.T) {
 func TestTenantHealthView(t *testing.T) {
 	h := &domain.TenantHealth{Tenant: "acme", State: domain.HealthDegraded, Reasons: []string{"w1 is not ready"},
 		ObservedAt: time.Now(), Duration: "12ms", Etcd: domain.EtcdHealth{Healthy: 1, Quorum: true},
-		Machines: []domain.MachineHealth{{Name: "cp1", Role: "controlplane", Reachable: true, Ready: true, Etcd: domain.EtcdMemberHealthy},
-			{Name: "w1", Role: "worker", Error: "connection refused"}}}
+		Kubernetes: &domain.KubernetesHealth{Ready: true, Version: "v1.35.4"},
+		Machines: []domain.MachineHealth{{Name: "cp1", Role: "controlplane", Reachable: true, Ready: true, Etcd: domain.EtcdMemberHealthy, Node: domain.NodeReady},
+			{Name: "w1", Role: "worker", Error: "connection refused", Node: domain.NodeNotReady}}}
 	var b strings.Builder
 	require.NoError(t, healthResult(healthView{Health: h}).Render(t.Context(), &b))
-	for _, want := range []string{`data-testid="health-state"`, "Degraded", "w1 is not ready", `data-health-machine="cp1"`, "connection refused", "quorum"} {
+	for _, want := range []string{`data-testid="health-state"`, "Degraded", "w1 is not ready", `data-health-machine="cp1"`, "connection refused", "quorum",
+		"Kubernetes v1.35.4 ready", `data-testid="health-node">NotReady<`, `data-testid="health-node">Ready<`} {
 		require.Contains(t, b.String(), want)
 	}
 	require.NotContains(t, b.String(), "no quorum")
+
+	h.Kubernetes = &domain.KubernetesHealth{Error: "connection refused"}
+	b.Reset()
+	require.NoError(t, healthResult(healthView{Health: h}).Render(t.Context(), &b))
+	require.Contains(t, b.String(), "Kubernetes API server: connection refused")
 }
 
 func TestTenantDownloads(t *testing.T) {

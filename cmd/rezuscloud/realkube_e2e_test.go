@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
@@ -169,6 +171,23 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 	k := tenantKube(t, p, tenant)
 	requireNodesReady(t, k, 5, realKubeFrom)
 	ctx := t.Context()
+
+	// Health asks Kubernetes too: the API server ready at the tenant's
+	// version, every machine's Node Ready with its kubelet's version.
+	var h domain.TenantHealth
+	p.eventually(time.Minute, "health Ready with Kubernetes", func() bool {
+		h = domain.TenantHealth{}
+		require.NoError(t, json.Unmarshal(p.raw("/api/v1/tenants/"+tenant+"/health?refresh=true"), &h))
+		return h.State == domain.HealthReady
+	})
+	require.NotNil(t, h.Kubernetes)
+	require.True(t, h.Kubernetes.Ready, h.Kubernetes.Error)
+	require.Equal(t, realKubeFrom, h.Kubernetes.Version)
+	require.Len(t, h.Machines, 5)
+	for _, m := range h.Machines {
+		require.Equal(t, domain.NodeReady, m.Node, m.Name)
+		require.Equal(t, realKubeFrom, m.KubeletVersion, m.Name)
+	}
 
 	// The workload: 3 replicas on the two workers.
 	labels := map[string]string{"app": "web"}

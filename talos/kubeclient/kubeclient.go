@@ -10,9 +10,14 @@ package kubeclient
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
 	"sync"
 	"time"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -41,6 +46,7 @@ type Clients struct {
 
 type entry struct {
 	cs       kubernetes.Interface
+	cred     *talos.ControllerCredentials
 	server   string
 	notAfter time.Time
 	checked  time.Time
@@ -81,9 +87,52 @@ func (c *Clients) For(ctx context.Context, tenant string) (kubernetes.Interface,
 		return nil, err
 	}
 	c.mu.Lock()
-	c.tenants[tenant] = entry{cs: cs, server: cred.Server, notAfter: cred.NotAfter, checked: now}
+	c.tenants[tenant] = entry{cs: cs, cred: cred, server: cred.Server, notAfter: cred.NotAfter, checked: now}
 	c.mu.Unlock()
 	return cs, nil
+}
+
+// ServerVersionAt asks the API server of one control plane (its address,
+// at the port of the tenant's endpoint) for its version: during an upgrade
+// the endpoint may answer from another node.
+func (c *Clients) ServerVersionAt(ctx context.Context, tenant, address string) (string, error) {
+	if _, err := c.For(ctx, tenant); err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	cred := c.tenants[tenant].cred
+	c.mu.Unlock()
+	if cred == nil {
+		return "", fmt.Errorf("no credentials for tenant %s", tenant)
+	}
+	u, err := url.Parse(cred.Server)
+	if err != nil {
+		return "", fmt.Errorf("the tenant's endpoint %q: %w", cred.Server, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	if h, _, err := net.SplitHostPort(address); err == nil {
+		address = h
+	}
+	cfg := restConfig(cred, c.Timeout)
+	cfg.Host = "https://" + net.JoinHostPort(address, port)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	raw, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return "", err
+	}
+	var info struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return "", fmt.Errorf("the API server's /version: %w", err)
+	}
+	return info.GitVersion, nil
 }
 
 // Forget drops a tenant's client (the tenant was deleted).

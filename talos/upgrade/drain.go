@@ -3,8 +3,11 @@ package upgrade
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -15,6 +18,60 @@ import (
 // KubeSource gives a tenant's Kubernetes client (a *kubeclient.Clients).
 type KubeSource interface {
 	For(ctx context.Context, tenant string) (kubernetes.Interface, error)
+	// ServerVersionAt asks the API server of the control plane at address.
+	ServerVersionAt(ctx context.Context, tenant, address string) (string, error)
+}
+
+// hasKube reports whether the machine runs Kubernetes the saga can ask:
+// a client is configured and the machine's group is not skipped.
+func (r *upgradeRun) hasKube(m *domain.Machine) bool {
+	if r.s.cfg.Kube == nil {
+		return false
+	}
+	if r.s.cfg.DrainSkip == nil {
+		return true
+	}
+	ng, ok, err := projections.Get[domain.NodeGroup](r.s.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, r.ref.Tenant, m.Spec.NodeGroup))
+	if err != nil || !ok {
+		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: r.ref.Tenant, Name: m.Spec.NodeGroup}}
+	}
+	return r.s.cfg.DrainSkip(ng) == ""
+}
+
+// kubeVersionProblem checks a machine on Kubernetes version through
+// Kubernetes: its Node's kubelet reports version and, on a control plane,
+// the API server on that machine answers version at /version. It answers
+// the problem ("" when there is none, or nothing to ask).
+func (r *upgradeRun) kubeVersionProblem(ctx context.Context, m *domain.Machine, version string) string {
+	if !r.hasKube(m) {
+		return ""
+	}
+	want := "v" + strings.TrimPrefix(version, "v")
+	if m.Spec.Role == domain.RoleControlPlane && m.Spec.Address != "" {
+		got, err := r.s.cfg.Kube.ServerVersionAt(ctx, r.ref.Tenant, m.Spec.Address)
+		switch {
+		case err != nil:
+			return "its API server does not answer /version: " + err.Error()
+		case got != want:
+			return fmt.Sprintf("its API server answers %s, not %s", got, want)
+		}
+	}
+	cs, err := r.s.cfg.Kube.For(ctx, r.ref.Tenant)
+	if err != nil {
+		return "reaching the Kubernetes API: " + err.Error()
+	}
+	node := drain.NodeName(m)
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("reading its Node %s: %v", node, err)
+	}
+	if got := n.Status.NodeInfo.KubeletVersion; got != want {
+		return fmt.Sprintf("its Node %s reports kubelet %s, not %s", node, got, want)
+	}
+	if ok, msg := drain.Ready(n); !ok {
+		return fmt.Sprintf("its Node %s is NotReady: %s", node, msg)
+	}
+	return ""
 }
 
 func (r *upgradeRun) drainPolicy(m *domain.Machine) drain.Policy {

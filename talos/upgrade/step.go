@@ -333,14 +333,19 @@ func (r *upgradeRun) awaitHealthy(ctx context.Context, m *domain.Machine, versio
 }
 
 // awaitKubernetes waits for the node to be healthy with its control-plane
-// static pods on Kubernetes version (a worker: healthy); it answers the last
-// problem when the health timeout passes.
+// static pods on Kubernetes version (a worker: healthy), then, through
+// Kubernetes, for its API server (control planes) and its Node's kubelet
+// to report version; it answers the last problem when the health timeout
+// passes.
 func (r *upgradeRun) awaitKubernetes(ctx context.Context, m *domain.Machine, version string) string {
 	deadline := r.s.cfg.Now().Add(r.s.cfg.HealthTimeout)
 	for {
 		p := r.nodes.health(ctx, m, "")
 		if p == "" && m.Spec.Role == domain.RoleControlPlane {
 			p = r.nodes.staticPodsProblem(ctx, m, version)
+		}
+		if p == "" {
+			p = r.kubeVersionProblem(ctx, m, version)
 		}
 		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
 			return p
