@@ -144,6 +144,33 @@ func (a NodeAPI) ApplyConfig(ctx context.Context, b *secrets.Bundle, address str
 	return res, nil
 }
 
+// ApplyConfigDryRun asks a running node (over mTLS) how it would take a
+// config in mode AUTO without applying it: the result's Reboot says
+// whether it would reboot.
+func (a NodeAPI) ApplyConfigDryRun(ctx context.Context, b *secrets.Bundle, address string, cfg []byte) (ApplyResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	c, err := a.secure(ctx, b, address)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	defer c.Close()
+	resp, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: machine.ApplyConfigurationRequest_AUTO, DryRun: true})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("dry run of the config on %s: %w", address, err)
+	}
+	res := ApplyResult{Mode: machine.ApplyConfigurationRequest_AUTO}
+	var details []string
+	for i, m := range resp.GetMessages() {
+		if i == 0 || m.GetMode() == machine.ApplyConfigurationRequest_REBOOT {
+			res.Mode = m.GetMode()
+		}
+		details = append(details, m.GetModeDetails())
+	}
+	res.Details = strings.Join(details, "; ")
+	return res, nil
+}
+
 // Bootstrap starts etcd on a control-plane node. A cluster bootstrapped before
 // is not an error: bootstrapping is done once, whoever did it.
 func (a NodeAPI) Bootstrap(ctx context.Context, b *secrets.Bundle, address string) error {

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,11 +92,13 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
 
 	watch := startProbe(ctx, available)
+	began := time.Now()
 	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant, `{"spec":{"talosVersion":"v1.13.1"}}`))
 	p.eventually(10*time.Minute, "the Talos upgrade finished", func() bool {
 		us := p.upgrades(tenant)
 		return len(us) == 1 && (us[0].Status.Phase == "Succeeded" || us[0].Status.Phase == "Failed")
 	})
+	wall := time.Since(began)
 	_, lowest, runs, _ := watch.end()
 	run := p.upgrades(tenant)[0]
 	require.Equal(t, "Succeeded", run.Status.Phase, run.Status.Reason)
@@ -126,7 +130,8 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 			require.True(t, drained[m.Metadata.Name], "%s was drained", m.Metadata.Name)
 		}
 	}
-	t.Logf("figures: Talos upgrade of 1+3 with drains; lowest available replicas %d of 3 over %d probes", lowest, runs)
+	t.Logf("figures: Talos upgrade of 1+3 with drains (PDB minAvailable 2): wall clock %s; drains took %v; lowest available replicas %d of 3 over %d probes",
+		wall.Round(100*time.Millisecond), drainTimes(p.log()), lowest, runs)
 
 	// A budget that allows no disruption blocks the drain.
 	require.NoError(t, k.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -242,7 +247,8 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	require.Contains(t, log, "drained in")
 	require.Contains(t, log, "Node "+gone+" deleted")
 	require.Less(t, strings.Index(log, "drained in"), strings.Index(log, "Node "+gone+" deleted"))
-	t.Logf("figures: scale-down of 3 -> 2 workers with drain; lowest available replicas %d of 3 over %d probes", lowest, runs)
+	t.Logf("figures: scale-down of 3 -> 2 workers with drain; %q; lowest available replicas %d of 3 over %d probes",
+		regexp.MustCompile(`scale-down: \S+: Draining \(\d+ pods? left\)|drained in \S+`).FindAllString(log, -1), lowest, runs)
 }
 
 // bootID reads a machine's /proc/sys/kernel/random/boot_id through the Talos
@@ -272,6 +278,16 @@ func talosRead(t *testing.T, p *proc, tenant, address, path string) (string, err
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
 	return string(b), err
+}
+
+// drainTimes are the durations the upgrade saga logged for its drains.
+func drainTimes(serverLog string) []time.Duration {
+	var out []time.Duration
+	for _, m := range regexp.MustCompile(`"msg":"upgrade: drained"[^\n]*?"took":(\d+)`).FindAllStringSubmatch(serverLog, -1) {
+		ns, _ := strconv.ParseInt(m[1], 10, 64)
+		out = append(out, time.Duration(ns).Round(time.Millisecond))
+	}
+	return out
 }
 
 // applyLog is the logs of every apply of the tenant, one after the other.

@@ -156,4 +156,62 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 			require.Equal(t, "v1.13.1", m.Status.TalosVersion, m.Metadata.Name)
 		}
 	}
+
+	// A day-2 config that reboots (a sysctl) drains each worker first: with
+	// a budget of minAvailable 1 over 2 replicas, one is always available;
+	// every worker is rebooted, its config applied with a reboot, and its
+	// Node schedulable again without the controller's label.
+	one := intstr.FromInt32(1)
+	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "one"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	available := func(ctx context.Context) (int, error) {
+		d, err := k.AppsV1().Deployments("default").Get(ctx, "held", metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		return int(d.Status.AvailableReplicas), nil
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := available(ctx)
+		assert.NoError(c, err)
+		assert.Equal(c, 2, n)
+	}, 2*time.Minute, 500*time.Millisecond, "2 replicas available")
+	boots := map[string]string{}
+	for _, m := range p2.machines(tenant) {
+		boots[m.Metadata.Name] = bootID(t, p2, tenant, m.Spec.Address)
+	}
+	watch := startProbe(ctx, available)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "somaxconn"}, "spec": map[string]any{
+		"patch": "machine:\n  sysctls:\n    net.core.somaxconn: \"65535\"\n", "target": map[string]any{"kind": "nodeGroup", "name": "workers"}}})
+	code, body = p2.do("POST", "/api/v1/tenants/"+tenant+"/configpatches", string(patch))
+	require.Equal(t, http.StatusCreated, code, body)
+	p2.eventually(5*time.Minute, "the workers took the rebooting config", func() bool {
+		cfgs := p2.machineConfigs(tenant)
+		for _, m := range p2.machines(tenant) {
+			if m.Spec.Role == "worker" && (!cfgs[m.Metadata.Name].upToDate || cfgs[m.Metadata.Name].reason != "AppliedWithReboot") {
+				return false
+			}
+		}
+		return true
+	})
+	requireNodesReady(t, k, 3, realKubeFrom)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		assert.NoError(c, err)
+		for _, n := range nodes.Items {
+			assert.False(c, n.Spec.Unschedulable, "%s uncordoned", n.Name)
+			assert.NotContains(c, n.Labels, "rezuscloud.io/drained-for-config", n.Name)
+		}
+	}, time.Minute, 500*time.Millisecond, "every Node schedulable after the rebooting config")
+	_, lowest, runs, _ := watch.end()
+	require.GreaterOrEqual(t, lowest, 1, "available replicas during the rebooting config, with a budget of minAvailable 1")
+	for _, m := range p2.machines(tenant) {
+		changed := boots[m.Metadata.Name] != bootID(t, p2, tenant, m.Spec.Address)
+		require.Equal(t, m.Spec.Role == "worker", changed, "%s rebooted only if a worker", m.Metadata.Name)
+	}
+	require.Contains(t, p2.log(), "drained before a rebooting config")
+	t.Logf("figures: rebooting config on 2 workers with drain; lowest available replicas %d of 2 over %d probes", lowest, runs)
 }

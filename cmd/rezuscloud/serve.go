@@ -396,7 +396,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	g.Go(func() error { return validator.Run(gctx) })
 	g.Go(func() error { return upgrades.Run(gctx) })
 	// Day 2: every running machine's config through the Talos API.
-	configCfg := configsync.Config{Store: store, Cache: cache, Talos: talosSvc, Holder: holder, Log: log}
+	configCfg := configsync.Config{Store: store, Cache: cache, Talos: talosSvc, Holder: holder, Log: log,
+		Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra)}
 	if err := configCfg.Validate(); err != nil {
 		return err
 	}

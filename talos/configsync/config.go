@@ -8,6 +8,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
+	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -34,6 +35,9 @@ type Nodes interface {
 	// ApplyConfig applies a config over mTLS in mode AUTO (maintenance false)
 	// and says which mode Talos chose.
 	ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (talos.ApplyResult, error)
+	// ApplyConfigDryRun says how a node would take a config (mode AUTO):
+	// whether it would reboot.
+	ApplyConfigDryRun(ctx context.Context, b *secrets.Bundle, address string, cfg []byte) (talos.ApplyResult, error)
 	// Ready says whether the node answers with its services healthy.
 	Ready(ctx context.Context, b *secrets.Bundle, address string) (problem string, err error)
 }
@@ -74,6 +78,16 @@ type Config struct {
 	// services healthy after a reboot apply, before the rollout of the other
 	// control planes stops (and is retried); default 10m.
 	RebootTimeout time.Duration
+	// Kube reaches the tenants' Kubernetes APIs (a *kubeclient.Clients): a
+	// config that would reboot a machine (a dry run says so) is applied only
+	// after its Node is drained, and the Node is uncordoned once it is back
+	// Ready. Without it nothing is drained.
+	Kube KubeSource
+	// DrainSkip says why a node group's machines run no Kubernetes to drain
+	// ("" when they do); nil: every group's machines do.
+	DrainSkip func(*domain.NodeGroup) string
+	// DrainPoll is the pause between two looks at a draining node; default 1s.
+	DrainPoll time.Duration
 	// Now is the clock of recorded times; default time.Now.
 	Now func() time.Time
 	// Clock times the debounce and the backoffs; default the wall clock with Now.

@@ -158,6 +158,10 @@ func (r *recordedNodes) ApplyConfig(ctx context.Context, b *secrets.Bundle, addr
 	return r.api.ApplyConfig(ctx, b, address, cfg, maintenance)
 }
 
+func (r *recordedNodes) ApplyConfigDryRun(ctx context.Context, b *secrets.Bundle, address string, cfg []byte) (talos.ApplyResult, error) {
+	return r.api.ApplyConfigDryRun(ctx, b, address, cfg)
+}
+
 func (r *recordedNodes) Ready(ctx context.Context, b *secrets.Bundle, address string) (string, error) {
 	return r.api.Ready(ctx, b, address)
 }

@@ -95,6 +95,13 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 			}
 		}
 	}
+	pending := map[string]bool{}
+	for _, its := range items {
+		for _, it := range its {
+			pending[it.m.Metadata.Name] = true
+		}
+	}
+	p.sweepDrained(ctx, machines, pending)
 	for i, w := range waves {
 		if ctx.Err() != nil {
 			return controller.Retry()
@@ -188,13 +195,17 @@ func (p *pass) wave(ctx context.Context, w wave, items []item) waveEnd {
 				end.heldBack = true
 				return end
 			}
-			res, good := p.apply(ctx, it)
+			res, good, back := p.apply(ctx, it)
 			if !good {
 				end.failed = true
 				continue
 			}
 			if res.Reboot() {
-				if err := p.waitBack(ctx, it.m); err != nil {
+				err := back
+				if !res.waited {
+					err = p.waitBack(ctx, it.m)
+				}
+				if err != nil {
 					p.log.Warn("config controller: a control plane is not back after its reboot; the others wait", "machine", it.m.Metadata.Name, "err", err)
 					end.notBack = true
 					return end
@@ -220,7 +231,7 @@ func (p *pass) wave(ctx context.Context, w wave, items []item) waveEnd {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slot }()
-			if _, good := p.apply(ctx, it); !good {
+			if _, good, _ := p.apply(ctx, it); !good {
 				mu.Lock()
 				end.failed = true
 				mu.Unlock()
@@ -231,17 +242,47 @@ func (p *pass) wave(ctx context.Context, w wave, items []item) waveEnd {
 	return end
 }
 
+// applied is how a machine took its config: waited is true when the
+// controller already waited for the rebooted machine to be back (a drained
+// one, to uncordon it).
+type applied struct {
+	talos.ApplyResult
+	waited bool
+}
+
 // apply gives one machine its config (mode AUTO) and records how it went.
-func (p *pass) apply(ctx context.Context, it item) (talos.ApplyResult, bool) {
+// A config that reboots the machine is applied after its Node is drained;
+// the Node is uncordoned once the machine is back (back: why it is not).
+func (p *pass) apply(ctx context.Context, it item) (res applied, good bool, back error) {
 	c := p.c
-	res, err := c.cfg.Nodes.ApplyConfig(ctx, p.bundle, it.m.Spec.Address, it.cfg, false)
+	d, node, ok := p.drainBeforeReboot(ctx, it)
+	if !ok {
+		return res, false, nil
+	}
+	r, err := c.cfg.Nodes.ApplyConfig(ctx, p.bundle, it.m.Spec.Address, it.cfg, false)
+	res.ApplyResult = r
 	if err != nil {
+		if d != nil {
+			p.release(ctx, d, node)
+		}
 		if ctx.Err() == nil {
 			p.log.Info("config controller: a machine did not take its config", "machine", it.m.Metadata.Name, "err", err)
 			p.record(c.rec.Failed(ctx, it.ref, talos.ReasonApplyFailed, err.Error()))
 		}
-		return res, false
+		return res, false, nil
 	}
+	defer func() {
+		switch {
+		case d == nil:
+		case !res.Reboot():
+			p.release(ctx, d, node)
+		default:
+			res.waited = true
+			if back = p.waitBack(ctx, it.m); back == nil {
+				p.uncordonWhenReady(ctx, d, node)
+			}
+		}
+	}()
 	reason := talos.ReasonAppliedInPlace
 	if res.Reboot() {
 		reason = talos.ReasonAppliedWithReboot
@@ -253,9 +294,9 @@ func (p *pass) apply(ctx context.Context, it item) (talos.ApplyResult, bool) {
 	p.log.Info("config controller: config applied", "machine", it.m.Metadata.Name, "mode", res.Mode.String(), "hash", it.hash)
 	if err := c.rec.Applied(ctx, it.ref, it.hash, reason, msg); err != nil {
 		p.record(err)
-		return res, false
+		return res, false, nil
 	}
-	return res, true
+	return res, true, nil
 }
 
 // othersDown says which other control plane is not up ("" when all are),
