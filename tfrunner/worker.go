@@ -119,7 +119,8 @@ type Config struct {
 	// DrainSkip says why a node group's machines run no Kubernetes to drain
 	// ("" when they do); nil: every group's machines do.
 	DrainSkip func(*domain.NodeGroup) string
-	// DrainPoll is the pause between two looks at a draining node; default 1s.
+	// DrainPoll is the pause between two looks at a draining node; default
+	// drain.DefaultPoll (250ms).
 	DrainPoll time.Duration
 	// Observer, when set, probes the tenant's machines at the end of each
 	// apply, so the machines' stage, readiness and version are recorded by

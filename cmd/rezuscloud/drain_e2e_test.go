@@ -208,9 +208,40 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 		assert.Equal(c, 3, n)
 	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
 	before := map[string]bool{}
+	var going string // the group keeps workers-0 and workers-1
 	for _, m := range p.machines(tenant) {
 		before[m.Spec.Hostname] = true
+		if m.Metadata.Name == "workers-2" {
+			going = m.Spec.Hostname
+		}
 	}
+	require.NotEmpty(t, going)
+	// A pod that prefers the going worker runs there until it is evicted.
+	pinned := map[string]string{"app": "pinned"}
+	one := int32(1)
+	_, err = k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: pinned},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: pinned},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+							Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{going}}}}}}}},
+					Containers: []corev1.Container{{Name: "pinned", Image: "registry.example/pinned:1"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=pinned"})
+		if assert.NoError(c, err) && assert.Len(c, pods.Items, 1) {
+			assert.Equal(c, going, pods.Items[0].Spec.NodeName)
+			assert.Equal(c, corev1.PodRunning, pods.Items[0].Status.Phase)
+		}
+	}, 2*time.Minute, 500*time.Millisecond, "the pinned pod runs on %s", going)
 	applies := len(p.applies(tenant))
 	watch = startProbe(ctx, available)
 	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"count":2,"drainTimeout":"5m"}}`))
@@ -225,7 +256,7 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 			gone = h
 		}
 	}
-	require.NotEmpty(t, gone)
+	require.Equal(t, going, gone)
 	requireNodesReady(t, k, 3, realKubeFrom)
 	_, err = k.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "the Node of %s is deleted: %v", gone, err)
@@ -241,10 +272,16 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 			}
 		}
 		assert.Equal(c, 3, ready)
-	}, 2*time.Minute, 500*time.Millisecond, "3 replicas run on the workers that stay")
+		pods, err = k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=pinned"})
+		if assert.NoError(c, err) && assert.Len(c, pods.Items, 1) {
+			assert.NotEqual(c, gone, pods.Items[0].Spec.NodeName, "the pinned pod runs elsewhere")
+			assert.Equal(c, corev1.PodRunning, pods.Items[0].Status.Phase)
+		}
+	}, 2*time.Minute, 500*time.Millisecond, "the replicas run on the workers that stay")
 	log := applyLog(t, p, tenant)
 	require.Contains(t, log, "scale-down: cordoned")
 	require.Contains(t, log, "drained in")
+	require.Regexp(t, `scale-down: workers-2: Draining \([1-9]\d* pods? left\)`, log, "the going worker had pods to evict")
 	require.Contains(t, log, "Node "+gone+" deleted")
 	require.Less(t, strings.Index(log, "drained in"), strings.Index(log, "Node "+gone+" deleted"))
 	t.Logf("figures: scale-down of 3 -> 2 workers with drain; %q; lowest available replicas %d of 3 over %d probes",

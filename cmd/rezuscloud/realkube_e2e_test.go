@@ -292,6 +292,22 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 			names = append(names, m.Hostname)
 		}
 		require.Len(t, names, 1, "one etcd member left: %v", names)
+		// The Nodes of the control planes that went are deleted: no ghosts.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if !assert.NoError(c, err) {
+				return
+			}
+			var got []string
+			for _, n := range nodes.Items {
+				got = append(got, n.Name)
+			}
+			var want []string
+			for _, m := range p.machines(tenant) {
+				want = append(want, m.Spec.Hostname)
+			}
+			assert.ElementsMatch(c, want, got)
+		}, time.Minute, 500*time.Millisecond, "kubectl get nodes lists the machines that stay")
 		t.Logf("figures: control planes 3 -> 1; longest API failure %s over %d probes", longest.Round(time.Millisecond), runs)
 	})
 	t.Run("BackupIsABackup", func(t *testing.T) {
@@ -346,9 +362,7 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 		require.NoError(t, err, "the ConfigMap deleted after the backup is back")
 		require.Equal(t, "v", got.Data["k"])
 		// Every machine's Node is Ready again, by a heartbeat since the
-		// restore (not the Ready the snapshot held). The Nodes of the
-		// control planes scaled down before stay in the API: removing
-		// them is the next issue's (drain and Node removal).
+		// restore (not the Ready the snapshot held).
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			for _, m := range p.machines(tenant) {
 				n, err := k.CoreV1().Nodes().Get(ctx, m.Spec.Hostname, metav1.GetOptions{})

@@ -63,8 +63,14 @@ func (e *env) setSchedule(schedule string) {
 // start runs a backup controller until the test ends (or stop).
 func (e *env) start(holder string, clock controller.Clock) (c *backup.Controller, stop func()) {
 	e.T.Helper()
+	return e.startWith(holder, clock, talos.NodeAPI{Timeout: 5 * time.Second})
+}
+
+// startWith runs a backup controller reaching the nodes through nodes.
+func (e *env) startWith(holder string, clock controller.Clock, nodes backup.Nodes) (c *backup.Controller, stop func()) {
+	e.T.Helper()
 	cfg := backup.Config{Store: e.Store, Cache: e.Cache, Backups: e.backups, PKI: e.PKI, Holder: holder,
-		Nodes: talos.NodeAPI{Timeout: 5 * time.Second}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Nodes: nodes, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, PollInterval: 10 * time.Millisecond, Clock: clock}
 	require.NoError(e.T, cfg.Validate())
 	c = backup.New(cfg)

@@ -95,7 +95,8 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 				return err
 			}
 		case domain.StageRecovering:
-			if st.Member == "" {
+			resumed := st.Member != ""
+			if !resumed {
 				// The first time only: a later pass may find etcd running
 				// because this restore's bootstrap went through.
 				if _, err := c.cfg.Nodes.EtcdStatus(ctx, bundle, first.Spec.Address); err == nil {
@@ -105,7 +106,7 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 					return err
 				}
 			}
-			if err := c.recover(ctx, bundle, first.Spec.Address, *b); err != nil {
+			if err := c.recover(ctx, bundle, first.Spec.Address, *b, resumed); err != nil {
 				if errors.Is(err, ErrStore) || ctx.Err() != nil {
 					return err
 				}
@@ -186,10 +187,14 @@ type Opener interface {
 }
 
 // recover uploads the snapshot to the control plane at address and
-// bootstraps etcd there from it. AlreadyExists means etcd holds data: the
-// bootstrap of an earlier pass went through (the first pass checked etcd
-// was lost), so the run goes on and the check decides.
-func (c *Controller) recover(ctx context.Context, bundle *secrets.Bundle, address string, b domain.EtcdBackup) error {
+// bootstraps etcd there from it. AlreadyExists means etcd holds data: in a
+// resumed pass, the bootstrap of an earlier pass went through (the first
+// pass checked etcd was lost), so the run goes on and the check decides;
+// in the first pass, the node's etcd was not lost (its status did not
+// answer for a moment, or its data is coming back) and nothing was
+// restored: an error, or the restore would report a success it did not
+// make.
+func (c *Controller) recover(ctx context.Context, bundle *secrets.Bundle, address string, b domain.EtcdBackup, resumed bool) error {
 	rc, err := c.cfg.Backups.Open(ctx, objectOf(b))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStore, err)
@@ -197,7 +202,10 @@ func (c *Controller) recover(ctx context.Context, bundle *secrets.Bundle, addres
 	defer rc.Close()
 	err = c.cfg.Nodes.EtcdRecover(ctx, bundle, address, rc)
 	if status.Code(errors.Unwrap(err)) == codes.AlreadyExists || status.Code(err) == codes.AlreadyExists {
-		return nil
+		if resumed {
+			return nil
+		}
+		return fmt.Errorf("its etcd holds data (it was not lost, or it is coming back): a restore recovers a cluster whose control planes lost etcd; nothing was restored (%w)", err)
 	}
 	return err
 }

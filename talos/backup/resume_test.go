@@ -1,16 +1,21 @@
 package backup_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
+	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // setStatus writes an object's status as a run cut short would have left it.
@@ -70,6 +75,36 @@ func TestResumeAfterACrash(t *testing.T) {
 	r = e.restoreDone("r3")
 	require.Equal(t, domain.RestoreFailed, r.Status.Phase)
 	require.Contains(t, r.Status.Reason, "etcd runs on cp-1")
+}
+
+// statusAway is the Talos API with etcd's status not answering, as a node
+// whose etcd is restarting (or whose status call timed out) looks.
+type statusAway struct{ talos.NodeAPI }
+
+func (statusAway) EtcdStatus(context.Context, *secrets.Bundle, string) (talos.EtcdMemberStatus, error) {
+	return talos.EtcdMemberStatus{}, status.Error(codes.Unavailable, "etcd is restarting")
+}
+
+// TestRestoreRefusesDataItDidNotRestore: a restore whose first look finds
+// etcd's status away, but whose bootstrap finds etcd's data there (Talos's
+// AlreadyExists), restored nothing: it fails, and the data is as it was,
+// rather than reporting a success it did not make.
+func TestRestoreRefusesDataItDidNotRestore(t *testing.T) {
+	e := newEnv(t, 1, `{}`)
+	e.putKey("k", "v1")
+	e.createBackup("b1")
+	_, stop := e.start("b", controller.RealClock(nil))
+	require.Equal(t, domain.BackupSucceeded, e.backupDone("b1").Status.Phase)
+	stop()
+	after := e.putKey("k", "v2")
+
+	e.startWith("r", controller.RealClock(nil), statusAway{talos.NodeAPI{Timeout: 5 * time.Second}})
+	e.createRestore("r1", "b1")
+	r := e.restoreDone("r1")
+	require.Equal(t, domain.RestoreFailed, r.Status.Phase)
+	require.Contains(t, r.Status.Reason, "its etcd holds data")
+	require.Contains(t, r.Status.Reason, "nothing was restored")
+	require.Equal(t, after.Revision, e.etcdData().Revision, "etcd is as it was")
 }
 
 func jetstreamSubjects(filter string) jetstream.StreamInfoOpt {

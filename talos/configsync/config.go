@@ -86,7 +86,8 @@ type Config struct {
 	// DrainSkip says why a node group's machines run no Kubernetes to drain
 	// ("" when they do); nil: every group's machines do.
 	DrainSkip func(*domain.NodeGroup) string
-	// DrainPoll is the pause between two looks at a draining node; default 1s.
+	// DrainPoll is the pause between two looks at a draining node; default
+	// drain.DefaultPoll (250ms).
 	DrainPoll time.Duration
 	// Now is the clock of recorded times; default time.Now.
 	Now func() time.Time

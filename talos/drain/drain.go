@@ -23,7 +23,9 @@ var ErrNoNode = errors.New("the node is not registered")
 // Drainer cordons, drains and uncordons Nodes through one cluster's API.
 type Drainer struct {
 	Client kubernetes.Interface
-	// Poll is the pause between two looks at the node's pods; default 1s.
+	// Poll is the pause between two looks at the node's pods (a List of one
+	// node's pods, by the indexed spec.nodeName); default 250ms, so a drain
+	// ends within a quarter second of its last pod's end.
 	Poll time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -36,8 +38,11 @@ func (d *Drainer) poll() time.Duration {
 	if d.Poll > 0 {
 		return d.Poll
 	}
-	return time.Second
+	return DefaultPoll
 }
+
+// DefaultPoll is the Drainer's Poll when it has none.
+const DefaultPoll = 250 * time.Millisecond
 
 func (d *Drainer) now() time.Time {
 	if d.Now != nil {

@@ -99,7 +99,8 @@ type Config struct {
 	// the group asks for it ("" when they are): serve skips the emulated
 	// provider's groups when the emulator runs without Kubernetes.
 	DrainSkip func(ng *domain.NodeGroup) string
-	// DrainPoll is how often a drain looks at the node's pods; default 1s.
+	// DrainPoll is how often a drain looks at the node's pods; default
+	// drain.DefaultPoll (250ms).
 	DrainPoll time.Duration
 	// DialOptions are added to every connection to a node (tests count the
 	// upgrade calls with an interceptor).
