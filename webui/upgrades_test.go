@@ -140,15 +140,19 @@ func TestUpgradeTableShowsMachineProgress(t *testing.T) {
 			{"name": "cp-1", "nodeGroup": "cp", "role": "controlplane", "from": "v1.12.0", "to": "v1.13.0", "phase": "Done"},
 			{"name": "w-1", "nodeGroup": "workers", "role": "worker", "from": "v1.12.0", "to": "v1.13.0", "phase": "Failed",
 				"error": "node did not come back; rolled back"},
+			{"name": "w-2", "nodeGroup": "workers", "role": "worker", "from": "v1.12.0", "to": "v1.13.0", "phase": "Draining",
+				"message": "Draining (4 pods left)"},
 		}}}, nil)
 	rows = editor.liveEventWith("/ui/test/live/ops/acme", "upgrades", 10*time.Second, `data-upgrade-machine="w-1"`)
 	require.Contains(t, rows, `data-upgrade-machine="cp-1"`)
-	require.Contains(t, rows, `<span data-testid="upgrade-progress">2/2</span>`)
+	require.Contains(t, rows, `<span data-testid="upgrade-progress">2/3</span>`)
 	require.Contains(t, rows, `data-phase="Running"`)
 	require.Contains(t, rows, `data-phase="Done"`)
 	require.Contains(t, rows, `data-phase="Failed"`)
 	require.Contains(t, rows, "v1.12.0 → v1.13.0")
 	require.Contains(t, rows, "node did not come back; rolled back")
+	require.Contains(t, rows, `data-phase="Draining"`)
+	require.Contains(t, rows, `<span class="ml-1 text-slate-600" data-testid="machine-message">Draining (4 pods left)</span>`)
 	require.Contains(t, rows, "upgrading w-1")
 	require.Contains(t, rows, `data-testid="cancel-upgrade"`)
 
