@@ -54,7 +54,6 @@ func podOf(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	return p
 }
 
-
 func daemonSetPod(p *corev1.Pod) {
 	yes := true
 	p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds", Controller: &yes}}
