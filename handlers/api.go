@@ -22,6 +22,10 @@ import (
 type Config struct {
 	// MaxBodyBytes bounds request bodies; default 1 MiB. Larger bodies get 413.
 	MaxBodyBytes int64
+	// CredentialTTL is the lifetime of per-user cluster credentials (the
+	// kubeconfig exec plugin's certificates, talosconfigs); default 1h,
+	// at most 24h (talos.MaxUserCredentialTTL).
+	CredentialTTL time.Duration
 	// MaxProviderBodyBytes bounds the bodies of Provider writes, which may
 	// carry a module's files; default 3 MiB.
 	MaxProviderBodyBytes int64
@@ -81,6 +85,12 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
+	}
+	if c.CredentialTTL <= 0 {
+		c.CredentialTTL = talos.DefaultUserCredentialTTL
+	}
+	if c.CredentialTTL > talos.MaxUserCredentialTTL {
+		c.CredentialTTL = talos.MaxUserCredentialTTL
 	}
 	if c.MaxProviderBodyBytes == 0 {
 		c.MaxProviderBodyBytes = 3 << 20
@@ -158,6 +168,8 @@ type API struct {
 
 	// talos renders configs and credentials; nil leaves their routes out.
 	talos *talos.Service
+	// kubeAccess keeps the clusters' RBAC of per-user credentials; nil: not kept.
+	kubeAccess KubeAccess
 
 	// state keeps Terraform state; nil answers its routes with ServiceUnavailable.
 	state *eventstore.StateStore
@@ -191,7 +203,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups}
+		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}

@@ -24,9 +24,16 @@ const (
 	// CredentialEtcdSnapshot is an etcd backup's plain snapshot: it holds
 	// everything the cluster keeps, its secrets included.
 	CredentialEtcdSnapshot = "EtcdSnapshot"
+	// CredentialKubernetes is a short-lived per-user client certificate of
+	// a tenant's cluster (the kubeconfig's exec plugin asks for it).
+	CredentialKubernetes = "KubernetesCredential"
+	// CredentialKubeconfigBreakGlass is the global admin's long-lived
+	// system:masters kubeconfig.
+	CredentialKubeconfigBreakGlass = "KubeconfigBreakGlass"
 )
 
-var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialEtcdSnapshot}
+var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialEtcdSnapshot,
+	CredentialKubernetes, CredentialKubeconfigBreakGlass}
 
 // credentialKind returns the credential kind named by s (any case), or "".
 func credentialKind(s string) string {
@@ -203,6 +210,8 @@ func secretRead(c echo.Context) (auditTarget, bool) {
 	switch c.Path() {
 	case apiPrefix + "tenants/:tenant/kubeconfig":
 		return auditTarget{kind: CredentialKubeconfig, tenant: tenant}, true
+	case apiPrefix + "tenants/:tenant/kubeconfig/admin":
+		return auditTarget{kind: CredentialKubeconfigBreakGlass, tenant: tenant}, true
 	case apiPrefix + "tenants/:tenant/talosconfig":
 		return auditTarget{kind: CredentialTalosconfig, tenant: tenant}, true
 	case apiPrefix + "tenants/:tenant/machines/:name/config", apiPrefix + "tenants/:tenant/nodegroups/:name/config":

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -34,6 +35,11 @@ type Deps struct {
 	// talosconfig and kubeconfig routes out.
 	Talos *talos.Service
 
+	// KubeAccess keeps, in each tenant's cluster, the ClusterRoleBindings
+	// of the groups per-user credentials carry (a *kubeclient.Clients, or
+	// nothing for tenants without Kubernetes); nil keeps none.
+	KubeAccess KubeAccess
+
 	// State keeps Terraform state for /tfstate and the state API; nil answers
 	// those routes with ServiceUnavailable.
 	State *eventstore.StateStore
@@ -59,6 +65,11 @@ type Deps struct {
 	// EtcdBackups opens etcd backups' objects for their snapshot download
 	// and for the check of a restore; nil answers those with ServiceUnavailable.
 	EtcdBackups EtcdBackupObjects
+}
+
+// KubeAccess keeps the access RBAC of a tenant's cluster.
+type KubeAccess interface {
+	EnsureAccessRBAC(ctx context.Context, tenant string) error
 }
 
 // Validate reports every part of d that the API cannot be built without, or

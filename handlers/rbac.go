@@ -78,8 +78,10 @@ func requiredPermission(method, route string) permission {
 		return permRead // health through the Talos API: reading, for every role
 	case rest == "tenants/:tenant/machines/:name/logs", rest == "tenants/:tenant/machines/:name/dmesg":
 		return permRead // logs through the Talos API: lower-layer state, read only, for every role
-	case strings.HasSuffix(rest, "/kubeconfig"), strings.HasSuffix(rest, "/talosconfig"):
-		return permWrite // downloading cluster credentials
+	case rest == "tenants/:tenant/kubeconfig/admin":
+		return permAdmin // break-glass system:masters; the handler also wants the global role
+	case rest == "tenants/:tenant/kubeconfig", rest == "tenants/:tenant/talosconfig", rest == "tenants/:tenant/kubernetes/credential":
+		return permRead // per-user, short-lived, by the caller's role on the tenant
 	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):
 		return permWrite // rendered machine configs carry the tenant's keys
 	case strings.HasPrefix(rest, "tenants/") && strings.HasSuffix(rest, "/etcdbackups/:name/snapshot"):

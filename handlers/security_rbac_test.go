@@ -83,8 +83,8 @@ func TestStatusWritesNeedAdmin(t *testing.T) {
 }
 
 // TestRefusedSecretReadsAudited: a refused read of anything that carries the
-// tenant's secrets (kubeconfig, talosconfig, a machine's or node group's
-// rendered config, terraform state) is audited with its code, like a
+// tenant's secrets (the break-glass kubeconfig, a machine's or node group's
+// rendered config, terraform state, a snapshot) is audited with its code, like a
 // refused kubeconfig read always was (issue 13, defect 13).
 func TestRefusedSecretReadsAudited(t *testing.T) {
 	ts := newTalosStack(t)
@@ -94,8 +94,7 @@ func TestRefusedSecretReadsAudited(t *testing.T) {
 	view := bearer(s.sessionToken("u-view", "password for view user"))
 
 	reads := []struct{ path, kind, name string }{
-		{"/api/v1/tenants/acme/kubeconfig", "Kubeconfig", ""},
-		{"/api/v1/tenants/acme/talosconfig", "Talosconfig", ""},
+		{"/api/v1/tenants/acme/kubeconfig/admin", "KubeconfigBreakGlass", ""},
 		{"/api/v1/tenants/acme/machines/cp1/config", "MachineConfig", "cp1"},
 		{"/api/v1/tenants/acme/nodegroups/workers/config", "MachineConfig", "workers"},
 		{"/api/v1/tenants/acme/state", "TerraformState", "acme"},

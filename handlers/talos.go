@@ -1,8 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +25,8 @@ func (a *API) talosRoutes(g *authed) {
 	g.GET("/tenants/:tenant/nodegroups/:name/config", a.nodeGroupConfig)
 	g.GET("/tenants/:tenant/talosconfig", a.talosconfig)
 	g.GET("/tenants/:tenant/kubeconfig", a.kubeconfig)
+	g.GET("/tenants/:tenant/kubeconfig/admin", a.kubeconfigBreakGlass)
+	g.POST("/tenants/:tenant/kubernetes/credential", a.kubernetesCredential)
 }
 
 // talosParams reads and checks the tenant and name of a Talos route.
@@ -81,34 +85,137 @@ func (a *API) nodeGroupConfig(c echo.Context) error {
 	return a.answerConfig(c, body, err)
 }
 
-// talosconfig serves GET /tenants/{t}/talosconfig and records the download.
+// callerTenantRole is the caller's role on the tenant now; a caller with
+// none is answered 404, as the routes under a tenant do.
+func (a *API) callerTenantRole(c echo.Context, tenant string) (string, error) {
+	r := a.tenantRole(accessOf(c), tenant)
+	if domain.RoleRank(r) == 0 {
+		return "", domain.NewNotFound(domain.TenantKind.Kind, tenant)
+	}
+	return r, nil
+}
+
+// talosconfig serves GET /tenants/{t}/talosconfig: a client certificate
+// valid for CredentialTTL with the Talos role of the caller's role on the
+// tenant (admin os:admin, edit os:operator, view os:reader); the download
+// is recorded.
 func (a *API) talosconfig(c echo.Context) error {
 	tenant, _, err := a.talosParams(c, false)
 	if err != nil {
 		return err
 	}
 	a.AuditCredentialDownload(c, CredentialTalosconfig, tenant, "")
-	body, err := a.talos.Talosconfig(c.Request().Context(), tenant)
+	r, err := a.callerTenantRole(c, tenant)
+	if err != nil {
+		return err
+	}
+	tr, _ := talos.TalosRoleFor(r)
+	body, notAfter, err := a.talos.UserTalosconfig(c.Request().Context(), tenant, tr, a.cfg.CredentialTTL)
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set("Content-Disposition", `attachment; filename="talosconfig"`)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().Header().Set("X-Rezus-Credential-Expires", notAfter.UTC().Format(time.RFC3339))
+	c.Response().Header().Set("X-Rezus-Talos-Role", string(tr))
 	return c.Blob(http.StatusOK, "application/yaml", body)
 }
 
-// kubeconfig serves GET /tenants/{t}/kubeconfig and records the download.
+// ExecCommand is the credential plugin the kubeconfig names: rezusctl,
+// which writes its own path and context in when it saves the file.
+const ExecCommand = "rezusctl"
+
+// kubeconfig serves GET /tenants/{t}/kubeconfig: a kubeconfig without a key
+// whose user runs `rezusctl credential kubernetes -t T`, which asks for a
+// short-lived certificate of the caller at each use (POST
+// …/kubernetes/credential). The download is recorded.
 func (a *API) kubeconfig(c echo.Context) error {
 	tenant, _, err := a.talosParams(c, false)
 	if err != nil {
 		return err
 	}
 	a.AuditCredentialDownload(c, CredentialKubeconfig, tenant, "")
-	body, err := a.talos.Kubeconfig(c.Request().Context(), tenant)
+	if _, err := a.callerTenantRole(c, tenant); err != nil {
+		return err
+	}
+	body, err := a.talos.ExecKubeconfig(c.Request().Context(), tenant, identityOf(c).Name,
+		talos.ExecPlugin{Command: ExecCommand, Args: []string{"credential", "kubernetes", "--tenant", tenant}})
 	if err != nil {
 		return err
 	}
 	c.Response().Header().Set("Content-Disposition", `attachment; filename="kubeconfig"`)
 	return c.Blob(http.StatusOK, "application/yaml", body)
+}
+
+// kubeconfigBreakGlass serves GET /tenants/{t}/kubeconfig/admin: the
+// long-lived system:masters kubeconfig, for global admins only (a tenant
+// admin binding is not enough), recorded as a break-glass download.
+func (a *API) kubeconfigBreakGlass(c echo.Context) error {
+	tenant, _, err := a.talosParams(c, false)
+	if err != nil {
+		return err
+	}
+	a.AuditCredentialDownload(c, CredentialKubeconfigBreakGlass, tenant, "")
+	if accessOf(c).Global() != domain.RoleAdmin {
+		return domain.NewForbidden("Kubeconfig", tenant, "the break-glass kubeconfig (system:masters, valid a year) is for global admins; use the kubeconfig of your own role")
+	}
+	body, err := a.talos.Kubeconfig(c.Request().Context(), tenant)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Content-Disposition", `attachment; filename="kubeconfig"`)
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "application/yaml", body)
+}
+
+// execCredential is client.authentication.k8s.io/v1 ExecCredential, what a
+// kubeconfig's exec plugin prints.
+type execCredential struct {
+	APIVersion string               `json:"apiVersion"`
+	Kind       string               `json:"kind"`
+	Status     execCredentialStatus `json:"status"`
+}
+
+type execCredentialStatus struct {
+	ExpirationTimestamp   time.Time `json:"expirationTimestamp"`
+	ClientCertificateData string    `json:"clientCertificateData"`
+	ClientKeyData         string    `json:"clientKeyData"`
+}
+
+// kubernetesCredential serves POST /tenants/{t}/kubernetes/credential: a
+// client certificate of the tenant's cluster for the caller (CN the user,
+// O the group of the caller's role on the tenant now), valid for
+// CredentialTTL, as an ExecCredential. A caller without a role on the tenant
+// is refused (404). Each issuance is recorded. The cluster's bindings of
+// the groups are made sure of first (a failure is logged: the certificate
+// works once they are there).
+func (a *API) kubernetesCredential(c echo.Context) error {
+	tenant, _, err := a.talosParams(c, false)
+	if err != nil {
+		return err
+	}
+	user := identityOf(c).Name
+	a.AuditCredentialDownload(c, CredentialKubernetes, tenant, user)
+	r, err := a.callerTenantRole(c, tenant)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if a.kubeAccess != nil {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := a.kubeAccess.EnsureAccessRBAC(rctx, tenant); err != nil {
+			a.log.Warn("the cluster's access bindings could not be made sure of; issuing the credential anyway", "tenant", tenant, "err", err)
+		}
+		cancel()
+	}
+	cred, err := a.talos.UserKubernetesCredential(ctx, tenant, user, []string{talos.KubeGroupFor(r)}, a.cfg.CredentialTTL)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusCreated, execCredential{APIVersion: "client.authentication.k8s.io/v1", Kind: "ExecCredential",
+		Status: execCredentialStatus{ExpirationTimestamp: cred.NotAfter.UTC().Truncate(time.Second),
+			ClientCertificateData: string(cred.Cert), ClientKeyData: string(cred.Key)}})
 }
 
 // configPatchHooks reject a ConfigPatch that machinery cannot load or apply

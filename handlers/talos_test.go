@@ -127,8 +127,8 @@ func TestTalosConfigsAndCredentials(t *testing.T) {
 	require.Equal(t, "https://10.0.0.10:6443", cp.Cluster().Endpoint().String())
 	require.Equal(t, "controlplane", cp.Machine().Type().String())
 
-	// kubeconfig: a system:masters client cert signed by the Kubernetes CA the control plane runs with.
-	r = s.do(http.MethodGet, "/api/v1/tenants/acme/kubeconfig", nil)
+	// The break-glass kubeconfig: a system:masters client cert signed by the Kubernetes CA the control plane runs with.
+	r = s.do(http.MethodGet, "/api/v1/tenants/acme/kubeconfig/admin", nil)
 	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
 	require.Equal(t, `"https://10.0.0.10:6443"`, kubeconfigValue(t, r.Body, "server"))
 	crt, err := base64.StdEncoding.DecodeString(kubeconfigValue(t, r.Body, "client-certificate-data"))
@@ -172,13 +172,13 @@ func TestTalosConfigsAndCredentials(t *testing.T) {
 		require.NoError(c, err)
 		kinds = nil
 		for _, rec := range recs {
-			if rec.Kind == handlers.CredentialKubeconfig || rec.Kind == handlers.CredentialTalosconfig {
+			if rec.Kind == handlers.CredentialKubeconfig || rec.Kind == handlers.CredentialTalosconfig || rec.Kind == handlers.CredentialKubeconfigBreakGlass {
 				kinds = append(kinds, rec.Kind)
 			}
 		}
 		assert.Len(c, kinds, 3)
 	}, 10*time.Second, 5*time.Millisecond)
-	require.ElementsMatch(t, []string{handlers.CredentialKubeconfig, handlers.CredentialTalosconfig, handlers.CredentialKubeconfig}, kinds)
+	require.ElementsMatch(t, []string{handlers.CredentialKubeconfigBreakGlass, handlers.CredentialTalosconfig, handlers.CredentialKubeconfig}, kinds)
 
 	// Rendered configs hold the tenant's keys: their downloads are audited too.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -270,8 +270,6 @@ func TestTalosRoutesNeedEditRole(t *testing.T) {
 	for _, p := range []string{
 		"/api/v1/tenants/acme/machines/cp1/config",
 		"/api/v1/tenants/acme/nodegroups/cp/config",
-		"/api/v1/tenants/acme/kubeconfig",
-		"/api/v1/tenants/acme/talosconfig",
 	} {
 		require.Equal(t, http.StatusForbidden, s.do(http.MethodGet, p, nil, bearer(view)...).Code, p)
 		require.Equal(t, http.StatusOK, s.do(http.MethodGet, p, nil, bearer(edit)...).Code, p)

@@ -24,8 +24,9 @@ func (u *UI) tenantRoutes(p *pages) {
 	p.GET("/tenants/:tenant", u.tenantPage)
 	p.GET("/live/tenants/:tenant", u.tenantLive)
 	p.GET("/tenants/:tenant/health", u.tenantHealth)
-	p.GET("/tenants/:tenant/kubeconfig", u.tenantDownload("kubeconfig"))
-	p.GET("/tenants/:tenant/talosconfig", u.tenantDownload("talosconfig"))
+	p.GET("/tenants/:tenant/kubeconfig", u.tenantDownload("kubeconfig", "kubeconfig"))
+	p.GET("/tenants/:tenant/kubeconfig-breakglass", u.tenantDownload("kubeconfig/admin", "admin.kubeconfig"))
+	p.GET("/tenants/:tenant/talosconfig", u.tenantDownload("talosconfig", "talosconfig"))
 	p.POST("/tenants/:tenant/nodegroups", u.addNodeGroup)
 	p.GET("/tenants/:tenant/nodegroups/:name/edit", u.editNodeGroupPage)
 	p.POST("/tenants/:tenant/nodegroups/:name", u.updateNodeGroup)
@@ -242,16 +243,17 @@ type healthView struct {
 	Message string
 }
 
-// tenantDownload answers the tenant's kubeconfig or talosconfig as a file;
-// the API checks the role and audits the download.
-func (u *UI) tenantDownload(what string) echo.HandlerFunc {
+// tenantDownload answers the tenant's kubeconfig or talosconfig (the API
+// path under the tenant) as the file <tenant>.<file>; the API checks the
+// role and audits the download.
+func (u *UI) tenantDownload(path, file string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		t := c.Param("tenant")
 		var raw []byte
-		if err := u.api.call(c.Request(), apiRequest{Path: "/tenants/" + t + "/" + what}, &raw); err != nil {
+		if err := u.api.call(c.Request(), apiRequest{Path: "/tenants/" + t + "/" + path}, &raw); err != nil {
 			return u.fail(c, err)
 		}
-		c.Response().Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", t+"."+what))
+		c.Response().Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", t+"."+file))
 		c.Response().Header().Set("Cache-Control", "no-store")
 		return c.Blob(http.StatusOK, "application/yaml", raw)
 	}

@@ -61,9 +61,12 @@ func TestTenantPage(t *testing.T) {
 			require.Regexp(t, `data-nodegroup="workers"[\s\S]*?data-testid="nodegroup-count">2<`, p.Body)
 			require.Equal(t, tc.mutating, strings.Contains(p.Body, "data-mutating"))
 			for _, w := range []string{`data-testid="scale-up"`, `data-testid="scale-down"`, `data-testid="delete-tenant"`,
-				`href="/ui/tenants/acme/kubeconfig"`, `href="/ui/tenants/acme/talosconfig"`, `/ui/tenants/acme/nodegroups/cp/edit`, `id="nodegroup-add"`} {
+				`/ui/tenants/acme/nodegroups/cp/edit`, `id="nodegroup-add"`} {
 				require.Equal(t, tc.mutating, strings.Contains(p.Body, w), w)
 			}
+			// Credentials of one's own role: every role downloads them.
+			require.Contains(t, p.Body, `href="/ui/tenants/acme/kubeconfig"`)
+			require.Contains(t, p.Body, `href="/ui/tenants/acme/talosconfig"`)
 			if tc.mutating {
 				require.Contains(t, p.Body, `hx-delete="/ui/tenants/acme?redirect=1"`)
 			}
@@ -347,28 +350,41 @@ func TestTenantHealthView(t *testing.T) {
 	require.Contains(t, b.String(), "Kubernetes API server: connection refused")
 }
 
+// TestTenantDownloads: every role downloads the credentials of its own role
+// (the kubeconfig with its exec plugin, the talosconfig); the break-glass
+// kubeconfig is offered to, and served for, global admins only.
 func TestTenantDownloads(t *testing.T) {
 	s := newUIStack(t)
 	s.acme()
-	edit, view := s.signIn("erin", "edit"), s.signIn("vic", "view")
+	admin, edit, view := s.signIn("ada", "admin"), s.signIn("erin", "edit"), s.signIn("vic", "view")
 
 	for _, what := range []string{"kubeconfig", "talosconfig"} {
 		t.Run(what, func(t *testing.T) {
-			var p page
-			// The PKI is generated after the tenant is created.
-			require.Eventually(t, func() bool {
-				p = edit.get("/ui/tenants/acme/" + what)
-				return p.Code == http.StatusOK
-			}, 10*time.Second, 5*time.Millisecond)
-			require.Equal(t, `attachment; filename="acme.`+what+`"`, p.Header.Get("Content-Disposition"))
-			require.Contains(t, p.Body, "acme")
-
-			p = view.get("/ui/tenants/acme/" + what)
-			require.Equal(t, http.StatusForbidden, p.Code)
-			require.Empty(t, p.Header.Get("Content-Disposition"))
+			for _, who := range []*browser{edit, view} {
+				var p page
+				// The PKI is generated after the tenant is created.
+				require.Eventually(t, func() bool {
+					p = who.get("/ui/tenants/acme/" + what)
+					return p.Code == http.StatusOK
+				}, 10*time.Second, 5*time.Millisecond)
+				require.Equal(t, `attachment; filename="acme.`+what+`"`, p.Header.Get("Content-Disposition"))
+				require.Contains(t, p.Body, "acme")
+				require.NotContains(t, p.Body, "client-key-data", "no long-lived key")
+			}
 			require.Equal(t, http.StatusNotFound, edit.get("/ui/tenants/nope/"+what).Code)
 		})
 	}
+	t.Run("break-glass", func(t *testing.T) {
+		require.Contains(t, admin.get("/ui/tenants/acme").Body, `data-testid="download-kubeconfig-breakglass"`)
+		require.NotContains(t, edit.get("/ui/tenants/acme").Body, `data-testid="download-kubeconfig-breakglass"`)
+		p := admin.get("/ui/tenants/acme/kubeconfig-breakglass")
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Equal(t, `attachment; filename="acme.admin.kubeconfig"`, p.Header.Get("Content-Disposition"))
+		require.Contains(t, p.Body, "client-key-data")
+		p = edit.get("/ui/tenants/acme/kubeconfig-breakglass")
+		require.Equal(t, http.StatusForbidden, p.Code)
+		require.Empty(t, p.Header.Get("Content-Disposition"))
+	})
 }
 
 func TestTenantLive(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 )
 
@@ -167,6 +168,20 @@ func noKube(skip func(*domain.NodeGroup) string) func(tenant string) string {
 	return func(tenant string) string {
 		return skip(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: tenant}})
 	}
+}
+
+// kubeAccess keeps the access RBAC of tenants' clusters, but for tenants
+// whose machines run no Kubernetes (the light emulator).
+type kubeAccess struct {
+	clients *kubeclient.Clients
+	noKube  func(tenant string) string
+}
+
+func (k kubeAccess) EnsureAccessRBAC(ctx context.Context, tenant string) error {
+	if k.noKube != nil && k.noKube(tenant) != "" {
+		return nil
+	}
+	return k.clients.EnsureAccessRBAC(ctx, tenant)
 }
 
 // registerEmulatedProvider creates (or points at the emulator) the Provider

@@ -36,7 +36,7 @@ const realKubeFrom, realKubeTo = "v1.35.4", "v1.36.1"
 // real etcd and Kubernetes binaries built into the tools dir. A missing
 // build fails the test: CI builds them (`go tool task tools`), and a skipped
 // test would pass for nothing.
-func startRealKubeServer(t *testing.T, dataDir string) *proc {
+func startRealKubeServer(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
 	tools, err := tofutest.ToolsDir()
 	require.NoError(t, err)
@@ -44,15 +44,15 @@ func startRealKubeServer(t *testing.T, dataDir string) *proc {
 		_, err := os.Stat(filepath.Join(tools, bin))
 		require.NoError(t, err, "the real control plane is not built: run `go tool task tools`")
 	}
-	return startInfraServer(t, dataDir, "--emulator-kube", "on", "--kube-tools", tools)
+	return startInfraServer(t, dataDir, append([]string{"--emulator-kube", "on", "--kube-tools", tools}, extra...)...)
 }
 
-// tenantKube is a client of the tenant's cluster from the admin kubeconfig
-// RezusCloud hands out, with a short timeout so that a probe sees a failing
+// tenantKube is a client of the tenant's cluster from the break-glass
+// kubeconfig RezusCloud hands global admins, with a short timeout so that a probe sees a failing
 // API server as a failure, not a hang.
 func tenantKube(t *testing.T, p *proc, tenant string) kubernetes.Interface {
 	t.Helper()
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(p.raw("/api/v1/tenants/" + tenant + "/kubeconfig"))
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(p.raw("/api/v1/tenants/" + tenant + "/kubeconfig/admin"))
 	require.NoError(t, err)
 	cfg.Timeout = 5 * time.Second
 	k, err := kubernetes.NewForConfig(cfg)
@@ -157,7 +157,8 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, body)
 	for _, g := range []string{
 		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":3,"provider":"emulated"}}`,
-		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"emulated"}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"emulated",
+			"labels":{"tier":"web"},"taints":[{"key":"dedicated","value":"web","effect":"PreferNoSchedule"}]}}`,
 	} {
 		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
 		require.Equal(t, http.StatusCreated, code, body)
@@ -188,6 +189,38 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 		require.Equal(t, domain.NodeReady, m.Node, m.Name)
 		require.Equal(t, realKubeFrom, m.KubeletVersion, m.Name)
 	}
+
+	// The workers group's labels and taints are on its Nodes (the control
+	// planes carry the control-plane role and no group label); a day-2
+	// change of them reaches the Nodes through the config path.
+	nodeMeta := func(c *assert.CollectT, wantTier, wantTaint, goneTaint string) {
+		for _, m := range p.machines(tenant) {
+			n, err := k.CoreV1().Nodes().Get(ctx, m.Spec.Hostname, metav1.GetOptions{})
+			if !assert.NoError(c, err) {
+				return
+			}
+			var taints []string
+			for _, tn := range n.Spec.Taints {
+				taints = append(taints, tn.Key+"="+tn.Value+":"+string(tn.Effect))
+			}
+			if m.Spec.Role == "worker" {
+				assert.Equal(c, wantTier, n.Labels["tier"], n.Name)
+				assert.Contains(c, taints, wantTaint, n.Name)
+				assert.NotContains(c, taints, goneTaint, n.Name)
+			} else {
+				assert.NotContains(c, n.Labels, "tier", n.Name)
+				assert.Contains(c, n.Labels, "node-role.kubernetes.io/control-plane", n.Name)
+			}
+		}
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) { nodeMeta(c, "web", "dedicated=web:PreferNoSchedule", "") },
+		time.Minute, 500*time.Millisecond, "the group's labels and taints are on its Nodes")
+	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/workers",
+		`{"spec":{"labels":{"tier":"batch"},"taints":[{"key":"dedicated","value":"batch","effect":"PreferNoSchedule"}]}}`))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		nodeMeta(c, "batch", "dedicated=batch:PreferNoSchedule", "dedicated=web:PreferNoSchedule")
+	},
+		2*time.Minute, 500*time.Millisecond, "a day-2 change of them reaches the Nodes")
 
 	// The workload: 3 replicas on the two workers.
 	labels := map[string]string{"app": "web"}

@@ -57,6 +57,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "secrets-key-file", EnvVars: []string{"REZUSCLOUD_SECRETS_KEY_FILE"}, Usage: "the key sealing secrets at rest, outside the data dir so a backup of it does not carry its key (created 0600 when missing; a key in <data-dir>/secrets.key is moved there); default <data-dir>/secrets.key"},
 			&cli.IntFlag{Name: "automation-max-consumers", Value: eventstore.DefaultAutomationMaxConsumers, EnvVars: []string{"REZUSCLOUD_AUTOMATION_MAX_CONSUMERS"}, Usage: "how many JetStream consumers each automation credential may keep at once (its account's limit; for credentials issued from then on)"},
 			&cli.IntFlag{Name: "max-watches", Value: handlers.DefaultMaxWatches, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES"}, Usage: "how many watches and follows the server holds open at once (more get 429); the event stream's consumer limit is this plus a reserve for the server's own consumers"},
+			&cli.DurationFlag{Name: "credential-ttl", Value: talos.DefaultUserCredentialTTL, EnvVars: []string{"REZUSCLOUD_CREDENTIAL_TTL"}, Usage: "lifetime of per-user cluster credentials (kubeconfig exec certificates, talosconfigs); at most 24h"},
 			&cli.IntFlag{Name: "max-watches-per-user", Value: handlers.DefaultMaxWatchesPerUser, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES_PER_USER"}, Usage: "how many watches and follows one user (all its tokens and sessions) holds open at once (more get 429)"},
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
@@ -114,6 +115,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		AuditMaxBytes:   c.Int64("audit-max-bytes"),
 		BodyReadTimeout: c.Duration("body-read-timeout"),
 		MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
+		CredentialTTL:          c.Duration("credential-ttl"),
 		SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
 		SecretsPassphrase:      os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
 		SecretsKeyFile:         c.String("secrets-key-file"),
@@ -158,6 +160,8 @@ type serveConfig struct {
 	// MaxWatches and MaxWatchesPerUser bound open watches and follows
 	// (handlers.Config); MaxWatches also sets the event stream's consumer limit.
 	MaxWatches, MaxWatchesPerUser int
+	// CredentialTTL is the lifetime of per-user cluster credentials.
+	CredentialTTL time.Duration
 	// Replicas of streams and buckets; with Cluster and not ReplicasSet
 	// (--replicas not given) it becomes min(3, nodes).
 	Replicas    int
@@ -195,6 +199,9 @@ func newLogger(level string) (*slog.Logger, error) {
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if cfg.SecretsKeyFile != "" && cfg.SecretsPassphrase != "" {
 		return errors.New("--secrets-key-file and REZUSCLOUD_SECRETS_PASSPHRASE both say how to seal secrets: give one")
+	}
+	if cfg.CredentialTTL <= 0 || cfg.CredentialTTL > talos.MaxUserCredentialTTL {
+		return fmt.Errorf("--credential-ttl (%s) must be more than 0 and at most %s", cfg.CredentialTTL, talos.MaxUserCredentialTTL)
 	}
 	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
 		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
@@ -326,6 +333,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 		EtcdBackups: etcdBackups,
+		KubeAccess:  kubeAccess{clients: kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
 	}
 	if err := apiDeps.Validate(); err != nil {
 		return err
@@ -343,7 +351,8 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	modules.Unsandboxed = sandbox == nil && cfg.Infra.TofuSandbox != "off"
 	modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
-		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies}, apiDeps)
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies,
+		CredentialTTL: cfg.CredentialTTL}, apiDeps)
 
 	// The state page decrypts state with the apply worker's keys (made below,
 	// before the server answers any request).

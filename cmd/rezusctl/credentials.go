@@ -16,12 +16,14 @@ func (r *rezusctl) credentialCommand(name, what string) *cli.Command {
 	return &cli.Command{
 		Name:  name,
 		Usage: "write " + what + " to a file (mode 0600)",
-		Description: fmt.Sprintf("The file is <tenant>.%s in the current directory unless --output names one (- for stdout).\n\n"+
+		Description: fmt.Sprintf("The file is <tenant>.%s in the current directory unless --output names one (- for stdout).\n"+
+			"A kubeconfig holds no key: kubectl runs `rezusctl credential kubernetes` for a short-lived certificate of\n"+
+			"your role on the tenant; a talosconfig is short-lived too (download it again when it ends).\n\n"+
 			"  rezusctl %s -t acme\n  rezusctl %s -t acme -o ~/.%s/acme", name, name, name, map[string]string{"kubeconfig": "kube", "talosconfig": "talos"}[name]),
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			tenantFlag(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`FILE` to write, or - for stdout"},
-		},
+		}, credentialFlags(name)...),
 		Action: func(c *cli.Context) error {
 			s, cl, err := r.connect(c)
 			if err != nil {
@@ -31,13 +33,23 @@ func (r *rezusctl) credentialCommand(name, what string) *cli.Command {
 			if tenant == "" {
 				return errors.New("give the tenant with --tenant/-t (or set one on the context)")
 			}
+			path := "/api/v1/tenants/" + tenant + "/" + name
+			breakGlass := name == "kubeconfig" && c.Bool("admin")
+			if breakGlass {
+				path += "/admin"
+			}
 			var body []byte
-			err = cl.call(c.Context, request{method: http.MethodGet, path: "/api/v1/tenants/" + tenant + "/" + name,
+			err = cl.call(c.Context, request{method: http.MethodGet, path: path,
 				header: http.Header{"Accept": {"application/yaml, application/json;q=0.9, */*;q=0.8"}}}, &body)
 			if err != nil {
 				return err
 			}
 			body = credentialBody(body, name)
+			if name == "kubeconfig" && !breakGlass {
+				if body, err = r.execKubeconfig(s, body); err != nil {
+					return err
+				}
+			}
 			out := c.String("output")
 			if out == "-" {
 				_, err := r.env.Stdout.Write(body)
@@ -53,6 +65,15 @@ func (r *rezusctl) credentialCommand(name, what string) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// credentialFlags are the flags of one credential command: kubeconfig's
+// --admin asks for the break-glass one.
+func credentialFlags(name string) []cli.Flag {
+	if name != "kubeconfig" {
+		return nil
+	}
+	return []cli.Flag{&cli.BoolFlag{Name: "admin", Usage: "the break-glass kubeconfig: system:masters, valid a year, for global admins; audited"}}
 }
 
 // credentialBody takes the config out of a JSON answer such as

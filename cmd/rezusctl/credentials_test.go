@@ -12,7 +12,7 @@ import (
 
 func TestCredentials(t *testing.T) {
 	f, srv := newFakeAPI(t)
-	f.handle("GET /api/v1/tenants/acme/kubeconfig", func(w http.ResponseWriter, r *http.Request) {
+	f.handle("GET /api/v1/tenants/acme/kubeconfig/admin", func(w http.ResponseWriter, r *http.Request) {
 		assert.Equal(t, "Bearer tok", r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "application/yaml")
 		_, _ = w.Write([]byte("apiVersion: v1\nkind: Config\n"))
@@ -26,7 +26,7 @@ func TestCredentials(t *testing.T) {
 	dir := t.TempDir()
 
 	kc := filepath.Join(dir, "kube", "acme.yaml")
-	assert.Equal(t, "wrote the kubeconfig of tenant \"acme\" to "+kc+"\n", tc.ok("kubeconfig", "-t", "acme", "-o", kc))
+	assert.Equal(t, "wrote the kubeconfig of tenant \"acme\" to "+kc+"\n", tc.ok("kubeconfig", "-t", "acme", "--admin", "-o", kc))
 	b, err := os.ReadFile(kc)
 	require.NoError(t, err)
 	assert.Equal(t, "apiVersion: v1\nkind: Config\n", string(b))
@@ -42,9 +42,9 @@ func TestCredentials(t *testing.T) {
 	st, _ = os.Stat(tcf)
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 
-	assert.Equal(t, "apiVersion: v1\nkind: Config\n", tc.ok("kubeconfig", "-o", "-"))
+	assert.Equal(t, "apiVersion: v1\nkind: Config\n", tc.ok("kubeconfig", "--admin", "-o", "-"))
 
-	r := tc.run("kubeconfig", "-t", "nope", "-o", filepath.Join(dir, "x"))
+	r := tc.run("kubeconfig", "-t", "nope", "--admin", "-o", filepath.Join(dir, "x"))
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, "NotFound")
 	_, err = os.Stat(filepath.Join(dir, "x"))

@@ -58,6 +58,9 @@ type cliEnv struct {
 	// WatchGiveUp is how long a watch keeps trying a server it cannot reach
 	// before failing; default 1 minute.
 	WatchGiveUp time.Duration
+	// Executable is rezusctl's own path, written into kubeconfigs as their
+	// credential plugin; default os.Executable.
+	Executable func() (string, error)
 }
 
 func osEnv() cliEnv {
@@ -99,6 +102,9 @@ func newRezusctl(env cliEnv) *rezusctl {
 	}
 	if env.WatchGiveUp == 0 {
 		env.WatchGiveUp = time.Minute
+	}
+	if env.Executable == nil {
+		env.Executable = os.Executable
 	}
 	return &rezusctl{env: env}
 }
@@ -153,6 +159,7 @@ func (r *rezusctl) app() *cli.App {
 			r.automationCommand(),
 			r.credentialCommand("kubeconfig", "the tenant's Kubernetes kubeconfig"),
 			r.credentialCommand("talosconfig", "the tenant's talosctl config"),
+			r.credentialPluginCommand(),
 			r.healthCommand(),
 			r.versionCommand(),
 			r.completionCommand(),

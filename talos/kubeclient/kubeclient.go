@@ -42,6 +42,8 @@ type Clients struct {
 
 	mu      sync.Mutex
 	tenants map[string]entry
+	// rbac is when each tenant's access bindings were last found in place.
+	rbac map[string]time.Time
 }
 
 type entry struct {
@@ -54,7 +56,7 @@ type entry struct {
 
 // New returns a cache of clients on credentials from src.
 func New(src CredentialSource) *Clients {
-	return &Clients{src: src, Timeout: 15 * time.Second, Renew: 15 * time.Minute, now: time.Now, tenants: map[string]entry{}}
+	return &Clients{src: src, Timeout: 15 * time.Second, Renew: 15 * time.Minute, now: time.Now, tenants: map[string]entry{}, rbac: map[string]time.Time{}}
 }
 
 // recheck is how often a cached client's endpoint is compared with the
@@ -139,6 +141,7 @@ func (c *Clients) ServerVersionAt(ctx context.Context, tenant, address string) (
 func (c *Clients) Forget(tenant string) {
 	c.mu.Lock()
 	delete(c.tenants, tenant)
+	delete(c.rbac, tenant)
 	c.mu.Unlock()
 }
 
