@@ -18,12 +18,9 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestTalosUpgradeDrainsThroughKubernetes upgrades Talos on 1 control plane
@@ -57,39 +54,8 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	requireNodesReady(t, k, 4, realKubeFrom)
 	ctx := t.Context()
 
-	labels := map[string]string{"app": "web"}
-	replicas, grace := int32(3), int64(1)
-	_, err := k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
-					Containers: []corev1.Container{{Name: "web", Image: "registry.example/web:1"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	minAvailable := intstr.FromInt32(2)
-	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	available := func(ctx context.Context) (int, error) {
-		d, err := k.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		return int(d.Status.AvailableReplicas), nil
-	}
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n, err := available(ctx)
-		assert.NoError(c, err)
-		assert.Equal(c, 3, n)
-	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
+	available := deployment(t, k, "web", 3, nil)
+	budget(t, k, "web", "web", ptr[int32](2), nil)
 
 	watch := startProbe(ctx, available)
 	began := time.Now()
@@ -135,12 +101,7 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 
 	// A budget that allows no disruption blocks the drain.
 	require.NoError(t, k.PolicyV1().PodDisruptionBudgets("default").Delete(ctx, "web", metav1.DeleteOptions{}))
-	zero := intstr.FromInt32(0)
-	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "frozen"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	budget(t, k, "frozen", "web", nil, ptr[int32](0))
 	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"drainTimeout":"5s"}}`))
 	var bootBefore = map[string]string{}
 	for _, m := range p.machines(tenant) {
@@ -197,16 +158,8 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	// Scale-down 3 -> 2 workers: the going worker's pods are evicted first
 	// (and run again on the others), then the machine is destroyed and its
 	// Node deleted. The budget minAvailable 2 holds throughout.
-	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &minAvailable, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n, err := available(ctx)
-		assert.NoError(c, err)
-		assert.Equal(c, 3, n)
-	}, 2*time.Minute, 500*time.Millisecond, "3 replicas available")
+	budget(t, k, "web", "web", ptr[int32](2), nil)
+	requireAvailable(t, available, 3)
 	before := map[string]bool{}
 	var going string // the group keeps workers-0 and workers-1
 	for _, m := range p.machines(tenant) {
@@ -217,24 +170,9 @@ func TestTalosUpgradeDrainsThroughKubernetes(t *testing.T) {
 	}
 	require.NotEmpty(t, going)
 	// A pod that prefers the going worker runs there until it is evicted.
-	pinned := map[string]string{"app": "pinned"}
-	one := int32(1)
-	_, err = k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "pinned"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: pinned},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: pinned},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-						Weight: 100, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
-							Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{going}}}}}}}},
-					Containers: []corev1.Container{{Name: "pinned", Image: "registry.example/pinned:1"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	deployment(t, k, "pinned", 1, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+		Weight: 100, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{going}}}}}}}})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=pinned"})
 		if assert.NoError(c, err) && assert.Len(c, pods.Items, 1) {

@@ -12,11 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TestDrainSurvivesKillNine kills the server (kill -9) while a Talos
@@ -44,32 +40,8 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 	requireNodesReady(t, k, 3, realKubeFrom)
 	ctx := t.Context()
 
-	labels := map[string]string{"app": "held"}
-	replicas, grace := int32(2), int64(1)
-	_, err := k.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "held"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace,
-					Containers: []corev1.Container{{Name: "held", Image: "registry.example/held:1"}}},
-			},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	zero := intstr.FromInt32(0)
-	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "hold"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &zero, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		d, err := k.AppsV1().Deployments("default").Get(ctx, "held", metav1.GetOptions{})
-		assert.NoError(c, err)
-		assert.Equal(c, int32(2), d.Status.AvailableReplicas)
-	}, 2*time.Minute, 500*time.Millisecond, "2 replicas available")
+	available := deployment(t, k, "held", 2, nil)
+	budget(t, k, "hold", "held", nil, ptr[int32](0))
 
 	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/upgrades",
 		`{"metadata":{"name":"roll"},"spec":{"talosVersion":"v1.13.1","nodeGroups":["workers"]}}`)
@@ -131,22 +103,7 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 	for _, n := range nodes.Items {
 		require.False(t, n.Spec.Unschedulable, "%s uncordoned", n.Name)
 	}
-	var hist struct {
-		Items []struct {
-			Object upgradeRun `json:"object"`
-		} `json:"items"`
-	}
-	require.NoError(t, json.Unmarshal(p2.raw("/api/v1/events?kind=Upgrade&tenant="+tenant+"&name="+run.Metadata.Name+"&since=0&limit=10000"), &hist))
-	entered := map[string]int{}
-	last := map[string]string{}
-	for _, ev := range hist.Items {
-		for _, m := range ev.Object.Status.Machines {
-			if m.Phase == "Upgrading" && last[m.Name] != "Upgrading" {
-				entered[m.Name]++
-			}
-			last[m.Name] = m.Phase
-		}
-	}
+	entered := upgradesEntered(t, p2, tenant, run.Metadata.Name)
 	require.Len(t, entered, 2, "both workers upgraded")
 	for name, n := range entered {
 		require.Equal(t, 1, n, "machine %s was upgraded %d times", name, n)
@@ -161,24 +118,8 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 	// a budget of minAvailable 1 over 2 replicas, one is always available;
 	// every worker is rebooted, its config applied with a reboot, and its
 	// Node schedulable again without the controller's label.
-	one := intstr.FromInt32(1)
-	_, err = k.PolicyV1().PodDisruptionBudgets("default").Create(ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "one"},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	available := func(ctx context.Context) (int, error) {
-		d, err := k.AppsV1().Deployments("default").Get(ctx, "held", metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		return int(d.Status.AvailableReplicas), nil
-	}
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		n, err := available(ctx)
-		assert.NoError(c, err)
-		assert.Equal(c, 2, n)
-	}, 2*time.Minute, 500*time.Millisecond, "2 replicas available")
+	budget(t, k, "one", "held", ptr[int32](1), nil)
+	requireAvailable(t, available, 2)
 	boots := map[string]string{}
 	for _, m := range p2.machines(tenant) {
 		boots[m.Metadata.Name] = bootID(t, p2, tenant, m.Spec.Address)

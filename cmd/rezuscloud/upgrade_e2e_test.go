@@ -80,22 +80,7 @@ func TestUpgradeSurvivesKillNine(t *testing.T) {
 		require.Equal(t, "v1.13.1", n["version"], n["name"])
 	}
 	// Each machine entered Upgrading once in the run's whole history.
-	var hist struct {
-		Items []struct {
-			Object upgradeRun `json:"object"`
-		} `json:"items"`
-	}
-	require.NoError(t, json.Unmarshal(p2.raw("/api/v1/events?kind=Upgrade&tenant=roll&name="+run.Metadata.Name+"&since=0&limit=10000"), &hist))
-	entered := map[string]int{}
-	last := map[string]string{}
-	for _, ev := range hist.Items {
-		for _, m := range ev.Object.Status.Machines {
-			if m.Phase == "Upgrading" && last[m.Name] != "Upgrading" {
-				entered[m.Name]++
-			}
-			last[m.Name] = m.Phase
-		}
-	}
+	entered := upgradesEntered(t, p2, "roll", run.Metadata.Name)
 	require.Len(t, entered, 4)
 	for name, n := range entered {
 		require.Equal(t, 1, n, "machine %s was upgraded %d times", name, n)
