@@ -114,9 +114,9 @@ func (w *Worker) drainGoing(ctx context.Context, tenant string, going []domain.M
 			}
 		}
 	}
-	started := time.Now()
+	now := time.Now
 	if w.cfg.Now != nil {
-		started = w.cfg.Now()
+		now = w.cfg.Now
 	}
 	// Cordon them all first; a Node that is not registered has nothing to drain.
 	var names []string
@@ -137,7 +137,8 @@ func (w *Worker) drainGoing(ctx context.Context, tenant string, going []domain.M
 				logw.Printf("scale-down: %s: %s", name, drain.Progress(left))
 			}
 		}
-		err := d.Drain(ctx, t.node, started, drain.Timeout(t.pol.Timeout))
+		// Each machine's drainTimeout counts from its own drain's start.
+		err := d.Drain(ctx, t.node, now(), drain.Timeout(t.pol.Timeout))
 		switch {
 		case err == nil:
 			logw.Printf("scale-down: %s drained in %s", name, time.Since(began).Round(time.Millisecond))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -96,6 +97,9 @@ func (p *pass) drainBeforeReboot(ctx context.Context, it item) (*drain.Drainer, 
 	d, err := p.drainer(ctx)
 	if err == nil {
 		err = p.label(ctx, d, node, true)
+		if apierrors.IsNotFound(err) {
+			return nil, "", true // no Node: nothing runs there to drain
+		}
 	}
 	if err == nil {
 		p.record(p.c.rec.Pending(ctx, it.ref, "its config reboots it: draining its Node "+node))
