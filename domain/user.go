@@ -35,6 +35,42 @@ type UserSpec struct {
 	DisplayName string `json:"displayName,omitempty"`
 	// Disabled users cannot log in and their sessions and tokens are refused.
 	Disabled bool `json:"disabled,omitempty"`
+	// External, for a user who signs in through single sign-on, is the
+	// identity-provider account the user is: created with the user at its
+	// first login. A user with External signs in only through that account.
+	External *ExternalIdentity `json:"external,omitempty"`
+}
+
+// ExternalIdentity names an account at an OpenID provider: the ID token's
+// issuer and subject, which together are stable and unique (a name or an
+// e-mail address can be reused).
+type ExternalIdentity struct {
+	Issuer  string `json:"issuer"`
+	Subject string `json:"subject"`
+}
+
+// Limits on an external identity.
+const (
+	MaxIssuerLength  = 1024
+	MaxSubjectLength = 255
+)
+
+func (e *ExternalIdentity) validate(f string) []Cause {
+	var causes []Cause
+	switch {
+	case e.Issuer == "":
+		causes = append(causes, Cause{Field: f + ".issuer", Type: CauseRequired, Message: "required"})
+	case len(e.Issuer) > MaxIssuerLength:
+		causes = append(causes, Cause{Field: f + ".issuer", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxIssuerLength)})
+	}
+	switch {
+	case e.Subject == "":
+		causes = append(causes, Cause{Field: f + ".subject", Type: CauseRequired, Message: "required"})
+	case len(e.Subject) > MaxSubjectLength:
+		// OpenID Connect Core 1.0, section 2: at most 255 ASCII characters.
+		causes = append(causes, Cause{Field: f + ".subject", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSubjectLength)})
+	}
+	return causes
 }
 
 // Default does nothing: a role must be chosen.
@@ -46,6 +82,9 @@ func (s *UserSpec) Validate(f string) []Cause {
 	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
 	if len(s.DisplayName) > 256 {
 		causes = append(causes, Cause{Field: f + ".displayName", Type: CauseTooLong, Message: "must be no more than 256 characters"})
+	}
+	if s.External != nil {
+		causes = append(causes, s.External.validate(f+".external")...)
 	}
 	return causes
 }

@@ -191,6 +191,7 @@ func (h *userHooks) visible(echo.Context, []byte) bool { return true }
 // accountRoutes registers login, logout, whoami and password changes.
 func (a *API) accountRoutes(g *authed) {
 	a.echo.POST("/api/v1/auth/login", a.login)
+	a.ssoRoutes()
 	g.POST("/auth/logout", a.logout)
 	g.GET("/auth/whoami", a.whoami)
 	g.PUT("/users/:name/password", a.setPassword)
@@ -242,7 +243,11 @@ func (a *API) logout(c echo.Context) error {
 
 func (a *API) whoami(c echo.Context) error {
 	id := identityOf(c)
-	return c.JSON(http.StatusOK, map[string]string{"user": id.Name, "role": id.Role, "authMethod": id.AuthMethod})
+	out := map[string]any{"user": id.Name, "role": id.Role, "authMethod": id.AuthMethod}
+	if len(id.Groups) > 0 {
+		out["groups"] = id.Groups
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 type passwordRequest struct {

@@ -26,6 +26,10 @@ type Config struct {
 	// kubeconfig exec plugin's certificates, talosconfigs); default 1h,
 	// at most 24h (talos.MaxUserCredentialTTL).
 	CredentialTTL time.Duration
+	// SSOErrorPage is where a browser goes when a single sign-on callback
+	// fails, with the message in ?sso_error= (the web UI's sign-in page);
+	// empty answers the failure as a Status instead.
+	SSOErrorPage string
 	// MaxProviderBodyBytes bounds the bodies of Provider writes, which may
 	// carry a module's files; default 3 MiB.
 	MaxProviderBodyBytes int64

@@ -263,9 +263,9 @@ func (a *API) auditTrail(c echo.Context) error {
 	rq, causes := parseReplayQuery(c)
 	aq := eventstore.AuditQuery{Window: rq.window, Limit: rq.limit, Newest: rq.newest, Actor: q.Get("actor"), Tenant: q.Get("tenant")}
 	if v := q.Get("kind"); v != "" {
-		if _, ok := domain.LookupKind(v); !ok && credentialKind(v) == "" {
+		if _, ok := domain.LookupKind(v); !ok && credentialKind(v) == "" && v != AuditSSOLogin {
 			causes = append(causes, domain.Cause{Field: "kind", Type: domain.CauseNotSupported,
-				Message: fmt.Sprintf("%q is neither a kind nor one of %s", v, strings.Join(credentialKinds, ", "))})
+				Message: fmt.Sprintf("%q is neither a kind nor one of %s, %s", v, strings.Join(credentialKinds, ", "), AuditSSOLogin)})
 		}
 		aq.Kind = v
 	}

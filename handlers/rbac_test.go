@@ -54,7 +54,7 @@ func expectedAllowed(role, method, route string) bool {
 		return role != domain.RoleView // terraform state holds the tenant's secrets
 	case read:
 		return true
-	case strings.HasPrefix(route, "/api/v1/users"), strings.HasPrefix(route, "/api/v1/providers"):
+	case strings.HasPrefix(route, "/api/v1/users"), strings.HasPrefix(route, "/api/v1/providers"), strings.HasPrefix(route, "/api/v1/groupbindings"):
 		return role == domain.RoleAdmin
 	default:
 		return role != domain.RoleView

@@ -184,7 +184,8 @@ type execCredentialStatus struct {
 
 // kubernetesCredential serves POST /tenants/{t}/kubernetes/credential: a
 // client certificate of the tenant's cluster for the caller (CN the user,
-// O the group of the caller's role on the tenant now), valid for
+// O the group of the caller's role on the tenant now and its identity
+// provider's groups, prefixed), valid for
 // CredentialTTL, as an ExecCredential. A caller without a role on the tenant
 // is refused (404). Each issuance is recorded. The cluster's bindings of
 // the groups are made sure of first (a failure is logged: the certificate
@@ -194,7 +195,8 @@ func (a *API) kubernetesCredential(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	user := identityOf(c).Name
+	id := identityOf(c)
+	user := id.Name
 	a.AuditCredentialDownload(c, CredentialKubernetes, tenant, user)
 	r, err := a.callerTenantRole(c, tenant)
 	if err != nil {
@@ -208,7 +210,7 @@ func (a *API) kubernetesCredential(c echo.Context) error {
 		}
 		cancel()
 	}
-	cred, err := a.talos.UserKubernetesCredential(ctx, tenant, user, []string{talos.KubeGroupFor(r)}, a.cfg.CredentialTTL)
+	cred, err := a.talos.UserKubernetesCredential(ctx, tenant, user, talos.KubeGroups(r, id.Groups), a.cfg.CredentialTTL)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,9 @@ type sessionClaims struct {
 	// UID is the user's metadata.uid at login: a session is refused once the
 	// user of that name is another one (deleted and created again).
 	UID string `json:"uid"`
+	// SSO marks a session started by single sign-on: its groups and its
+	// provider's word are kept in an ssoSession record.
+	SSO bool `json:"sso,omitempty"`
 }
 
 // Authenticate identifies the caller from a bearer token (API token, session
@@ -74,6 +77,13 @@ func (s *Service) authenticateSession(ctx context.Context, raw string) (Identity
 		return Identity{}, err
 	}
 	id.SessionID = claims.ID
+	if claims.SSO {
+		groups, err := s.ssoGroups(ctx, claims.ID, id.Name, id.UID)
+		if err != nil {
+			return Identity{}, err
+		}
+		id = s.withGroups(id, groups)
+	}
 	return id, nil
 }
 

@@ -17,6 +17,9 @@ type Config struct {
 	SigningKey []byte
 	// StaticToken, when set, is a break-glass admin bearer token (from --admin-token).
 	StaticToken string
+	// DisablePasswordLogin refuses logins with a password (single sign-on
+	// and the static token stay); off by default.
+	DisablePasswordLogin bool
 	// SecureCookies marks the session cookie Secure (serve over TLS).
 	SecureCookies bool
 	// LoginFailures and LoginWindow bound failed logins per client address:

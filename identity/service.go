@@ -30,6 +30,10 @@ type Service struct {
 	// from the session key so neither kind of token can pass for the other.
 	stateKey []byte
 	static   *StaticToken
+	// ssoCfg is single sign-on, when configured (EnableSSO).
+	ssoCfg atomic.Pointer[sso]
+	// groupIndex is the group bindings, compiled (groups.go).
+	groupIndex groupIndex
 	limiter  *loginLimiter
 	// tokenWrites rate-limits self-service writes of API tokens.
 	tokenWrites *tokenWriteBuckets

@@ -16,6 +16,10 @@ import (
 // Login checks a password and starts a session; it returns the signed session token.
 func (s *Service) Login(ctx context.Context, user, password, client string) (string, time.Time, Identity, error) {
 	now := s.cfg.Now()
+	if s.cfg.DisablePasswordLogin {
+		return "", time.Time{}, Identity{}, &domain.Error{Reason: domain.ReasonForbidden,
+			Message: "password login is disabled on this server; sign in with single sign-on"}
+	}
 	if wait := s.limiter.addrWait(now, client, user); wait > 0 {
 		return "", time.Time{}, Identity{}, tooManyLogins(wait)
 	}
@@ -30,27 +34,51 @@ func (s *Service) Login(ctx context.Context, user, password, client string) (str
 	}
 	var id Identity
 	if ok {
-		id, _, err = s.userIdentity(user, "", AuthSession)
-		ok = err == nil
+		var u *domain.User
+		id, u, err = s.userIdentity(user, "", AuthSession)
+		// A user of an identity provider signs in there only.
+		ok = err == nil && u.Spec.External == nil
 	}
 	if !ok {
 		s.limiter.fail(now, user, client)
 		return "", time.Time{}, Identity{}, domain.NewUnauthorized("wrong user name or password")
 	}
 	s.limiter.succeed(user)
-	sid := uuid.NewString()
-	if err := s.sessions.Start(ctx, sid, user); err != nil {
+	exp := now.Add(s.cfg.SessionTTL)
+	sid, tok, err := s.startSession(ctx, id, exp, false)
+	if err != nil {
 		return "", time.Time{}, Identity{}, err
 	}
-	exp := now.Add(s.cfg.SessionTTL)
 	id.SessionID = sid
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, sessionClaims{RegisteredClaims: jwt.RegisteredClaims{
-		Issuer: "rezuscloud", Subject: user, ID: sid, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
-	}, UID: id.UID}).SignedString(s.key)
-	if err != nil {
-		return "", time.Time{}, Identity{}, fmt.Errorf("signing the session: %w", err)
-	}
 	return tok, exp, id, nil
+}
+
+// startSession records a live session of id until exp and signs its token;
+// sso marks a session of single sign-on, which has a record beside it.
+func (s *Service) startSession(ctx context.Context, id Identity, exp time.Time, sso bool) (sid, tok string, err error) {
+	sid = uuid.NewString()
+	if err := s.sessions.Start(ctx, sid, id.Name); err != nil {
+		return "", "", err
+	}
+	now := s.cfg.Now()
+	tok, err = jwt.NewWithClaims(jwt.SigningMethodHS256, sessionClaims{RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: "rezuscloud", Subject: id.Name, ID: sid, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
+	}, UID: id.UID, SSO: sso}).SignedString(s.key)
+	if err != nil {
+		_ = s.sessions.End(ctx, sid)
+		return "", "", fmt.Errorf("signing the session: %w", err)
+	}
+	return sid, tok, nil
+}
+
+// sessionExpiry reads a session token's expiry (its signature is checked).
+func (s *Service) sessionExpiry(raw string) (time.Time, bool) {
+	claims := &sessionClaims{}
+	if _, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return s.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithTimeFunc(s.cfg.Now)); err != nil || claims.ExpiresAt == nil {
+		return time.Time{}, false
+	}
+	return claims.ExpiresAt.Time, true
 }
 
 func tooManyLogins(wait time.Duration) error {
@@ -71,6 +99,9 @@ func (s *Service) Logout(ctx context.Context, r *http.Request) error {
 	if _, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return s.key, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithTimeFunc(s.cfg.Now)); err != nil {
 		return nil
+	}
+	if claims.SSO {
+		_ = s.secrets.Delete(ctx, secretSSOSessionPrefix+claims.ID)
 	}
 	return s.sessions.End(ctx, claims.ID)
 }

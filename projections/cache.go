@@ -74,6 +74,8 @@ type kindIndex struct {
 	// members counts insertions and deletions: it moves only when the set of
 	// objects changes (Members).
 	members uint64
+	// version moves with every change of the kind's objects (KindVersion).
+	version uint64
 	// byGroup holds the keys of the objects naming each "<tenant>.<group>"
 	// (Machines by their node group).
 	byGroup map[string]map[string]struct{}
@@ -113,6 +115,18 @@ func (c *Cache) Members(kind string) uint64 {
 	defer c.mu.RUnlock()
 	if idx := c.kinds[kind]; idx != nil {
 		return idx.members
+	}
+	return 0
+}
+
+// KindVersion is a number that moves whenever an object of kind is created,
+// changed or deleted: a consumer that compiles something from all objects
+// of a small kind (group bindings) rebuilds it only when this moved.
+func (c *Cache) KindVersion(kind string) uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if idx := c.kinds[kind]; idx != nil {
+		return idx.version
 	}
 	return 0
 }
@@ -442,6 +456,7 @@ func (c *Cache) set(ref domain.Ref, e *entry) {
 	}
 	key := ref.Key()
 	old, existed := idx.items[key]
+	idx.version++
 	if existed && old.group != "" && (e == nil || e.group != old.group) {
 		idx.ungroup(old.tenant+"."+old.group, key)
 	}

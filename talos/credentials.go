@@ -55,6 +55,22 @@ func KubeGroupFor(r string) string {
 	return ""
 }
 
+// IdPGroupPrefix starts the identity-provider groups a cluster certificate
+// carries, as kube-apiserver's --oidc-groups-prefix would: a provider's
+// group named "system:masters" or "rezuscloud:admin" must not pass for it.
+const IdPGroupPrefix = "oidc:"
+
+// KubeGroups are the groups (O) of a user's cluster certificate: the group
+// of the user's role on the tenant, then the user's identity-provider
+// groups with IdPGroupPrefix, for the cluster's own RBAC to bind.
+func KubeGroups(role string, idpGroups []string) []string {
+	out := []string{KubeGroupFor(role)}
+	for _, g := range idpGroups {
+		out = append(out, IdPGroupPrefix+g)
+	}
+	return out
+}
+
 // TalosRoleFor is the Talos API role of a RezusCloud role on a tenant
 // (false for none).
 func TalosRoleFor(r string) (role.Role, bool) {

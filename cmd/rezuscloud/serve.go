@@ -62,6 +62,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "trusted-proxies", EnvVars: []string{"REZUSCLOUD_TRUSTED_PROXIES"}, Usage: "reverse proxies (comma-separated CIDRs) whose X-Forwarded-For names the client, for the audit trail and the login limiter; default none: the peer's address counts and the header is ignored"},
+			ssoFlags[0], ssoFlags[1], ssoFlags[2], ssoFlags[3], ssoFlags[4], ssoFlags[5], ssoFlags[6], ssoFlags[7],
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
 		}, append(infraFlags(), clusterFlags()...)...),
@@ -121,6 +122,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		SecretsKeyFile:         c.String("secrets-key-file"),
 		AutomationMaxConsumers: c.Int("automation-max-consumers"),
 		Infra:                  infraConfigFrom(c),
+		SSO:                    ssoConfigFrom(c),
 	}
 	for _, p := range splitList(c.String("trusted-proxies")) {
 		_, n, err := net.ParseCIDR(p)
@@ -172,6 +174,8 @@ type serveConfig struct {
 	TrustedProxies []*net.IPNet
 	// Infra configures the apply worker and the emulator.
 	Infra infraConfig
+	// SSO configures single sign-on and password login.
+	SSO ssoConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
 }
@@ -221,6 +225,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	oidcCfg, ssoOn, err := cfg.SSO.oidcConfig(ln.Addr(), tlsConfig != nil)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	starting := handlers.NewStarting()
 	srv := &http.Server{Handler: starting, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
@@ -305,6 +314,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 		var err error
 		ids, err = identity.NewService(ctx, identity.Config{SecureCookies: tlsConfig != nil, Secrets: sealed,
 			SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
+			DisablePasswordLogin: !cfg.SSO.PasswordLogin,
 		}, store, cache)
 		return err
 	})
@@ -314,6 +324,12 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	if err != nil {
 		return err
+	}
+	if ssoOn {
+		if err := ids.EnableSSO(oidcCfg); err != nil {
+			return err
+		}
+		log.Info("single sign-on on", "issuer", oidcCfg.Issuer, "callback", oidcCfg.RedirectURL, "passwordLogin", cfg.SSO.PasswordLogin)
 	}
 	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
 	talosSvc := talos.NewService(cache, pki)
@@ -352,7 +368,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
 	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies,
-		CredentialTTL: cfg.CredentialTTL}, apiDeps)
+		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login"}, apiDeps)
 
 	// The state page decrypts state with the apply worker's keys (made below,
 	// before the server answers any request).
