@@ -291,5 +291,3 @@ func TestPasswordLoginCanBeDisabled(t *testing.T) {
 	require.Equal(t, http.StatusOK, info.Code)
 	require.JSONEq(t, `{"sso":false,"passwordLogin":false}`, string(info.Body))
 }
-
-

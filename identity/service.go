@@ -34,7 +34,7 @@ type Service struct {
 	ssoCfg atomic.Pointer[sso]
 	// groupIndex is the group bindings, compiled (groups.go).
 	groupIndex groupIndex
-	limiter  *loginLimiter
+	limiter    *loginLimiter
 	// tokenWrites rate-limits self-service writes of API tokens.
 	tokenWrites *tokenWriteBuckets
 	// dummyHash is compared against for unknown users, so a login takes as long
