@@ -3,7 +3,6 @@ package handlers_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -40,13 +39,14 @@ func ssoStack(t *testing.T, mutate ...func(*handlers.Config)) (*stack, *oidctest
 // which stop answers true and returns it.
 type browser struct {
 	c    *http.Client
+	op   *oidctest.Provider
 	stop func(*url.URL) bool
 }
 
-func newBrowser(t *testing.T, stop func(*url.URL) bool) *browser {
+func newBrowser(t *testing.T, op *oidctest.Provider, stop func(*url.URL) bool) *browser {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	b := &browser{stop: stop}
+	b := &browser{stop: stop, op: op}
 	b.c = &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if b.stop != nil && b.stop(req.URL) {
 			return http.ErrUseLastResponse
@@ -56,21 +56,10 @@ func newBrowser(t *testing.T, stop func(*url.URL) bool) *browser {
 	return b
 }
 
-// signIn starts a login at start, types user and password into the
-// provider's login page and returns the response at the redirect stop
-// picked (the provider's redirects followed).
+// signIn signs user in at op, starting at start.
 func (b *browser) signIn(t *testing.T, start, user, password string) *http.Response {
 	t.Helper()
-	resp, err := b.c.Get(start)
-	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(page))
-	require.Contains(t, string(page), `name="password"`, "the provider's login page")
-	id := resp.Request.URL.Query().Get("authRequestID")
-	require.NotEmpty(t, id, resp.Request.URL.String())
-	form := url.Values{"id": {id}, "username": {user}, "password": {password}}
-	resp, err = b.c.PostForm(resp.Request.URL.Scheme+"://"+resp.Request.URL.Host+"/login/username", form)
+	resp, err := b.op.SignIn(b.c, start, user, password)
 	require.NoError(t, err)
 	return resp
 }
@@ -107,7 +96,7 @@ func TestSSOGroupBindings(t *testing.T) {
 	s.mustCreate("/api/v1/groupbindings", map[string]any{"metadata": map[string]any{"name": "platform-editors"},
 		"spec": map[string]any{"groups": []string{"platform"}, "bindings": []any{map[string]any{"role": "edit", "tenantSelector": "team=platform"}}}})
 
-	b := newBrowser(t, toUI)
+	b := newBrowser(t, op, toUI)
 	resp := b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start?return=/ui/tenants/plat", "alice", "alice-secret-pw")
 	resp.Body.Close()
 	require.Equal(t, http.StatusFound, resp.StatusCode)
@@ -148,7 +137,7 @@ func TestSSOGroupBindings(t *testing.T) {
 
 	// Back in the group: the next login has it again.
 	op.SetGroups("u-alice", "platform")
-	b2 := newBrowser(t, toUI)
+	b2 := newBrowser(t, op, toUI)
 	b2.signIn(t, s.srv.URL+"/api/v1/auth/sso/start", "alice", "alice-secret-pw").Body.Close()
 	tok2 := b2.cookie(s.srv.URL, identity.SessionCookie)
 	require.Equal(t, []any{"platform"}, whoami(t, s, tok2)["groups"])
@@ -182,8 +171,8 @@ func streamEnds(t *testing.T, w *watchStream, code int) {
 // provider refuses (the grant is gone: here the refresh token is no longer
 // the provider's, as after a revocation or the user's removal) ends.
 func TestSSOSessionEndsWhenProviderRefuses(t *testing.T) {
-	s, _ := ssoStack(t)
-	b := newBrowser(t, toUI)
+	s, op := ssoStack(t)
+	b := newBrowser(t, op, toUI)
 	b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start", "bob", "bob-secret-pw").Body.Close()
 	tok := b.cookie(s.srv.URL, identity.SessionCookie)
 	require.Equal(t, "bob", whoami(t, s, tok)["user"])
@@ -205,10 +194,10 @@ func TestSSOSessionEndsWhenProviderRefuses(t *testing.T) {
 // browser to the loopback address with a one-time code, which only the
 // holder of the PKCE verifier can exchange, once.
 func TestSSOCLILoopback(t *testing.T) {
-	s, _ := ssoStack(t)
+	s, op := ssoStack(t)
 	loopback := "http://127.0.0.1:38123/callback"
 	start := func(verifier string) (code, state string) {
-		b := newBrowser(t, func(u *url.URL) bool { return u.Host == "127.0.0.1:38123" })
+		b := newBrowser(t, op, func(u *url.URL) bool { return u.Host == "127.0.0.1:38123" })
 		q := url.Values{"cli_redirect": {loopback}, "cli_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "cli_state": {"cli-state-1"}}
 		resp := b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start?"+q.Encode(), "alice", "alice-secret-pw")
 		resp.Body.Close()
@@ -243,7 +232,7 @@ func TestSSOCLILoopback(t *testing.T) {
 // TestSSOStartRefusesOtherRedirects: the CLI redirect must be a loopback
 // address and the web return path a web UI path of this server.
 func TestSSOStartRefusesOtherRedirects(t *testing.T) {
-	s, _ := ssoStack(t)
+	s, op := ssoStack(t)
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, bad := range []string{"http://evil.example:8080/cb", "https://127.0.0.1:9/cb", "http://127.0.0.1/cb", "http://user@127.0.0.1:9/cb"} {
 		q := url.Values{"cli_redirect": {bad}, "cli_challenge": {oauth2.S256ChallengeFromVerifier("v")}, "cli_state": {"s"}}
@@ -252,7 +241,7 @@ func TestSSOStartRefusesOtherRedirects(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
 	}
-	b := newBrowser(t, toUI)
+	b := newBrowser(t, op, toUI)
 	for _, ret := range []string{"//evil.example/ui", "https://evil.example/ui", "/api/v1/tenants", "/ui\\@evil"} {
 		resp := b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start?return="+url.QueryEscape(ret), "bob", "bob-secret-pw")
 		resp.Body.Close()
@@ -268,9 +257,9 @@ func TestSSOStartRefusesOtherRedirects(t *testing.T) {
 // TestSSONeverTakesOverALocalUser: a provider's user whose preferred name
 // is a local user's gets a name of its own.
 func TestSSONeverTakesOverALocalUser(t *testing.T) {
-	s, _ := ssoStack(t)
+	s, op := ssoStack(t)
 	s.createUser("alice", domain.RoleAdmin, alicePassword)
-	b := newBrowser(t, toUI)
+	b := newBrowser(t, op, toUI)
 	b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start", "alice", "alice-secret-pw").Body.Close()
 	me := whoami(t, s, b.cookie(s.srv.URL, identity.SessionCookie))
 	require.NotEqual(t, "alice", me["user"])

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -25,6 +26,8 @@ type whoamiResponse struct {
 	User       string `json:"user"`
 	Role       string `json:"role"`
 	AuthMethod string `json:"authMethod"`
+	// Groups are the identity provider's groups of a single sign-on session.
+	Groups []string `json:"groups,omitempty"`
 }
 
 func (r *rezusctl) loginCommand() *cli.Command {
@@ -38,6 +41,9 @@ func (r *rezusctl) loginCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "username", Aliases: []string{"u"}, Value: "admin", Usage: "user name"},
 			&cli.BoolFlag{Name: "password-stdin", Usage: "read the password from the first line of stdin"},
+			&cli.BoolFlag{Name: "sso", Usage: "sign in at the server's identity provider in a browser (single sign-on; the browser comes back to a loopback address)"},
+			&cli.BoolFlag{Name: "no-browser", Usage: "with --sso: print the sign-in URL instead of opening a browser"},
+			&cli.DurationFlag{Name: "sso-timeout", Value: 5 * time.Minute, Usage: "with --sso: how long to wait for the sign-in in the browser"},
 		},
 		Action: r.login,
 	}
@@ -55,23 +61,29 @@ func (r *rezusctl) login(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	password, err := r.readPassword(c)
-	if err != nil {
-		return err
-	}
 	s.opts.Token = "" // a stale token must not ride along
-	cl, err := s.client()
-	if err != nil {
-		return err
-	}
-	body, _ := json.Marshal(map[string]string{"username": c.String("username"), "password": password})
 	var resp loginResponse
-	if err := cl.call(c.Context, request{method: http.MethodPost, path: "/api/v1/auth/login", body: body}, &resp); err != nil {
-		var se *statusError
-		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
-			return fmt.Errorf("login failed: %s", se.Status.Message)
+	if c.Bool("sso") {
+		if resp, err = r.loginSSO(c, s); err != nil {
+			return err
 		}
-		return err
+	} else {
+		password, err := r.readPassword(c)
+		if err != nil {
+			return err
+		}
+		cl, err := s.client()
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(map[string]string{"username": c.String("username"), "password": password})
+		if err := cl.call(c.Context, request{method: http.MethodPost, path: "/api/v1/auth/login", body: body}, &resp); err != nil {
+			var se *statusError
+			if errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden) {
+				return fmt.Errorf("login failed: %s", se.Status.Message)
+			}
+			return err
+		}
 	}
 	if resp.Token == "" {
 		return errors.New("the server answered the login without a token")
@@ -215,6 +227,9 @@ func (r *rezusctl) whoamiCommand() *cli.Command {
 				return fmt.Errorf("the server's whoami answer is not the JSON expected: %w", err)
 			}
 			fmt.Fprintf(r.env.Stdout, "user:        %s\nrole:        %s\nauth method: %s\n", w.User, orNone(w.Role), orNone(w.AuthMethod))
+			if len(w.Groups) > 0 {
+				fmt.Fprintf(r.env.Stdout, "groups:      %s\n", strings.Join(w.Groups, ", "))
+			}
 			return nil
 		},
 	}

@@ -50,6 +50,8 @@ type testCLI struct {
 	config string
 	// giveUp is the CLI's WatchGiveUp; default 2 s.
 	giveUp time.Duration
+	// openBrowser is the CLI's OpenBrowser (login --sso); default none.
+	openBrowser func(string) error
 }
 
 func newTestCLI(t *testing.T) *testCLI {
@@ -90,6 +92,7 @@ func (tc *testCLI) cliEnv(stdout, stderr io.Writer) cliEnv {
 		Getenv:     func(k string) string { return env[k] },
 		Now:        func() time.Time { return now },
 		WatchRetry: 5 * time.Millisecond, WatchGiveUp: giveUp,
+		OpenBrowser: tc.openBrowser,
 	}
 }
 

@@ -35,6 +35,7 @@ var builtinKinds = []kind{
 	{Kind: "Provider", Plural: "providers", Singular: "provider", Short: []string{"pv"}},
 	{Kind: "User", Plural: "users", Singular: "user"},
 	{Kind: "APIToken", Plural: "apitokens", Singular: "apitoken", Short: []string{"token"}},
+	{Kind: "GroupBinding", Plural: "groupbindings", Singular: "groupbinding", Short: []string{"gb"}},
 	{Kind: "EtcdBackup", Plural: "etcdbackups", Singular: "etcdbackup", Short: []string{"eb", "backups"}, TenantScoped: true},
 	{Kind: "Restore", Plural: "restores", Singular: "restore", TenantScoped: true},
 }

@@ -61,6 +61,9 @@ type cliEnv struct {
 	// Executable is rezusctl's own path, written into kubeconfigs as their
 	// credential plugin; default os.Executable.
 	Executable func() (string, error)
+	// OpenBrowser opens a URL in the user's browser (login --sso); default
+	// none: the URL is only printed.
+	OpenBrowser func(url string) error
 }
 
 func osEnv() cliEnv {
@@ -70,6 +73,7 @@ func osEnv() cliEnv {
 		StdinIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 		ReadPassword:    func() ([]byte, error) { return term.ReadPassword(int(os.Stdin.Fd())) },
 		EditorIn:        os.Stdin, EditorOut: os.Stdout,
+		OpenBrowser:     openBrowser,
 	}
 }
 

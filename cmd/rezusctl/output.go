@@ -174,6 +174,11 @@ var kindColumns = map[string][]column{
 		{"ROLE", field("spec.role")},
 		{"BINDINGS", bindingsCell},
 	},
+	"GroupBinding": {
+		{"GROUPS", field("spec.groups")},
+		{"ROLE", field("spec.role")},
+		{"BINDINGS", bindingsCell},
+	},
 	"APIToken": {
 		{"USER", field("spec.user", "spec.username")},
 		{"EXPIRES", field("spec.expiresAt", "status.expiresAt", "spec.expires")},

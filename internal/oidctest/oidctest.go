@@ -8,8 +8,12 @@ package oidctest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"slices"
 	"sync"
 	"testing"
@@ -158,4 +162,24 @@ func (c redirectClient) RedirectURIs() []string {
 	c.p.mu.RLock()
 	defer c.p.mu.RUnlock()
 	return slices.Clone(c.p.redirects)
+}
+
+// SignIn is a user at a browser: it opens start (a relying party's login
+// URL), follows the redirects to this provider's login page, types user and
+// password there and follows the redirects that come back. client brings
+// the cookies and decides where to stop (CheckRedirect); the answer is the
+// last response.
+func (p *Provider) SignIn(client *http.Client, start, user, password string) (*http.Response, error) {
+	resp, err := client.Get(start)
+	if err != nil {
+		return nil, err
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	id := resp.Request.URL.Query().Get("authRequestID")
+	if resp.StatusCode != http.StatusOK || id == "" || !strings.Contains(string(page), `name="password"`) {
+		return nil, fmt.Errorf("expected the provider's login page, got %s at %s: %.300s", resp.Status, resp.Request.URL, page)
+	}
+	form := url.Values{"id": {id}, "username": {user}, "password": {password}}
+	return client.PostForm(p.Issuer+"/login/username", form)
 }
