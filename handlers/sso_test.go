@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
@@ -279,4 +280,37 @@ func TestPasswordLoginCanBeDisabled(t *testing.T) {
 	info := s.do(http.MethodGet, "/api/v1/auth/sso", nil, "Authorization", "")
 	require.Equal(t, http.StatusOK, info.Code)
 	require.JSONEq(t, `{"sso":false,"passwordLogin":false}`, string(info.Body))
+}
+
+// TestSSOClusterCertificateCarriesGroups: a single sign-on user's cluster
+// certificate has the group of its role on the tenant (from a group
+// binding here) and its provider groups, prefixed "oidc:", so a provider
+// group named system:masters cannot pass for Kubernetes's own.
+func TestSSOClusterCertificateCarriesGroups(t *testing.T) {
+	s := newTalosStack(t)
+	s.acme()
+	r := s.do(http.MethodGet, "/api/v1/tenants/acme/machines/cp1/config", nil)
+	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
+	cp, err := configloader.NewFromBytes(r.Body)
+	require.NoError(t, err)
+	op := oidctest.Start(t)
+	op.AddUser("u-fay", "fay", "fay-secret-pw", "platform", "system:masters")
+	callback := s.srv.URL + "/api/v1/auth/sso/callback"
+	op.AllowRedirect(callback)
+	require.NoError(t, s.identity.EnableSSO(identity.OIDCConfig{Issuer: op.Issuer, ClientID: op.ClientID, ClientSecret: op.ClientSecret, RedirectURL: callback}))
+	s.mustCreate("/api/v1/groupbindings", map[string]any{"metadata": map[string]any{"name": "platform"},
+		"spec": map[string]any{"groups": []string{"platform"}, "bindings": []any{map[string]any{"role": "view", "tenants": []string{"acme"}}}}})
+
+	b := newBrowser(t, op, toUI)
+	b.signIn(t, s.srv.URL+"/api/v1/auth/sso/start", "fay", "fay-secret-pw").Body.Close()
+	tok := b.cookie(s.srv.URL, identity.SessionCookie)
+	r = s.do(http.MethodPost, "/api/v1/tenants/acme/kubernetes/credential", nil, bearer(tok)...)
+	require.Equal(t, http.StatusCreated, r.Code, string(r.Body))
+	var ec struct {
+		Status struct{ ClientCertificateData string }
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &ec))
+	c := verifyClientCert(t, cp.Cluster().IssuingCA().Crt, []byte(ec.Status.ClientCertificateData))
+	require.Equal(t, "fay", c.Subject.CommonName)
+	require.ElementsMatch(t, []string{"rezuscloud:view", "oidc:platform", "oidc:system:masters"}, c.Subject.Organization)
 }

@@ -174,7 +174,14 @@ func (u *UI) loginPage(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
 	token := u.preSession(c)
-	return render(c, http.StatusOK, LoginPage(u, loginForm{CSRF: token, Next: safeNext(c.QueryParam("next"))}))
+	form := loginForm{CSRF: token, Next: safeNext(c.QueryParam("next"))}
+	u.signInWays(c, &form)
+	code := http.StatusOK
+	if msg := c.QueryParam("sso_error"); msg != "" {
+		// A failed single sign-on comes back here with the server's reason.
+		form.Error, code = truncateRunes(msg, 300), http.StatusUnauthorized
+	}
+	return render(c, code, LoginPage(u, form))
 }
 
 // preSession returns the CSRF token of the browser's pre-session cookie,
@@ -194,6 +201,7 @@ func (u *UI) preSession(c echo.Context) string {
 // login signs in through the API, which sets the session cookie.
 func (u *UI) login(c echo.Context) error {
 	form := loginForm{Username: strings.TrimSpace(c.FormValue("username")), Next: safeNext(c.FormValue("next"))}
+	u.signInWays(c, &form)
 	ck, err := c.Cookie(preSessionCookie)
 	if err != nil || !u.identity.CheckCSRF(ck.Value, c.FormValue(csrfField)) {
 		form.CSRF = u.preSession(c)
@@ -244,4 +252,33 @@ type loginForm struct {
 	Next     string
 	CSRF     string
 	Error    string
+	// SSO offers single sign-on; Password the password form (the server
+	// may have turned it off).
+	SSO, Password bool
+}
+
+// signInWays asks the API which ways of signing in the server offers.
+func (u *UI) signInWays(c echo.Context, f *loginForm) {
+	var ways struct {
+		SSO           bool `json:"sso"`
+		PasswordLogin bool `json:"passwordLogin"`
+	}
+	f.Password = true
+	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodGet, Path: "/auth/sso"}, &ways); err == nil {
+		f.SSO, f.Password = ways.SSO, ways.PasswordLogin
+	}
+}
+
+// SSOStart is the URL that starts a single sign-on coming back to next.
+func (f loginForm) SSOStart() string {
+	return "/api/v1/auth/sso/start?return=" + url.QueryEscape(f.Next)
+}
+
+// truncateRunes cuts s to at most n runes.
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }
