@@ -73,7 +73,7 @@ func osEnv() cliEnv {
 		StdinIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
 		ReadPassword:    func() ([]byte, error) { return term.ReadPassword(int(os.Stdin.Fd())) },
 		EditorIn:        os.Stdin, EditorOut: os.Stdout,
-		OpenBrowser:     openBrowser,
+		OpenBrowser: openBrowser,
 	}
 }
 
