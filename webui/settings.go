@@ -21,6 +21,10 @@ func (u *UI) settingsRoutes(p *pages) {
 	p.PUT("/settings/users/:name/bindings", u.updateUserBindings)
 	p.DELETE("/settings/users/:name", u.deleteUser)
 
+	p.GET("/settings/groups", u.adminOnly(u.groupBindingsPage))
+	p.POST("/settings/groups", u.createGroupBinding)
+	p.DELETE("/settings/groups/:name", u.deleteGroupBinding)
+
 	p.GET("/settings/tokens", u.tokensPage)
 	p.POST("/settings/tokens", u.createToken)
 	p.DELETE("/settings/tokens/:name", u.revokeToken)
@@ -42,6 +46,7 @@ type settingsTab struct {
 
 var settingsTabList = []settingsTab{
 	{Href: "/ui/settings/users", Label: "Users", Description: "Who may sign in, with which role and tenant bindings.", Shown: viewer.CanAdmin},
+	{Href: "/ui/settings/groups", Label: "Group bindings", Description: "What identity-provider groups give the users who sign in with single sign-on.", Shown: viewer.CanAdmin},
 	{Href: "/ui/settings/tokens", Label: "API tokens", Description: "Long-lived credentials for programs and the CLI."},
 	{Href: "/ui/settings/providers", Label: "Providers", Description: "Where machines are built: clouds, bare metal, the emulator.", Shown: viewer.CanSeeAny},
 	{Href: "/ui/settings/audit", Label: "Audit log", Description: "Every change made through the API, by whom and how it ended.", Shown: viewer.CanReadAudit},
