@@ -76,19 +76,19 @@ func (a *API) ssoCallback(c echo.Context) error {
 		return err
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
-	clear := &http.Cookie{Name: identity.SSOStateCookie, Value: "", Path: "/api/v1/auth/sso/", MaxAge: -1, HttpOnly: true,
+	clearState := &http.Cookie{Name: identity.SSOStateCookie, Value: "", Path: "/api/v1/auth/sso/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteLaxMode, Secure: a.identity.SecureCookies()}
 	q := c.QueryParams()
 	c.Set(auditTargetKey, auditTarget{kind: AuditSSOLogin})
 	if e := q.Get("error"); e != "" {
-		c.SetCookie(clear)
+		c.SetCookie(clearState)
 		return a.ssoFailed(c, domain.NewUnauthorized("the identity provider refused the sign-in: "+truncate(e+" "+q.Get("error_description"), 256)))
 	}
 	ck, err := c.Cookie(identity.SSOStateCookie)
 	if err != nil {
 		return a.ssoFailed(c, domain.NewUnauthorized("the sign-in was not started in this browser (no state cookie); start it again"))
 	}
-	c.SetCookie(clear)
+	c.SetCookie(clearState)
 	res, err := a.identity.FinishSSO(c.Request().Context(), ck.Value, q.Get("state"), q.Get("code"))
 	if err != nil {
 		return a.ssoFailed(c, err)

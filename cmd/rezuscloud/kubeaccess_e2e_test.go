@@ -3,8 +3,11 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +18,40 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rezuscloud/rezuscloud/internal/oidctest"
 )
+
+// ssoLogin runs rezusctl login --sso into the context named user: rezusctl
+// prints the sign-in URL, and the test's "browser" signs in at the provider
+// with it and is sent back to rezusctl's loopback address.
+func ssoLogin(t *testing.T, op *oidctest.Provider, bin string, env []string, server, user, password string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, "--server", server, "--context", user, "login", "--sso", "--no-browser")
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stderr)
+	var start string
+	for start == "" && sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "http") {
+			start = l
+		}
+	}
+	require.NotEmpty(t, start, "rezusctl printed no sign-in URL")
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	jar, _ := cookiejar.New(nil)
+	resp, err := op.SignIn(&http.Client{Jar: jar, Timeout: 30 * time.Second}, start, user, password)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NoError(t, cmd.Wait(), stdout.String())
+	require.Contains(t, stdout.String(), "as "+user)
+}
 
 // cachedCredentialEnd is when the one credential cached under dir ends.
 func cachedCredentialEnd(t *testing.T, dir string) time.Time {
@@ -49,7 +84,13 @@ func cachedCredentialEnd(t *testing.T, dir string) time.Time {
 // global admin's only, and every issuance is audited.
 func TestPerUserKubernetesCredentials(t *testing.T) {
 	t.Parallel()
-	p := startRealKubeServer(t, t.TempDir(), "--credential-ttl", "30s")
+	op := oidctest.Start(t)
+	op.AddUser("u-gus", "gus", "gus-secret-pw", "platform", "sre")
+	secret := filepath.Join(t.TempDir(), "oidc-secret")
+	require.NoError(t, os.WriteFile(secret, []byte(op.ClientSecret), 0o600))
+	p := startRealKubeServer(t, t.TempDir(), "--credential-ttl", "30s",
+		"--oidc-issuer", op.Issuer, "--oidc-client-id", op.ClientID, "--oidc-client-secret-file", secret)
+	op.AllowRedirect(p.url + "/api/v1/auth/sso/callback")
 	const tenant = "ka"
 	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"talosVersion":"v1.13.0"}}`)
 	require.Equal(t, http.StatusCreated, code, body)
@@ -113,6 +154,32 @@ func TestPerUserKubernetesCredentials(t *testing.T) {
 	got, err = kubectl("ed", "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
 	require.NoError(t, err, got)
 	require.Contains(t, got, "rezuscloud:edit")
+
+	// A single sign-on user: view on the tenant through the group binding of
+	// "platform"; its provider groups ride in the certificate as oidc:<group>,
+	// so the cluster's own RBAC can give group "sre" more there.
+	code, body = p.do("POST", "/api/v1/groupbindings", `{"metadata":{"name":"platform"},"spec":{"groups":["platform"],"bindings":[{"role":"view","tenants":["`+tenant+`"]}]}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	ssoLogin(t, op, bin, env, p.url, "gus", "gus-secret-pw")
+	got, err = run("", bin, "--context", "gus", "kubeconfig", "-t", tenant, "-o", filepath.Join(dir, "gus.kubeconfig"))
+	require.NoError(t, err, got)
+	got, err = kubectl("gus", "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
+	require.NoError(t, err, got)
+	require.Contains(t, got, "rezuscloud:view")
+	require.Contains(t, got, "oidc:sre")
+	_, err = admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim2"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/c:1"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got, err = kubectl("gus", "delete", "pod", "victim2", "-n", "default", "--wait=false")
+	require.Error(t, err, "view through the group binding: %s", got)
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sre-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "edit"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "oidc:sre"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := kubectl("gus", "delete", "pod", "victim2", "-n", "default", "--wait=false")
+		assert.NoError(c, err, got)
+	}, 30*time.Second, time.Second, "the cluster's binding of oidc:sre lets the group's members edit")
 
 	// The break-glass kubeconfig: the global admin's, not a tenant user's.
 	got, err = run("", bin, "--context", "vic", "kubeconfig", "-t", tenant, "--admin", "-o", "-")
