@@ -132,13 +132,10 @@ func (a *API) providerConfigCauses(ref domain.Ref, cur *domain.Object, next *dom
 	if cur == nil || json.Unmarshal(cur.Spec, &old) != nil || old.Type == next.Type {
 		return causes
 	}
-	groups, err := projections.List[domain.NodeGroup](a.cache, domain.NodeGroupKind, projections.ListOptions{})
-	if err != nil {
-		return causes
-	}
 	p := &domain.Provider{Metadata: domain.ObjectMeta{Name: ref.Name}, Spec: *next}
-	for _, g := range groups {
-		if g.Spec.Provider != ref.Name {
+	for _, raw := range a.cache.NodeGroupsOf(ref.Name) {
+		var g domain.NodeGroup
+		if json.Unmarshal(raw, &g) != nil {
 			continue
 		}
 		for _, c := range tfrunner.ValidateGroupConfig(p, &g.Spec) {

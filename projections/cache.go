@@ -53,9 +53,10 @@ type entry struct {
 	labels   domain.LabelPairs
 	deleting bool
 	seq      uint64
-	// group is a Machine's spec.nodeGroup (indexed: a group's machines are
-	// read without going through the tenant's).
-	group string
+	// ref is the index key of what the object names (kindIndex.byRef): a
+	// Machine's "<tenant>.<spec.nodeGroup>", a NodeGroup's
+	// "provider/<spec.provider>"; "" for other kinds.
+	ref string
 	// uid and generation identify the object's incarnation and spec
 	// version, read by Identity without decoding raw.
 	uid        string
@@ -76,22 +77,22 @@ type kindIndex struct {
 	members uint64
 	// version moves with every change of the kind's objects (KindVersion).
 	version uint64
-	// byGroup holds the keys of the objects naming each "<tenant>.<group>"
-	// (Machines by their node group).
-	byGroup map[string]map[string]struct{}
+	// byRef holds the keys of the objects naming each thing (entry.ref):
+	// Machines by their node group, NodeGroups by their Provider.
+	byRef map[string]map[string]struct{}
 }
 
 func newKindIndex() *kindIndex {
 	return &kindIndex{items: map[string]*entry{}, terminating: map[string]struct{}{},
-		keys: btree.NewOrderedG[string](32), perTenant: map[string]int{}, byGroup: map[string]map[string]struct{}{}}
+		keys: btree.NewOrderedG[string](32), perTenant: map[string]int{}, byRef: map[string]map[string]struct{}{}}
 }
 
-// ungroup takes key out of a group's set.
-func (idx *kindIndex) ungroup(group, key string) {
-	if g := idx.byGroup[group]; g != nil {
+// unref takes key out of ref's set.
+func (idx *kindIndex) unref(ref, key string) {
+	if g := idx.byRef[ref]; g != nil {
 		delete(g, key)
 		if len(g) == 0 {
-			delete(idx.byGroup, group)
+			delete(idx.byRef, ref)
 		}
 	}
 }
@@ -105,6 +106,17 @@ func machineGroup(spec json.RawMessage) string {
 		return ""
 	}
 	return s.NodeGroup
+}
+
+// nodeGroupProvider is the Provider a NodeGroup's spec names.
+func nodeGroupProvider(spec json.RawMessage) string {
+	var s struct {
+		Provider string `json:"provider"`
+	}
+	if json.Unmarshal(spec, &s) != nil {
+		return ""
+	}
+	return s.Provider
 }
 
 // Members is a number that moves whenever an object of kind is created or
@@ -152,13 +164,27 @@ func (c *Cache) Names(kind string) []string {
 // (Machines by spec.nodeGroup), in key order: work proportional to the
 // group, not to the tenant.
 func (c *Cache) InGroup(kind, tenant, group string) [][]byte {
+	return c.referring(kind, tenant+"."+group)
+}
+
+// NodeGroupsOf returns the JSON of the NodeGroups, in every tenant, whose
+// spec.provider is provider, in key order: work proportional to them, not
+// to all node groups.
+func (c *Cache) NodeGroupsOf(provider string) [][]byte {
+	return c.referring(domain.NodeGroupKind.Kind, providerRef(provider))
+}
+
+func providerRef(provider string) string { return "provider/" + provider }
+
+// referring returns the objects of kind indexed under ref, in key order.
+func (c *Cache) referring(kind, ref string) [][]byte {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	idx := c.kinds[kind]
 	if idx == nil {
 		return nil
 	}
-	g := idx.byGroup[tenant+"."+group]
+	g := idx.byRef[ref]
 	keys := make([]string, 0, len(g))
 	for k := range g {
 		keys = append(keys, k)
@@ -441,8 +467,15 @@ func newEntry(state *domain.Object, raw []byte, seq uint64) *entry {
 	e := &entry{raw: raw, tenant: state.Metadata.Tenant, name: state.Metadata.Name,
 		labels: domain.NewLabelPairs(state.Metadata.Labels), deleting: state.Terminating(), seq: seq,
 		uid: state.Metadata.UID, generation: state.Metadata.Generation}
-	if state.Kind == domain.MachineKind.Kind {
-		e.group = machineGroup(state.Spec)
+	switch state.Kind {
+	case domain.MachineKind.Kind:
+		if g := machineGroup(state.Spec); g != "" {
+			e.ref = state.Metadata.Tenant + "." + g
+		}
+	case domain.NodeGroupKind.Kind:
+		if p := nodeGroupProvider(state.Spec); p != "" {
+			e.ref = providerRef(p)
+		}
 	}
 	return e
 }
@@ -457,14 +490,14 @@ func (c *Cache) set(ref domain.Ref, e *entry) {
 	key := ref.Key()
 	old, existed := idx.items[key]
 	idx.version++
-	if existed && old.group != "" && (e == nil || e.group != old.group) {
-		idx.ungroup(old.tenant+"."+old.group, key)
+	if existed && old.ref != "" && (e == nil || e.ref != old.ref) {
+		idx.unref(old.ref, key)
 	}
-	if e != nil && e.group != "" {
-		g := idx.byGroup[e.tenant+"."+e.group]
+	if e != nil && e.ref != "" {
+		g := idx.byRef[e.ref]
 		if g == nil {
 			g = map[string]struct{}{}
-			idx.byGroup[e.tenant+"."+e.group] = g
+			idx.byRef[e.ref] = g
 		}
 		g[key] = struct{}{}
 	}

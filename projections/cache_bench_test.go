@@ -119,3 +119,44 @@ func BenchmarkCacheListAll(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNodeGroupsOfProvider is what a Provider event costs the apply
+// worker (which tenants it may change) and a Provider type change costs the
+// API: the node groups naming the Provider, 10 of them, among 100 to 50,000.
+// The cost must stay flat; "list" is the scan it replaced.
+func BenchmarkNodeGroupsOfProvider(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000, 50000} {
+		c := NewCache(nil, nil)
+		for i := range n {
+			r := nodeGroupRecord(uint64(i+1), fmt.Sprintf("t%04d", i/10), fmt.Sprintf("ng-%d", i%10), false)
+			if i%(n/10) == 0 {
+				r.Event.Object.Spec = []byte(`{"role":"worker","count":3,"provider":"rare"}`)
+			}
+			c.apply(r)
+		}
+		b.Run(fmt.Sprintf("index/groups=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got := len(c.NodeGroupsOf("rare")); got != 10 {
+					b.Fatalf("%d node groups of rare", got)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("list/groups=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				all, err := List[domain.NodeGroup](c, domain.NodeGroupKind, ListOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				found := 0
+				for _, g := range all {
+					if g.Spec.Provider == "rare" {
+						found++
+					}
+				}
+				if found != 10 {
+					b.Fatalf("%d node groups of rare", found)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -127,7 +128,41 @@ func TestCacheInGroup(t *testing.T) {
 
 	c.apply(machineRecord(6, "acme", "w-0", "workers", true))
 	require.Empty(t, names("acme", "workers"))
-	require.Empty(t, c.kinds[domain.MachineKind.Kind].byGroup["acme.workers"], "an empty group leaves no set behind")
+	require.Empty(t, c.kinds[domain.MachineKind.Kind].byRef["acme.workers"], "an empty group leaves no set behind")
+}
+
+// The node groups of a Provider are found through the provider index as
+// they come, change provider and go, across tenants.
+func TestCacheNodeGroupsOf(t *testing.T) {
+	c := NewCache(nil, nil)
+	group := func(seq uint64, tenant, name, provider string, deleted bool) *eventstore.Record {
+		r := nodeGroupRecord(seq, tenant, name, deleted)
+		r.Event.Object.Spec = []byte(fmt.Sprintf(`{"role":"worker","count":1,"provider":%q}`, provider))
+		return r
+	}
+	of := func(provider string) []string {
+		var out []string
+		for _, raw := range c.NodeGroupsOf(provider) {
+			var ng domain.NodeGroup
+			require.NoError(t, json.Unmarshal(raw, &ng))
+			require.Equal(t, provider, ng.Spec.Provider)
+			out = append(out, ng.Metadata.Tenant+"/"+ng.Metadata.Name)
+		}
+		return out
+	}
+	c.apply(group(1, "acme", "workers", "oci", false))
+	c.apply(group(2, "beta", "workers", "oci", false))
+	c.apply(group(3, "acme", "cp", "metal", false))
+	require.Equal(t, []string{"acme/workers", "beta/workers"}, of("oci"))
+	require.Equal(t, []string{"acme/cp"}, of("metal"))
+
+	c.apply(group(4, "beta", "workers", "metal", false)) // moved to another provider
+	require.Equal(t, []string{"acme/workers"}, of("oci"))
+	require.Equal(t, []string{"acme/cp", "beta/workers"}, of("metal"))
+
+	c.apply(group(5, "acme", "workers", "oci", true))
+	require.Empty(t, of("oci"))
+	require.Empty(t, c.kinds[domain.NodeGroupKind.Kind].byRef[providerRef("oci")], "no set left behind")
 }
 
 // Members moves only when objects come or go; Names lists them undecoded.

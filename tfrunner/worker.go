@@ -360,14 +360,17 @@ func (w *Worker) affected(ev *domain.Event) []string {
 	case domain.NodeGroupKind.Kind, domain.ConfigPatchKind.Kind:
 		return []string{o.Metadata.Tenant}
 	case domain.ProviderKind.Kind:
-		groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
-		if err != nil {
-			return nil
-		}
+		// The node groups naming the Provider, from the read model's index:
+		// the cost is theirs, not every node group's.
 		seen := map[string]bool{}
 		var out []string
-		for _, ng := range groups {
-			if ng.Spec.Provider == o.Metadata.Name && !seen[ng.Metadata.Tenant] {
+		for _, raw := range w.cfg.Cache.NodeGroupsOf(o.Metadata.Name) {
+			var ng struct {
+				Metadata struct {
+					Tenant string `json:"tenant"`
+				} `json:"metadata"`
+			}
+			if json.Unmarshal(raw, &ng) == nil && !seen[ng.Metadata.Tenant] {
 				seen[ng.Metadata.Tenant] = true
 				out = append(out, ng.Metadata.Tenant)
 			}

@@ -68,19 +68,19 @@ func TestPatchesRollOutControlPlanesFirstByParallelism(t *testing.T) {
 	for name, r := range reasons(e.machines()) {
 		require.Equal(t, talos.ReasonAppliedWithReboot, r, name)
 	}
-	eventually(t, 30*time.Second, "every node back after its reboot", func() bool {
+	require.Eventually(t, func() bool {
 		for _, n := range e.Em.List() {
 			if n.Phase != emulator.PhaseRunning {
 				return false
 			}
 		}
 		return true
-	})
+	}, 30*time.Second, 5*time.Millisecond, "every node back after its reboot")
 
 	// Disabling both patches goes back to the configs of the first pass.
 	e.patch("verbose-kubelet", inPlacePatch, false)
 	e.patch("sysctl", rebootPatch, false)
-	eventually(t, 60*time.Second, "back to the first configs", func() bool { return maps(e.nodeHashes(), first) })
+	require.Eventually(t, func() bool { return maps(e.nodeHashes(), first) }, 60*time.Second, 5*time.Millisecond, "back to the first configs")
 	e.waitConverged("the patches disabled")
 
 	// A machine's history says how each config reached it.
@@ -108,14 +108,14 @@ func maps(a, b map[string]string) bool {
 // eventuallyAllChanged waits until no node holds the config it held before.
 func (e *env) eventuallyAllChanged(before map[string]string, what string) {
 	e.T.Helper()
-	eventually(e.T, 60*time.Second, what+" reaches every node", func() bool {
+	require.Eventually(e.T, func() bool {
 		for name, h := range e.nodeHashes() {
 			if before[name] == h {
 				return false
 			}
 		}
 		return true
-	})
+	}, 60*time.Second, 5*time.Millisecond, what+" reaches every node")
 }
 
 // configHistory replays a machine's events: each MachineConfigApplied with
@@ -159,10 +159,10 @@ func TestNodeGroupLabelReachesOnlyItsMachines(t *testing.T) {
 	e.calls.take()
 
 	e.updateGroup("workers", func(s *domain.NodeGroupSpec) { s.Labels = map[string]string{"tier": "batch"} })
-	eventually(t, 60*time.Second, "the workers' new configs", func() bool {
+	require.Eventually(t, func() bool {
 		h := e.nodeHashes()
 		return h["w-1"] != before["w-1"] && h["w-2"] != before["w-2"]
-	})
+	}, 60*time.Second, 5*time.Millisecond, "the workers' new configs")
 	e.waitConverged("the label change")
 	require.Equal(t, before["cp-1"], e.nodeHashes()["cp-1"], "the control plane's config does not change")
 	order := applied(e.calls.take())
@@ -178,7 +178,7 @@ func TestAMachineThatRefusesItsConfigIsRetried(t *testing.T) {
 
 	e.Fault("w-2", emulator.Faults{RefuseApply: true})
 	e.patch("verbose-kubelet", inPlacePatch, true)
-	eventually(t, 60*time.Second, "w-2 recorded as failing, the others converged", func() bool {
+	require.Eventually(t, func() bool {
 		h := e.nodeHashes()
 		for _, m := range e.machines() {
 			c := domain.FindCondition(m.Status.Conditions, domain.ConditionConfigApplied)
@@ -197,7 +197,7 @@ func TestAMachineThatRefusesItsConfigIsRetried(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, 60*time.Second, 5*time.Millisecond, "w-2 recorded as failing, the others converged")
 	require.Equal(t, before["w-2"], e.nodeHashes()["w-2"], "w-2 still holds its old config")
 	w2 := e.machineNamed("w-2")
 	require.Equal(t, before["w-2"], w2.Metadata.Annotations[domain.AnnotationConfigHash], "its annotation says what it holds")
@@ -228,7 +228,7 @@ func TestHeldBackWhileAnUpgradeIsInFlight(t *testing.T) {
 	e.Execute(domain.Command{Op: domain.OpCreate, Ref: up, Object: &domain.Object{
 		Metadata: domain.ObjectMeta{Name: up.Name, Tenant: e.Tenant}, Spec: json.RawMessage(`{"talosVersion":"v1.13.0"}`)}})
 	e.patch("verbose-kubelet", inPlacePatch, true)
-	eventually(t, 30*time.Second, "the controller holds back", func() bool { return e.logs.has("holding back while an upgrade runs") })
+	require.Eventually(t, func() bool { return e.logs.has("holding back while an upgrade runs") }, 30*time.Second, 5*time.Millisecond, "the controller holds back")
 	require.Equal(t, before, e.nodeHashes(), "no config was applied while the upgrade is pending")
 
 	// The upgrade's end releases the tenant.
@@ -249,7 +249,7 @@ func TestAControlPlaneDownHoldsTheRollout(t *testing.T) {
 
 	e.Fault("cp-2", emulator.Faults{Unhealthy: true})
 	e.patch("verbose-kubelet", inPlacePatch, true)
-	eventually(t, 30*time.Second, "every machine pending", func() bool {
+	require.Eventually(t, func() bool {
 		for _, m := range e.machines() {
 			c := domain.FindCondition(m.Status.Conditions, domain.ConditionConfigApplied)
 			if c == nil || c.Status != "Unknown" || c.Reason != talos.ReasonPending || m.Status.ConfigUpToDate {
@@ -257,9 +257,9 @@ func TestAControlPlaneDownHoldsTheRollout(t *testing.T) {
 			}
 		}
 		return true
-	})
-	eventually(t, 30*time.Second, "the control planes held back", func() bool { return e.logs.has("holding back a control plane") })
-	eventually(t, 30*time.Second, "the rollout stopped", func() bool { return e.logs.has("does not hold its config; retrying") })
+	}, 30*time.Second, 5*time.Millisecond, "every machine pending")
+	require.Eventually(t, func() bool { return e.logs.has("holding back a control plane") }, 30*time.Second, 5*time.Millisecond, "the control planes held back")
+	require.Eventually(t, func() bool { return e.logs.has("does not hold its config; retrying") }, 30*time.Second, 5*time.Millisecond, "the rollout stopped")
 	require.Empty(t, applied(e.calls.take()), "no config went out")
 	require.Equal(t, before, e.nodeHashes())
 

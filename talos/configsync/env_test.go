@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -67,7 +68,7 @@ func (e *env) start(mutate func(*configsync.Config)) *configsync.Controller {
 		cancel()
 		require.NoError(e.T, <-done)
 	})
-	eventually(e.T, 30*time.Second, "controller leading", c.Leading)
+	require.Eventually(e.T, c.Leading, 30*time.Second, 5*time.Millisecond, "controller leading")
 	return c
 }
 
@@ -107,8 +108,7 @@ func (e *env) converged() string {
 
 func (e *env) waitConverged(what string) {
 	e.T.Helper()
-	last := ""
-	eventually(e.T, 60*time.Second, what, func() bool { last = e.converged(); return last == "" }, &last)
+	require.EventuallyWithT(e.T, func(c *assert.CollectT) { assert.Empty(c, e.converged(), what) }, 60*time.Second, 5*time.Millisecond, what)
 }
 
 // patch creates or replaces a ConfigPatch targeting every machine.
@@ -237,20 +237,4 @@ func (l *logLines) has(substr string) bool {
 		}
 	}
 	return false
-}
-
-// eventually polls cond until it holds or d passes; last, when given, says
-// what was last seen.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool, last ...*string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			if len(last) > 0 {
-				t.Fatalf("%s: not within %s (last: %s)", what, d, *last[0])
-			}
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -202,10 +204,12 @@ func TestAddressesAcrossRestart(t *testing.T) {
 	got, err := em2.Get("cp-0")
 	require.NoError(t, err)
 	require.Equal(t, node.Address, got.Address)
-	eventually(t, "cp-0 answers on its reserved address", func() error {
-		_, err := connectInsecure(t, got.Address).Version(callCtx(t))
-		return err
-	})
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, func() error {
+			_, err := connectInsecure(t, got.Address).Version(callCtx(t))
+			return err
+		}())
+	}, 15*time.Second, 10*time.Millisecond, "cp-0 answers on its reserved address")
 	require.Equal(t, []Address{
 		{Name: "spare", Address: spare.Address},
 		{Name: "used", Address: used.Address, Node: "cp-0"},

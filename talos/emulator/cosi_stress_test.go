@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,7 +33,9 @@ func TestCOSIResourcesSettleOnTheLatestFacts(t *testing.T) {
 	}
 	var nodes []*node
 	for _, name := range names {
-		eventually(t, name+" running", phaseIs(em, name, PhaseRunning))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, phaseIs(em, name, PhaseRunning)())
+		}, 15*time.Second, 10*time.Millisecond, name+" running")
 		n, err := em.node(name)
 		require.NoError(t, err)
 		// The state a node's first COSI call makes (a talosctl get).
@@ -68,7 +71,9 @@ func TestCOSIResourcesSettleOnTheLatestFacts(t *testing.T) {
 		}
 		wg.Wait()
 		for _, n := range nodes {
-			eventually(t, fmt.Sprintf("round %d: %s's resources hold the latest facts", round, n.status().Name), func() error { return cosiDiff(n) })
+			require.EventuallyWithT(t, func(ct *assert.CollectT) {
+				assert.NoError(ct, func() error { return cosiDiff(n) }())
+			}, 15*time.Second, 10*time.Millisecond, fmt.Sprintf("round %d: %s's resources hold the latest facts", round, n.status().Name))
 		}
 	}
 }

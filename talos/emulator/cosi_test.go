@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -11,6 +12,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 )
@@ -24,19 +26,22 @@ func TestCOSIResourcesFollowTheNode(t *testing.T) {
 	ctx := context.Background()
 	cp, err := em.Create(ctx, NodeSpec{Name: "cosi-cp", UserData: tc.controlPlane})
 	require.NoError(t, err)
-	eventually(t, "running", phaseIs(em, "cosi-cp", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cosi-cp", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "running")
 	c := connect(t, tc.admin, cp.Address)
-
-	eventually(t, "machine status running", func() error {
-		ms, err := safe.StateGetByID[*runtime.MachineStatus](callCtx(t), c.COSI, runtime.MachineStatusID)
-		if err != nil {
-			return err
-		}
-		if ms.TypedSpec().Stage != runtime.MachineStageRunning || !ms.TypedSpec().Status.Ready {
-			return fmt.Errorf("machine status %v", ms.TypedSpec())
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, func() error {
+			ms, err := safe.StateGetByID[*runtime.MachineStatus](callCtx(t), c.COSI, runtime.MachineStatusID)
+			if err != nil {
+				return err
+			}
+			if ms.TypedSpec().Stage != runtime.MachineStageRunning || !ms.TypedSpec().Status.Ready {
+				return fmt.Errorf("machine status %v", ms.TypedSpec())
+			}
+			return nil
+		}())
+	}, 15*time.Second, 10*time.Millisecond, "machine status running")
 
 	watch := make(chan safe.WrappedStateEvent[*cluster.Member])
 	wctx, cancel := context.WithCancel(ctx)
@@ -73,7 +78,9 @@ func TestCOSIResourcesFollowTheNode(t *testing.T) {
 	require.NoError(t, err, "a reader reads what is not sensitive")
 
 	w := connect(t, tc.admin, mustGet(t, em, "cosi-worker").Address)
-	eventually(t, "worker running", phaseIs(em, "cosi-worker", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cosi-worker", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "worker running")
 	_, err = w.ResetGenericWithResponse(callCtx(t), &machineapi.ResetRequest{Graceful: true, Reboot: true})
 	require.NoError(t, err)
 	seen("cosi-worker", state.Destroyed)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 
@@ -61,7 +62,9 @@ func TestClusterLifecycle(t *testing.T) {
 	clients := map[string]*client.Client{}
 	for _, name := range names {
 		clients[name] = connect(t, cl.admin, addrs[name])
-		eventually(t, name+" serves mTLS", versionIs(t, clients[name], "v1.13.0"))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, versionIs(t, clients[name], "v1.13.0")())
+		}, 15*time.Second, 10*time.Millisecond, name+" serves mTLS")
 	}
 
 	cp1 := clients["cp-1"]
@@ -73,24 +76,26 @@ func TestClusterLifecycle(t *testing.T) {
 	requireCode(t, codes.AlreadyExists, clients["cp-2"].Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
 
 	for _, name := range names {
-		eventually(t, name+" services healthy", func() error {
-			resp, err := clients[name].ServiceList(callCtx(t))
-			if err != nil {
-				return err
-			}
-			services := resp.GetMessages()[0].GetServices()
-			ids := map[string]bool{}
-			for _, s := range services {
-				ids[s.GetId()] = true
-				if !s.GetHealth().GetHealthy() {
-					return fmt.Errorf("%s is %s", s.GetId(), s.GetState())
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, func() error {
+				resp, err := clients[name].ServiceList(callCtx(t))
+				if err != nil {
+					return err
 				}
-			}
-			if want := !strings.HasPrefix(name, "worker"); ids["etcd"] != want || !ids["kubelet"] || !ids["apid"] {
-				return fmt.Errorf("services %v", ids)
-			}
-			return nil
-		})
+				services := resp.GetMessages()[0].GetServices()
+				ids := map[string]bool{}
+				for _, s := range services {
+					ids[s.GetId()] = true
+					if !s.GetHealth().GetHealthy() {
+						return fmt.Errorf("%s is %s", s.GetId(), s.GetState())
+					}
+				}
+				if want := !strings.HasPrefix(name, "worker"); ids["etcd"] != want || !ids["kubelet"] || !ids["apid"] {
+					return fmt.Errorf("services %v", ids)
+				}
+				return nil
+			}())
+		}, 15*time.Second, 10*time.Millisecond, name+" services healthy")
 	}
 
 	for _, name := range []string{"cp-1", "cp-2", "cp-3"} {
@@ -135,7 +140,9 @@ func configuredNode(t *testing.T, em *Emulator, name string, userData []byte) No
 	t.Helper()
 	st, err := em.Create(context.Background(), NodeSpec{Name: name, UserData: userData})
 	require.NoError(t, err)
-	eventually(t, name+" running", phaseIs(em, name, PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, name, PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, name+" running")
 	return st
 }
 
@@ -150,16 +157,22 @@ func TestUpgradeRebootReset(t *testing.T) {
 	requireCode(t, codes.InvalidArgument, err)
 	_, err = c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.1", false, false)
 	require.NoError(t, err)
-	eventually(t, "new version after upgrade", versionIs(t, c, "v1.13.1"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.1")())
+	}, 15*time.Second, 10*time.Millisecond, "new version after upgrade")
 
 	require.NoError(t, c.Reboot(callCtx(t)))
-	eventually(t, "rebooted", func() error {
-		if err := phaseIs(em, "cp-1", PhaseRunning)(); err != nil {
-			return err
-		}
-		return journalCount(t, c, "booted talos", 3)
-	})
-	eventually(t, "version after reboot", versionIs(t, c, "v1.13.1"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, func() error {
+			if err := phaseIs(em, "cp-1", PhaseRunning)(); err != nil {
+				return err
+			}
+			return journalCount(t, c, "booted talos", 3)
+		}())
+	}, 15*time.Second, 10*time.Millisecond, "rebooted")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.1")())
+	}, 15*time.Second, 10*time.Millisecond, "version after reboot")
 
 	// The LifecycleService installs (stages) a version; the next reboot boots it.
 	require.Equal(t, int32(0), lifecycleUpgrade(t, c, "ghcr.io/siderolabs/installer:v1.13.3"))
@@ -168,7 +181,9 @@ func TestUpgradeRebootReset(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(1), lifecycleUpgrade(t, c, "ghcr.io/siderolabs/installer:v1.13.4"), "a failed install reports its exit code")
 	require.NoError(t, c.Reboot(callCtx(t)))
-	eventually(t, "staged version after reboot", versionIs(t, c, "v1.13.3"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.3")())
+	}, 15*time.Second, 10*time.Millisecond, "staged version after reboot")
 
 	applied, err := c.ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.controlPlane, Mode: machine.ApplyConfigurationRequest_NO_REBOOT})
 	require.NoError(t, err)
@@ -177,7 +192,9 @@ func TestUpgradeRebootReset(t *testing.T) {
 	requireCode(t, codes.InvalidArgument, err)
 
 	require.NoError(t, c.Reset(callCtx(t), true, true))
-	eventually(t, "back in maintenance", phaseIs(em, "cp-1", PhaseMaintenance))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseMaintenance)())
+	}, 15*time.Second, 10*time.Millisecond, "back in maintenance")
 	resp, err := connectInsecure(t, st.Address).Version(callCtx(t))
 	require.NoError(t, err)
 	require.Equal(t, "v1.13.3", resp.GetMessages()[0].GetVersion().GetTag())
@@ -242,7 +259,9 @@ func TestFaults(t *testing.T) {
 			require.NoError(t, versionIs(t, c, "v1.13.0")())
 			_, err = c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.14.0", false, false)
 			require.NoError(t, err, "the fault clears after one failure")
-			eventually(t, "upgraded", versionIs(t, c, "v1.14.0"))
+			require.EventuallyWithT(t, func(ct *assert.CollectT) {
+				assert.NoError(ct, versionIs(t, c, "v1.14.0")())
+			}, 15*time.Second, 10*time.Millisecond, "upgraded")
 		}},
 		{"unreachable", Faults{Unreachable: true}, func(t *testing.T, c *client.Client) {
 			_, err := c.Version(callCtx(t))
@@ -272,12 +291,14 @@ func TestFaults(t *testing.T) {
 			tt.check(t, c)
 			_, err = em.InjectFault(name, Faults{})
 			require.NoError(t, err)
-			eventually(t, "healed", func() error {
-				if _, err := c.Version(callCtx(t)); err != nil {
-					return err
-				}
-				return phaseIs(em, name, PhaseRunning)()
-			})
+			require.EventuallyWithT(t, func(ct *assert.CollectT) {
+				assert.NoError(ct, func() error {
+					if _, err := c.Version(callCtx(t)); err != nil {
+						return err
+					}
+					return phaseIs(em, name, PhaseRunning)()
+				}())
+			}, 15*time.Second, 10*time.Millisecond, "healed")
 		})
 	}
 }
@@ -328,7 +349,9 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	require.NoError(t, c.Bootstrap(callCtx(t), &machine.BootstrapRequest{}))
 	_, err = c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.2", false, false)
 	require.NoError(t, err)
-	eventually(t, "upgraded", versionIs(t, c, "v1.13.2"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.2")())
+	}, 15*time.Second, 10*time.Millisecond, "upgraded")
 	_, err = em.InjectFault("spare", Faults{Unhealthy: true})
 	require.NoError(t, err)
 	stop()
@@ -340,7 +363,9 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	got, err := em2.Get("cp-1")
 	require.NoError(t, err)
 	require.Equal(t, cp.Address, got.Address)
-	eventually(t, "back with its version", versionIs(t, c, "v1.13.2"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.2")())
+	}, 15*time.Second, 10*time.Millisecond, "back with its version")
 	resp, err := c.EtcdMemberList(callCtx(t), &machine.EtcdMemberListRequest{})
 	require.NoError(t, err, "bootstrap survives a restart")
 	require.Len(t, resp.GetMessages()[0].GetMembers(), 1)
@@ -429,8 +454,12 @@ func TestWorkerWaitsForTrustd(t *testing.T) {
 	requireCode(t, codes.Unavailable, err)
 
 	configuredNode(t, em, "cp-1", cl.controlPlane)
-	eventually(t, "worker up once a control plane is", versionIs(t, c, "v1.13.0"))
-	eventually(t, "worker running", phaseIs(em, "worker-1", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.0")())
+	}, 15*time.Second, 10*time.Millisecond, "worker up once a control plane is")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "worker-1", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "worker running")
 }
 
 // TestUpgradeRebootOutlivesTheEmulator stops the emulator while a node
@@ -453,7 +482,9 @@ func TestUpgradeRebootOutlivesTheEmulator(t *testing.T) {
 	stop()
 
 	em2, _ := startEmulator(t, fastConfig(dir))
-	eventually(t, "back on the new version", versionIs(t, c, "v1.13.2"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.2")())
+	}, 15*time.Second, 10*time.Millisecond, "back on the new version")
 	got, err := em2.Get("cp-1")
 	require.NoError(t, err)
 	require.Empty(t, got.RebootingInto)

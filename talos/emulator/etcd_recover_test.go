@@ -11,6 +11,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 )
@@ -90,7 +91,9 @@ func TestEtcdBackupAndRecover(t *testing.T) {
 	stop()
 	em, stop = startEmulator(t, restartableConfig(dir))
 	for _, name := range names {
-		eventually(t, name+" back", phaseIs(em, name, PhaseRunning))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, phaseIs(em, name, PhaseRunning)())
+		}, 15*time.Second, 10*time.Millisecond, name+" back")
 	}
 	again, err := takeSnapshot(t, clients["cp-3"])
 	require.NoError(t, err)
@@ -127,7 +130,9 @@ func TestEtcdBackupAndRecover(t *testing.T) {
 	stop()
 	em, _ = startEmulator(t, restartableConfig(dir))
 	for _, name := range names {
-		eventually(t, name+" back", phaseIs(em, name, PhaseRunning))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, phaseIs(em, name, PhaseRunning)())
+		}, 15*time.Second, 10*time.Millisecond, name+" back")
 	}
 	require.NoError(t, recoverEtcd(t, clients["cp-1"]))
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,9 +50,13 @@ func TestEtcdStatusLeader(t *testing.T) {
 
 	_, err = clients["cp-2"].Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.1", false, false)
 	require.NoError(t, err)
-	eventually(t, "cp-2 down", phaseIs(em, "cp-2", PhaseRebooting))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-2", PhaseRebooting)())
+	}, 15*time.Second, 10*time.Millisecond, "cp-2 down")
 	require.Equal(t, memberID("cp-1"), leaderOf(t, clients["cp-3"]), "the first member up leads while the bootstrap node is down")
-	eventually(t, "cp-2 back", versionIs(t, clients["cp-2"], "v1.13.1"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, clients["cp-2"], "v1.13.1")())
+	}, 15*time.Second, 10*time.Millisecond, "cp-2 back")
 	require.Equal(t, memberID("cp-2"), leaderOf(t, clients["cp-3"]))
 
 	_, err = em.InjectFault("cp-3", Faults{Unhealthy: true})
@@ -143,19 +148,23 @@ func TestEtcdMembership(t *testing.T) {
 	requireCode(t, codes.FailedPrecondition, err) // the last member stays
 	_, err = em.InjectFault("cp-3", Faults{})
 	require.NoError(t, err)
-	eventually(t, "cp-3 comes back out of etcd", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if _, err := clients["cp-3"].EtcdStatus(ctx); status.Code(err) != codes.FailedPrecondition {
-			return fmt.Errorf("EtcdStatus: %v", err)
-		}
-		return nil
-	})
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if _, err := clients["cp-3"].EtcdStatus(ctx); status.Code(err) != codes.FailedPrecondition {
+				return fmt.Errorf("EtcdStatus: %v", err)
+			}
+			return nil
+		}())
+	}, 15*time.Second, 10*time.Millisecond, "cp-3 comes back out of etcd")
 	stop()
 
 	em2, _ := startEmulator(t, restartableConfig(dir))
 	for _, name := range names {
-		eventually(t, name+" back", phaseIs(em2, name, PhaseRunning))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, phaseIs(em2, name, PhaseRunning)())
+		}, 15*time.Second, 10*time.Millisecond, name+" back")
 	}
 	require.Equal(t, []string{"cp-2"}, memberNames(t, clients["cp-2"]), "membership survives a restart")
 	st, err := em2.Get("cp-1")
@@ -164,10 +173,14 @@ func TestEtcdMembership(t *testing.T) {
 
 	// A reset wipes the node; configured again, it joins again.
 	require.NoError(t, clients["cp-1"].Reset(callCtx(t), true, true))
-	eventually(t, "cp-1 in maintenance", phaseIs(em2, "cp-1", PhaseMaintenance))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em2, "cp-1", PhaseMaintenance)())
+	}, 15*time.Second, 10*time.Millisecond, "cp-1 in maintenance")
 	_, err = connectInsecure(t, st.Address).ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.controlPlane})
 	require.NoError(t, err)
-	eventually(t, "cp-1 running", phaseIs(em2, "cp-1", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em2, "cp-1", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "cp-1 running")
 	require.Equal(t, []string{"cp-1", "cp-2"}, memberNames(t, clients["cp-2"]))
 	require.Equal(t, memberNames(t, clients["cp-2"]), memberNames(t, clients["cp-1"]))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 	"github.com/siderolabs/talos/pkg/machinery/role"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -126,13 +125,6 @@ func connectInsecure(t *testing.T, addr string) *client.Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// eventually polls f until it succeeds, for at most 15s; a failure names what
-// was awaited and f's last error.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NoError(c, f()) }, 15*time.Second, 10*time.Millisecond, what)
 }
 
 // callCtx bounds one call so an unreachable node fails fast.

@@ -5,11 +5,13 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	machineapi "github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 )
@@ -35,10 +37,14 @@ func TestEverydayCallsReflectTheNode(t *testing.T) {
 	ctx := context.Background()
 	cp, err := em.Create(ctx, NodeSpec{Name: "day-cp", UserData: tc.controlPlane})
 	require.NoError(t, err)
-	eventually(t, "running", phaseIs(em, "day-cp", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "day-cp", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "running")
 	wk, err := em.Create(ctx, NodeSpec{Name: "day-worker", UserData: tc.worker})
 	require.NoError(t, err)
-	eventually(t, "running", phaseIs(em, "day-worker", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "day-worker", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "running")
 	c, w := connect(t, tc.admin, cp.Address), connect(t, tc.admin, wk.Address)
 	err = c.Bootstrap(callCtx(t), &machineapi.BootstrapRequest{})
 	require.NoError(t, err)
@@ -113,7 +119,9 @@ func TestEverydayCallsReflectTheNode(t *testing.T) {
 	require.NotContains(t, strings.Join(msgs, "\n"), "pulling", "the upgrade uses the pulled image")
 	err = w.Reboot(callCtx(t))
 	require.NoError(t, err)
-	eventually(t, "back on v1.13.1", versionIs(t, w, "v1.13.1"))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, w, "v1.13.1")())
+	}, 15*time.Second, 10*time.Millisecond, "back on v1.13.1")
 	boot2, err := readFile(t, w, "/proc/sys/kernel/random/boot_id")
 	require.NoError(t, err)
 	require.NotEqual(t, boot1, boot2, "a reboot changes the boot id")

@@ -56,7 +56,9 @@ func bootstrappedKubeCluster(t *testing.T, em *Emulator, name string) (cl testCl
 	cl = newTestClusterAt(t, name, "https://"+net.JoinHostPort(addr.Address, "6443"), kubeTestVersion)
 	_, err = em.Create(ctx, NodeSpec{Name: "cp-1", UserData: cl.controlPlane, Address: addr.Address})
 	require.NoError(t, err)
-	eventually(t, "cp-1 running", phaseIs(em, "cp-1", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "cp-1 running")
 	w = configuredNode(t, em, "w-1", cl.worker)
 	cp, err = em.Get("cp-1")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,9 @@ func TestBootStages(t *testing.T) {
 
 	_, err = connectInsecure(t, st.Address).ApplyConfiguration(callCtx(t), &machine.ApplyConfigurationRequest{Data: cl.controlPlane})
 	require.NoError(t, err)
-	eventually(t, "installing", phaseIs(em, "cp-1", PhaseInstalling))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseInstalling)())
+	}, 15*time.Second, 10*time.Millisecond, "installing")
 	timers.fireNext(t) // install done: the API comes up with mTLS
 	require.NoError(t, phaseIs(em, "cp-1", PhaseBooting)())
 	c := connect(t, cl.admin, st.Address)
@@ -67,7 +70,9 @@ func TestBootStages(t *testing.T) {
 	require.NoError(t, phaseIs(em, "cp-1", PhaseRunning)())
 
 	require.NoError(t, c.Reboot(callCtx(t)))
-	eventually(t, "rebooting", phaseIs(em, "cp-1", PhaseRebooting))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseRebooting)())
+	}, 15*time.Second, 10*time.Millisecond, "rebooting")
 	timers.fireNext(t)
 	require.NoError(t, phaseIs(em, "cp-1", PhaseBooting)())
 	timers.fireNext(t)

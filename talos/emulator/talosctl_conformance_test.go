@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
@@ -185,10 +186,14 @@ func TestTalosctlConformance(t *testing.T) {
 
 	cpSt, err := em.Create(ctx, NodeSpec{Name: "conf-cp", UserData: tc.controlPlane})
 	require.NoError(t, err)
-	eventually(t, "control plane running", phaseIs(em, "conf-cp", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "conf-cp", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "control plane running")
 	wkSt, err := em.Create(ctx, NodeSpec{Name: "conf-worker", UserData: tc.worker})
 	require.NoError(t, err)
-	eventually(t, "worker running", phaseIs(em, "conf-worker", PhaseRunning))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "conf-worker", PhaseRunning)())
+	}, 15*time.Second, 10*time.Millisecond, "worker running")
 	cp := newTalosctl(t, bin, tc, cpSt)
 	wk := newTalosctl(t, bin, tc, wkSt)
 
@@ -201,12 +206,14 @@ func TestTalosctlConformance(t *testing.T) {
 
 	t.Run("bootstrap", func(t *testing.T) {
 		cp.run(t, "bootstrap")
-		eventually(t, "etcd bootstrapped", func() error {
-			if !em.bootstrapped(cpSt.ClusterID) {
-				return fmt.Errorf("not bootstrapped")
-			}
-			return nil
-		})
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, func() error {
+				if !em.bootstrapped(cpSt.ClusterID) {
+					return fmt.Errorf("not bootstrapped")
+				}
+				return nil
+			}())
+		}, 15*time.Second, 10*time.Millisecond, "etcd bootstrapped")
 	})
 
 	t.Run("services", func(t *testing.T) {
@@ -293,12 +300,14 @@ func TestTalosctlConformance(t *testing.T) {
 
 	t.Run("apply-config", func(t *testing.T) {
 		watched := wk.watch(t, "get", "machineconfig", "--watch", "-o", "yaml")
-		eventually(t, "the watch to list the config", func() error {
-			if !strings.Contains(watched(), "clusterName: conformance") {
-				return fmt.Errorf("watch output so far: %s", watched())
-			}
-			return nil
-		})
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, func() error {
+				if !strings.Contains(watched(), "clusterName: conformance") {
+					return fmt.Errorf("watch output so far: %s", watched())
+				}
+				return nil
+			}())
+		}, 15*time.Second, 10*time.Millisecond, "the watch to list the config")
 		patch, err := configpatcher.LoadPatch([]byte("machine:\n  nodeLabels:\n    conformance: applied\n"))
 		require.NoError(t, err)
 		out, err := configpatcher.Apply(configpatcher.WithBytes(tc.worker), []configpatcher.Patch{patch})
@@ -313,12 +322,14 @@ func TestTalosctlConformance(t *testing.T) {
 		st, err := em.Get("conf-worker")
 		require.NoError(t, err)
 		require.Equal(t, configHash(b), st.ConfigHash)
-		eventually(t, "the watch to see the new config", func() error {
-			if !strings.Contains(watched(), "conformance: applied") {
-				return fmt.Errorf("watch output so far: %s", watched())
-			}
-			return nil
-		})
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, func() error {
+				if !strings.Contains(watched(), "conformance: applied") {
+					return fmt.Errorf("watch output so far: %s", watched())
+				}
+				return nil
+			}())
+		}, 15*time.Second, 10*time.Millisecond, "the watch to see the new config")
 	})
 
 	t.Run("upgrade", func(t *testing.T) {
@@ -337,13 +348,17 @@ func TestTalosctlConformance(t *testing.T) {
 
 	t.Run("reset", func(t *testing.T) {
 		wk.run(t, "reset", "--graceful", "--reboot")
-		eventually(t, "worker back in maintenance mode", phaseIs(em, "conf-worker", PhaseMaintenance))
-		eventually(t, "the worker gone from the members", func() error {
-			out := cp.run(t, "get", "members")
-			if strings.Contains(out, "conf-worker") {
-				return fmt.Errorf("members: %s", out)
-			}
-			return nil
-		})
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, phaseIs(em, "conf-worker", PhaseMaintenance)())
+		}, 15*time.Second, 10*time.Millisecond, "worker back in maintenance mode")
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			assert.NoError(ct, func() error {
+				out := cp.run(t, "get", "members")
+				if strings.Contains(out, "conf-worker") {
+					return fmt.Errorf("members: %s", out)
+				}
+				return nil
+			}())
+		}, 15*time.Second, 10*time.Millisecond, "the worker gone from the members")
 	})
 }
