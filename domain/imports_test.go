@@ -27,7 +27,7 @@ var allowedLayers = map[string][]string{
 	"domain":      {},
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
-	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller"},
+	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller", "internal/proctree"},
 	"talos":       {"domain", "eventstore", "projections", "talos/etcdsnapshot"},
 	"identity":    {"domain", "eventstore", "projections"},
 	"webui":       {"domain", "projections", "handlers", "identity"},
@@ -45,13 +45,15 @@ var allowedLayers = map[string][]string{
 	// etcd's snapshot format, which the emulator writes and the backups
 	// read: a leaf, so both can use it.
 	"talos/etcdsnapshot": {},
+	// Marks on the processes tofu leaves, and finding them: a leaf.
+	"internal/proctree": {},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot"}
+var sublayers = []string{"internal/controller", "internal/proctree", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
 )
 
 // Tofu finds and runs the tofu binary.
@@ -145,7 +147,8 @@ func (t Tofu) exec(ctx context.Context, dir string, env []string, out io.Writer,
 	return t.RunTofu(ctx, dir, env, out, args...)
 }
 
-// RunTofu runs the tofu binary with args in dir with exactly env, writing its
+// RunTofu runs the tofu binary with args in dir with exactly env (and the
+// marks of internal/proctree), writing its
 // output to out. When ctx ends, tofu's process group gets SIGINT (tofu then
 // stops cleanly and releases its lock), and is killed after Grace. Provider
 // plugins left behind are killed with the group when tofu exits.
@@ -158,6 +161,9 @@ func (t Tofu) RunTofu(ctx context.Context, dir string, env []string, out io.Writ
 	if grace == 0 {
 		grace = 30 * time.Second
 	}
+	// Marked, so that what tofu leaves is found if it outlives us
+	// (internal/proctree; the server ends such orphans when it starts).
+	env = append(append([]string(nil), env...), proctree.Marks()...)
 	var cmd *exec.Cmd
 	if t.Sandbox != nil {
 		if abs, err := filepath.Abs(bin); err == nil {

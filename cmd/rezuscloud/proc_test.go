@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/leaktest"
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
 )
 
 const token = "process-test-token"
@@ -40,7 +43,14 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Servers, their tofu and its plugins, etcd and the Kubernetes control
+	// planes all carry this binary's pid: none may outlive the tests.
+	proctree.MarkRoot()
+	code := m.Run()
+	if leaktest.LeftoverProcesses() {
+		code = 1
+	}
+	os.Exit(code)
 }
 
 type proc struct {

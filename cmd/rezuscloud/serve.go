@@ -24,6 +24,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/backup"
@@ -215,6 +216,11 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("creating data dir: %w", err)
+	}
+	if left := proctree.Orphans(); len(left) > 0 {
+		// Provider plugins of a tofu that died with a server before us.
+		proctree.Kill(left)
+		log.Warn("ended processes a server that died left behind", "processes", fmt.Sprint(left))
 	}
 	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
 	if err != nil {

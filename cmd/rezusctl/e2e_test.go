@@ -21,6 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/internal/leaktest"
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
 )
 
 // The end-to-end test runs the real server as a child process (its package
@@ -33,7 +35,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	proctree.MarkRoot()
 	code := m.Run()
+	if leaktest.LeftoverProcesses() {
+		code = 1
+	}
 	if serverBuildDir != "" {
 		os.RemoveAll(serverBuildDir)
 	}

@@ -16,6 +16,9 @@ import (
 func main() {
 	debug := flag.Bool("debug", false, "serve for a debugger: print TF_REATTACH_PROVIDERS instead of waiting for tofu to start the provider")
 	flag.Parse()
+	if !*debug {
+		dieWithParent()
+	}
 	err := providerserver.Serve(context.Background(), emulated.New(emulated.Version), providerserver.ServeOpts{
 		Address:         emulated.SourceAddress,
 		Debug:           *debug,

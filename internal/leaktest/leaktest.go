@@ -1,0 +1,70 @@
+// Package leaktest fails a package's tests when a goroutine or a process
+// outlives them: goroutines through go.uber.org/goleak, with the few of
+// libraries that are known to stay and hold nothing of ours let be;
+// processes through the marks of internal/proctree (everything the test
+// binary starts, and what that starts, carries its pid). Every package whose
+// code starts goroutines or processes calls VerifyTestMain from its TestMain.
+package leaktest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
+)
+
+// known are goroutines of libraries that outlive their owner by design or
+// by a bug of theirs, each with why it may.
+var known = []goleak.Option{
+	// nats.go v1.55.0: an async publish on a connection that is closing
+	// starts resetPendingAcksOnReconnect with the nil channel StatusChanged
+	// answers for a closed connection, and it waits on it forever
+	// (jetstream/publish.go:449-451). One per JetStream context at most.
+	goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"),
+	// klog's flush daemon, started by importing client-go; it lives for the
+	// process by design.
+	goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+}
+
+// VerifyTestMain runs the tests, then fails if goroutines other than the
+// known ones, or processes the tests started, are left.
+func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	proctree.MarkRoot()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(append(append([]goleak.Option(nil), known...), opts...)...); err != nil {
+			fmt.Fprintf(os.Stderr, "leaktest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	if LeftoverProcesses() {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// LeftoverProcesses reports, and ends, the processes this test binary's tree
+// still holds (servers, tofu, provider plugins, etcd, kube-apiserver …)
+// once they have had 10 s to go: a test binary whose children outlive it is
+// what left provider plugins running under init after CI.
+func LeftoverProcesses() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	left := proctree.Descendants(os.Getpid())
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // they are dying or not: there is nothing to wait on
+		left = proctree.Descendants(os.Getpid())
+	}
+	if len(left) == 0 {
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "leaktest: processes outlived the tests (now killed):\n")
+	for _, p := range left {
+		fmt.Fprintf(os.Stderr, "  %s\n", p)
+	}
+	proctree.Kill(left)
+	return true
+}
