@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,16 +23,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
-	"github.com/rezuscloud/rezuscloud/internal/proctree"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/backup"
-	"github.com/rezuscloud/rezuscloud/talos/configsync"
-	"github.com/rezuscloud/rezuscloud/talos/health"
-	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
-	"github.com/rezuscloud/rezuscloud/talos/upgrade"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
-	"github.com/rezuscloud/rezuscloud/webui"
 )
 
 func serveCommand() *cli.Command {
@@ -201,108 +192,28 @@ func newLogger(level string) (*slog.Logger, error) {
 
 // serve runs everything until ctx ends, then shuts down in order: stop
 // accepting, end watches, finish in-flight requests, stop workers, flush NATS.
+// The start-up is a row of named stages (serve_stages.go), each building on
+// what the one before made.
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
-	if cfg.SecretsKeyFile != "" && cfg.SecretsPassphrase != "" {
-		return errors.New("--secrets-key-file and REZUSCLOUD_SECRETS_PASSPHRASE both say how to seal secrets: give one")
-	}
-	if cfg.CredentialTTL <= 0 || cfg.CredentialTTL > talos.MaxUserCredentialTTL {
-		return fmt.Errorf("--credential-ttl (%s) must be more than 0 and at most %s", cfg.CredentialTTL, talos.MaxUserCredentialTTL)
-	}
-	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
-		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
-	}
-	if err := checkCluster(&cfg, cfg.ReplicasSet); err != nil {
+	if err := checkServeConfig(&cfg); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("creating data dir: %w", err)
-	}
-	if left := proctree.Orphans(); len(left) > 0 {
-		// Provider plugins of a tofu that died with a server before us.
-		proctree.Kill(left)
-		log.Warn("ended processes a server that died left behind", "processes", fmt.Sprint(left))
-	}
-	tlsConfig, certFile, err := serverTLS(cfg.DataDir, cfg.TLS)
-	if err != nil {
+	s := &serveRun{cfg: cfg, log: log}
+	if err := s.prepareDataDir(); err != nil {
 		return err
 	}
-	// The HTTP server listens before NATS is ready: a replica waiting for
-	// its cluster answers probes (/readyz 503 with what it waits for).
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-	}
-	oidcCfg, ssoOn, err := cfg.SSO.oidcConfig(ln.Addr(), tlsConfig != nil)
-	if err != nil {
-		ln.Close()
+	if err := s.listen(); err != nil {
 		return err
 	}
-	starting := handlers.NewStarting()
-	srv := &http.Server{Handler: starting, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: tlsConfig}
-	defer srv.Close()
-	httpErr := make(chan error, 1)
-	go func() {
-		if tlsConfig != nil {
-			httpErr <- srv.ServeTLS(ln, "", "")
-		} else {
-			httpErr <- srv.Serve(ln)
-		}
-	}()
-	nc, emb, closeNATS, err := connectNATS(ctx, log, cfg)
-	if err != nil {
+	defer s.srv.Close()
+	if err := s.connectNATS(ctx); err != nil {
 		return err
 	}
-	defer closeNATS()
-
-	var (
-		store       *eventstore.Store
-		audit       *eventstore.AuditLog
-		automation  handlers.AutomationIssuer
-		sealed      *eventstore.SealedSecrets
-		stateStore  *eventstore.StateStore
-		applyLogs   *tfrunner.Logs
-		etcdBackups *eventstore.EtcdBackups
-	)
-	err = untilProvisioned(ctx, log, emb, starting, func() error {
-		var err error
-		if store, err = eventstore.Open(ctx, nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log}); err != nil {
-			return err
-		}
-		if audit, err = eventstore.OpenAudit(ctx, store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log}); err != nil {
-			return err
-		}
-		// NATS credentials for external automation are issued only on a
-		// single embedded server; with --nats-url, that cluster's operator
-		// issues them, and the API says so. A cluster of embedded nodes
-		// does not issue them yet: an account minted on one node would
-		// be unknown to the others (docs/operations.md).
-		if emb != nil && cfg.Cluster.Listen == "" {
-			a, err := eventstore.OpenAutomation(ctx, store, emb, eventstore.AutomationConfig{Logger: log, MaxConsumers: cfg.AutomationMaxConsumers})
-			if err != nil {
-				return err
-			}
-			automation = a // not a nil *Automation in a non-nil interface
-		}
-		plainSecrets, err := eventstore.OpenSecrets(ctx, store)
-		if err != nil {
-			return err
-		}
-		if sealed, err = eventstore.OpenSealedSecrets(ctx, plainSecrets, sealerConfig(cfg)); err != nil {
-			if errors.Is(err, eventstore.ErrWrongSealKey) {
-				return fmt.Errorf("opening sealed secrets: %w; every replica needs the key the first one was given: "+
-					"the same --secrets-key-file (REZUSCLOUD_SECRETS_KEY_FILE) or REZUSCLOUD_SECRETS_PASSPHRASE", err)
-			}
-			return fmt.Errorf("opening sealed secrets: %w", err)
-		}
-		if stateStore, err = eventstore.OpenStateStore(ctx, store); err != nil {
-			return err
-		}
-		if applyLogs, err = tfrunner.OpenLogs(ctx, store); err != nil {
-			return err
-		}
-		etcdBackups, err = eventstore.OpenEtcdBackups(ctx, store, sealed)
-		return err
-	})
+	defer s.closeNATS()
+	err := s.openStores(ctx)
+	if err == nil {
+		err = s.openIdentity(ctx)
+	}
 	if errors.Is(err, errStopped) {
 		log.Info("stopped before the server was ready")
 		return nil
@@ -310,194 +221,16 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
-	cache := projections.NewCache(store, log)
-	projector := projections.NewProjector(store, log, holder)
-	finalizer := &projections.TenantFinalizer{Cache: cache, Store: store, Log: log}
-	var ids *identity.Service
-	err = untilProvisioned(ctx, log, emb, starting, func() error {
-		var err error
-		ids, err = identity.NewService(ctx, identity.Config{SecureCookies: tlsConfig != nil, Secrets: sealed,
-			SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
-			DisablePasswordLogin: !cfg.SSO.PasswordLogin,
-		}, store, cache)
-		return err
-	})
-	if errors.Is(err, errStopped) {
-		log.Info("stopped before the server was ready")
-		return nil
-	}
-	if err != nil {
+	if err := s.buildServices(ctx); err != nil {
 		return err
 	}
-	if ssoOn {
-		if err := ids.EnableSSO(oidcCfg); err != nil {
-			return err
-		}
-		log.Info("single sign-on on", "issuer", oidcCfg.Issuer, "callback", oidcCfg.RedirectURL, "passwordLogin", cfg.SSO.PasswordLogin)
-	}
-	pki := talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: sealed, Log: log})
-	talosSvc := talos.NewService(cache, pki)
-	kubeClients := kubeclient.New(talosSvc)
-	healthSvc := health.New(health.Config{Cache: cache, PKI: pki, Store: store, Log: log,
-		Kube: kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
-	upgrades := upgrade.New(upgrade.Config{Store: store, Cache: cache, Bundles: pki, Configs: talosSvc, Holder: holder, Log: log,
-		Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra)})
-	if p := cfg.Infra.StatePassphrase; p != "" {
-		if _, err := tfrunner.EncryptionConfig(p); err != nil {
-			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
-		}
-	}
-	apiDeps := handlers.Deps{
-		Store: store, Cache: cache, Projector: projector, Finalizer: finalizer, Identity: ids, Audit: audit, Automation: automation, Talos: talosSvc, Log: log,
-		State: stateStore, ApplyLogs: applyLogs, Health: healthSvc, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: cache, PKI: pki}),
-		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
-		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
-		EtcdBackups: etcdBackups,
-		KubeAccess:  kubeAccess{clients: kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
-	}
-	if err := apiDeps.Validate(); err != nil {
-		return err
-	}
-	// Module providers are checked against the providers tofu can install.
-	modules, err := tfrunner.NewModuleChecker(cfg.Infra.ProviderMirror, cfg.Infra.AllowModuleExec)
-	if err != nil {
-		log.Warn("module providers' sources are not checked", "err", err)
-	}
-	workDir := filepath.Join(cfg.DataDir, "tofu")
-	sandbox, err := tofuSandbox(ctx, log, cfg, workDir)
-	if err != nil {
-		return err
-	}
-	modules.Unsandboxed = sandbox == nil && cfg.Infra.TofuSandbox != "off"
-	modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
-	api := handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
-		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: modules, TrustedProxies: cfg.TrustedProxies,
-		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login"}, apiDeps)
-
-	// The state page decrypts state with the apply worker's keys (made below,
-	// before the server answers any request).
-	var worker *tfrunner.Worker
-	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
-		return worker.DecryptState(ctx, tenant, blob)
-	}
-	ui := webui.New(webui.Config{SecureCookies: tlsConfig != nil, Log: log}, webui.Deps{API: api.Handler(), Identity: ids, Cache: cache, DecryptState: decryptState, Streams: api})
-
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
 	g, gctx := errgroup.WithContext(workCtx)
-	g.Go(func() error { return cache.Run(gctx) })
-	g.Go(func() error { return projector.Run(gctx) })
-	g.Go(func() error { return finalizer.Run(gctx) })
-	g.Go(func() error { return pki.Run(gctx) })
-	ids.ExpectBootstrap()
-	g.Go(func() error { return bootstrapAdmin(gctx, log, cache, ids, cfg) })
-	var backendCA string
-	if tlsConfig != nil && certFile != "" {
-		pem, err := os.ReadFile(certFile)
-		if err != nil {
-			return fmt.Errorf("reading the certificate for tofu: %w", err)
-		}
-		backendCA = string(pem)
-	}
-	workerCfg := tfrunner.Config{
-		Store: store, Cache: cache, Bundles: pki, Logs: applyLogs,
-		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: sandbox},
-		WorkDir: workDir, BackendURL: backendURL(ln.Addr(), tlsConfig != nil), BackendCAPEM: backendCA,
-		Credentials: ids, ProviderCredentials: ids, State: tfrunner.StoreState(stateStore),
-		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(sealed), Holder: holder, Log: log, Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: upgrades,
-		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
-		Modules: modules, Observer: healthSvc, Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra),
-	}
-	if err := workerCfg.Validate(); err != nil {
+	if err := s.startWorkers(gctx, g); err != nil {
 		return err
 	}
-	worker = tfrunner.NewWorker(workerCfg)
-	if _, err := worker.Tofu().Path(); err != nil {
-		log.Warn("applies will fail until tofu is available", "err", err)
-	}
-	g.Go(func() error { return worker.Run(gctx) })
-	// tofu validate of module providers' modules, after every change.
-	validatorCfg := tfrunner.ValidatorConfig{Store: store, Cache: cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: holder, Log: log}
-	if err := validatorCfg.Validate(); err != nil {
-		return err
-	}
-	validator := tfrunner.NewModuleValidator(validatorCfg)
-	g.Go(func() error { return validator.Run(gctx) })
-	g.Go(func() error { return upgrades.Run(gctx) })
-	// Day 2: every running machine's config through the Talos API.
-	configCfg := configsync.Config{Store: store, Cache: cache, Talos: talosSvc, Holder: holder, Log: log,
-		Kube: kubeClients, DrainSkip: drainSkip(cfg.Infra)}
-	if err := configCfg.Validate(); err != nil {
-		return err
-	}
-	configs := configsync.New(configCfg)
-	g.Go(func() error { return configs.Run(gctx) })
-	// etcd backups of tenants, their schedules and restores.
-	// A snapshot being taken is copied beside the data (it holds the
-	// tenant's secrets), not into the shared temp dir; copies a crash left
-	// behind are removed here.
-	spoolDir, err := privateTempDir(filepath.Join(cfg.DataDir, "tmp"), "etcd-backup-*.db")
-	if err != nil {
-		return err
-	}
-	backupCfg := backup.Config{Store: store, Cache: cache, Backups: etcdBackups, PKI: pki, Holder: holder, Log: log, TempDir: spoolDir}
-	if err := backupCfg.Validate(); err != nil {
-		return err
-	}
-	backups := backup.New(backupCfg)
-	g.Go(func() error { return backups.Run(gctx) })
-	if cfg.Infra.WithEmulator {
-		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return registerEmulatedProvider(gctx, store, cache, endpoint) })
-	}
-	// The sampler of refused anonymous requests outlives the workers: it
-	// stops after the HTTP server's last request and before the audit log closes.
-	samplerCtx, stopSampler := context.WithCancel(context.Background())
-	defer stopSampler()
-	samplerDone := make(chan struct{})
-	go func() {
-		defer close(samplerDone)
-		_ = api.RunAuditSampler(samplerCtx)
-	}()
-	starting.Ready(handlers.BodyReadTimeout(ui.Handler(api.Handler()), cfg.BodyReadTimeout))
-	log.Info("serving", "addr", ln.Addr().String(), "dataDir", cfg.DataDir, "tls", tlsConfig != nil, "certificate", certFile)
-	if cfg.ready != nil {
-		cfg.ready(ln.Addr().String())
-	}
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-httpErr:
-		runErr = fmt.Errorf("http server: %w", err)
-	case <-gctx.Done():
-		runErr = g.Wait()
-	}
-	api.StopWatches()
-	ui.Close()
-	shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	stopSampler()
-	<-samplerDone
-	if err := audit.Close(shCtx); err != nil {
-		log.Warn("audit log flush", "err", err)
-	}
-	stopWork()
-	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
-		runErr = err
-	}
-	closeNATS()
-	log.Info("stopped")
-	return runErr
+	return s.run(ctx, g, gctx, stopWork)
 }
 
 // bootstrapAdmin creates the first admin once the read model has caught up and

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/identity"
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
+	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/backup"
+	"github.com/rezuscloud/rezuscloud/talos/configsync"
+	"github.com/rezuscloud/rezuscloud/talos/health"
+	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
+	"github.com/rezuscloud/rezuscloud/talos/upgrade"
+	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/webui"
+)
+
+// serveRun is one run of serve: what each start-up stage made, for the stages
+// after it and for the shutdown.
+type serveRun struct {
+	cfg serveConfig
+	log *slog.Logger
+
+	// listen
+	tlsConfig *tls.Config
+	certFile  string
+	ln        net.Listener
+	starting  *handlers.Starting
+	srv       *http.Server
+	httpErr   chan error
+	oidc      identity.OIDCConfig
+	ssoOn     bool
+
+	// connectNATS
+	nc        *nats.Conn
+	emb       *eventstore.Embedded
+	closeNATS func()
+
+	// openStores
+	store       *eventstore.Store
+	audit       *eventstore.AuditLog
+	automation  handlers.AutomationIssuer
+	sealed      *eventstore.SealedSecrets
+	stateStore  *eventstore.StateStore
+	applyLogs   *tfrunner.Logs
+	etcdBackups *eventstore.EtcdBackups
+
+	// openIdentity
+	holder    string
+	cache     *projections.Cache
+	projector *projections.Projector
+	finalizer *projections.TenantFinalizer
+	ids       *identity.Service
+
+	// buildServices
+	pki         *talos.PKI
+	talosSvc    *talos.Service
+	kubeClients *kubeclient.Clients
+	healthSvc   *health.Service
+	upgrades    *upgrade.Saga
+	modules     tfrunner.ModuleChecker
+	sandbox     *tfrunner.Sandbox
+	workDir     string
+	api         *handlers.API
+	ui          *webui.UI
+	worker      *tfrunner.Worker
+
+	// startWorkers
+	stopSampler func()
+	samplerDone chan struct{}
+}
+
+// checkServeConfig refuses flags that cannot work together, and settles the
+// replicas of a cluster of embedded nodes.
+func checkServeConfig(cfg *serveConfig) error {
+	if cfg.SecretsKeyFile != "" && cfg.SecretsPassphrase != "" {
+		return errors.New("--secrets-key-file and REZUSCLOUD_SECRETS_PASSPHRASE both say how to seal secrets: give one")
+	}
+	if cfg.CredentialTTL <= 0 || cfg.CredentialTTL > talos.MaxUserCredentialTTL {
+		return fmt.Errorf("--credential-ttl (%s) must be more than 0 and at most %s", cfg.CredentialTTL, talos.MaxUserCredentialTTL)
+	}
+	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
+		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
+	}
+	return checkCluster(cfg, cfg.ReplicasSet)
+}
+
+// prepareDataDir makes the data dir and ends what a server that died left
+// running: provider plugins of a tofu that died with it.
+func (s *serveRun) prepareDataDir() error {
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	if left := proctree.Orphans(); len(left) > 0 {
+		proctree.Kill(left)
+		s.log.Warn("ended processes a server that died left behind", "processes", fmt.Sprint(left))
+	}
+	return nil
+}
+
+// listen opens the HTTP listener and serves the starting page on it before
+// NATS is ready: a replica waiting for its cluster answers probes (/readyz
+// 503 with what it waits for).
+func (s *serveRun) listen() error {
+	var err error
+	if s.tlsConfig, s.certFile, err = serverTLS(s.cfg.DataDir, s.cfg.TLS); err != nil {
+		return err
+	}
+	if s.ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+		return fmt.Errorf("listening on %s: %w", s.cfg.Listen, err)
+	}
+	if s.oidc, s.ssoOn, err = s.cfg.SSO.oidcConfig(s.ln.Addr(), s.tlsConfig != nil); err != nil {
+		s.ln.Close()
+		return err
+	}
+	s.starting = handlers.NewStarting()
+	s.srv = &http.Server{Handler: s.starting, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: s.tlsConfig}
+	s.httpErr = make(chan error, 1)
+	go func() {
+		if s.tlsConfig != nil {
+			s.httpErr <- s.srv.ServeTLS(s.ln, "", "")
+		} else {
+			s.httpErr <- s.srv.Serve(s.ln)
+		}
+	}()
+	return nil
+}
+
+// connectNATS starts the embedded NATS server (or node of a cluster) or
+// connects to --nats-url.
+func (s *serveRun) connectNATS(ctx context.Context) error {
+	var err error
+	s.nc, s.emb, s.closeNATS, err = connectNATS(ctx, s.log, s.cfg)
+	return err
+}
+
+// openStores provisions the streams and buckets: events, audit, automation
+// credentials, sealed secrets, Terraform state, apply logs, etcd backups.
+func (s *serveRun) openStores(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	return untilProvisioned(ctx, log, s.emb, s.starting, func() error {
+		var err error
+		if s.store, err = eventstore.Open(ctx, s.nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log}); err != nil {
+			return err
+		}
+		if s.audit, err = eventstore.OpenAudit(ctx, s.store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log}); err != nil {
+			return err
+		}
+		// NATS credentials for external automation are issued only on a
+		// single embedded server; with --nats-url, that cluster's operator
+		// issues them, and the API says so. A cluster of embedded nodes
+		// does not issue them yet: an account minted on one node would
+		// be unknown to the others (docs/operations.md).
+		if s.emb != nil && cfg.Cluster.Listen == "" {
+			a, err := eventstore.OpenAutomation(ctx, s.store, s.emb, eventstore.AutomationConfig{Logger: log, MaxConsumers: cfg.AutomationMaxConsumers})
+			if err != nil {
+				return err
+			}
+			s.automation = a // not a nil *Automation in a non-nil interface
+		}
+		plainSecrets, err := eventstore.OpenSecrets(ctx, s.store)
+		if err != nil {
+			return err
+		}
+		if s.sealed, err = eventstore.OpenSealedSecrets(ctx, plainSecrets, sealerConfig(cfg)); err != nil {
+			if errors.Is(err, eventstore.ErrWrongSealKey) {
+				return fmt.Errorf("opening sealed secrets: %w; every replica needs the key the first one was given: "+
+					"the same --secrets-key-file (REZUSCLOUD_SECRETS_KEY_FILE) or REZUSCLOUD_SECRETS_PASSPHRASE", err)
+			}
+			return fmt.Errorf("opening sealed secrets: %w", err)
+		}
+		if s.stateStore, err = eventstore.OpenStateStore(ctx, s.store); err != nil {
+			return err
+		}
+		if s.applyLogs, err = tfrunner.OpenLogs(ctx, s.store); err != nil {
+			return err
+		}
+		s.etcdBackups, err = eventstore.OpenEtcdBackups(ctx, s.store, s.sealed)
+		return err
+	})
+}
+
+// openIdentity makes the read model and the identity service (users,
+// sessions, tokens), and turns single sign-on on when configured.
+func (s *serveRun) openIdentity(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	host, _ := os.Hostname()
+	s.holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+	s.cache = projections.NewCache(s.store, log)
+	s.projector = projections.NewProjector(s.store, log, s.holder)
+	s.finalizer = &projections.TenantFinalizer{Cache: s.cache, Store: s.store, Log: log}
+	err := untilProvisioned(ctx, log, s.emb, s.starting, func() error {
+		var err error
+		s.ids, err = identity.NewService(ctx, identity.Config{SecureCookies: s.tlsConfig != nil, Secrets: s.sealed,
+			SessionTTL: cfg.SessionTTL, SigningKey: []byte(cfg.SigningKey), StaticToken: cfg.AdminToken, Log: log,
+			DisablePasswordLogin: !cfg.SSO.PasswordLogin,
+		}, s.store, s.cache)
+		return err
+	})
+	if err != nil || !s.ssoOn {
+		return err
+	}
+	if err := s.ids.EnableSSO(s.oidc); err != nil {
+		return err
+	}
+	log.Info("single sign-on on", "issuer", s.oidc.Issuer, "callback", s.oidc.RedirectURL, "passwordLogin", cfg.SSO.PasswordLogin)
+	return nil
+}
+
+// buildServices makes the Talos services, the API and the web UI.
+func (s *serveRun) buildServices(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	s.pki = talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: s.sealed, Log: log})
+	s.talosSvc = talos.NewService(s.cache, s.pki)
+	s.kubeClients = kubeclient.New(s.talosSvc)
+	s.healthSvc = health.New(health.Config{Cache: s.cache, PKI: s.pki, Store: s.store, Log: log,
+		Kube: s.kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
+	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
+		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra)})
+	if p := cfg.Infra.StatePassphrase; p != "" {
+		if _, err := tfrunner.EncryptionConfig(p); err != nil {
+			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
+		}
+	}
+	nc, emb := s.nc, s.emb
+	apiDeps := handlers.Deps{
+		Store: s.store, Cache: s.cache, Projector: s.projector, Finalizer: s.finalizer, Identity: s.ids, Audit: s.audit, Automation: s.automation,
+		Talos: s.talosSvc, Log: log, State: s.stateStore, ApplyLogs: s.applyLogs, Health: s.healthSvc,
+		MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: s.cache, PKI: s.pki}),
+		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
+		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
+		EtcdBackups: s.etcdBackups,
+		KubeAccess:  kubeAccess{clients: s.kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
+	}
+	if err := apiDeps.Validate(); err != nil {
+		return err
+	}
+	// Module providers are checked against the providers tofu can install.
+	var err error
+	s.modules, err = tfrunner.NewModuleChecker(cfg.Infra.ProviderMirror, cfg.Infra.AllowModuleExec)
+	if err != nil {
+		log.Warn("module providers' sources are not checked", "err", err)
+	}
+	s.workDir = filepath.Join(cfg.DataDir, "tofu")
+	if s.sandbox, err = tofuSandbox(ctx, log, cfg, s.workDir); err != nil {
+		return err
+	}
+	s.modules.Unsandboxed = s.sandbox == nil && cfg.Infra.TofuSandbox != "off"
+	s.modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
+	s.api = handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
+		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: s.modules, TrustedProxies: cfg.TrustedProxies,
+		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login"}, apiDeps)
+	// The state page decrypts state with the apply worker's keys (made by
+	// startWorkers, before the server answers any request).
+	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
+		return s.worker.DecryptState(ctx, tenant, blob)
+	}
+	s.ui = webui.New(webui.Config{SecureCookies: s.tlsConfig != nil, Log: log},
+		webui.Deps{API: s.api.Handler(), Identity: s.ids, Cache: s.cache, DecryptState: decryptState, Streams: s.api})
+	return nil
+}
+
+// startWorkers starts every long-running part in g: the read model, the
+// projector and the tenant finalizer, the PKI, the first admin, the apply
+// worker, the module validator, the upgrade saga, day-2 config, etcd
+// backups and the emulator; then opens the API on the listener.
+func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
+	cfg, log := s.cfg, s.log
+	g.Go(func() error { return s.cache.Run(gctx) })
+	g.Go(func() error { return s.projector.Run(gctx) })
+	g.Go(func() error { return s.finalizer.Run(gctx) })
+	g.Go(func() error { return s.pki.Run(gctx) })
+	s.ids.ExpectBootstrap()
+	g.Go(func() error { return bootstrapAdmin(gctx, log, s.cache, s.ids, cfg) })
+	var backendCA string
+	if s.tlsConfig != nil && s.certFile != "" {
+		pem, err := os.ReadFile(s.certFile)
+		if err != nil {
+			return fmt.Errorf("reading the certificate for tofu: %w", err)
+		}
+		backendCA = string(pem)
+	}
+	workerCfg := tfrunner.Config{
+		Store: s.store, Cache: s.cache, Bundles: s.pki, Logs: s.applyLogs,
+		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: s.sandbox},
+		WorkDir: s.workDir, BackendURL: backendURL(s.ln.Addr(), s.tlsConfig != nil), BackendCAPEM: backendCA,
+		Credentials: s.ids, ProviderCredentials: s.ids, State: tfrunner.StoreState(s.stateStore),
+		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
+		Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
+		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
+		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
+	}
+	if err := workerCfg.Validate(); err != nil {
+		return err
+	}
+	s.worker = tfrunner.NewWorker(workerCfg)
+	if _, err := s.worker.Tofu().Path(); err != nil {
+		log.Warn("applies will fail until tofu is available", "err", err)
+	}
+	g.Go(func() error { return s.worker.Run(gctx) })
+	// tofu validate of module providers' modules, after every change.
+	validatorCfg := tfrunner.ValidatorConfig{Store: s.store, Cache: s.cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: s.holder, Log: log}
+	if err := validatorCfg.Validate(); err != nil {
+		return err
+	}
+	validator := tfrunner.NewModuleValidator(validatorCfg)
+	g.Go(func() error { return validator.Run(gctx) })
+	g.Go(func() error { return s.upgrades.Run(gctx) })
+	// Day 2: every running machine's config through the Talos API.
+	configCfg := configsync.Config{Store: s.store, Cache: s.cache, Talos: s.talosSvc, Holder: s.holder, Log: log,
+		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra)}
+	if err := configCfg.Validate(); err != nil {
+		return err
+	}
+	configs := configsync.New(configCfg)
+	g.Go(func() error { return configs.Run(gctx) })
+	// etcd backups of tenants, their schedules and restores. A snapshot
+	// being taken is copied beside the data (it holds the tenant's
+	// secrets), not into the shared temp dir; copies a crash left behind
+	// are removed here.
+	spoolDir, err := privateTempDir(filepath.Join(cfg.DataDir, "tmp"), "etcd-backup-*.db")
+	if err != nil {
+		return err
+	}
+	backupCfg := backup.Config{Store: s.store, Cache: s.cache, Backups: s.etcdBackups, PKI: s.pki, Holder: s.holder, Log: log, TempDir: spoolDir}
+	if err := backupCfg.Validate(); err != nil {
+		return err
+	}
+	backups := backup.New(backupCfg)
+	g.Go(func() error { return backups.Run(gctx) })
+	if cfg.Infra.WithEmulator {
+		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return registerEmulatedProvider(gctx, s.store, s.cache, endpoint) })
+	}
+	// The sampler of refused anonymous requests outlives the workers: it
+	// stops after the HTTP server's last request and before the audit log closes.
+	samplerCtx, stopSampler := context.WithCancel(context.Background())
+	s.stopSampler, s.samplerDone = stopSampler, make(chan struct{})
+	go func() {
+		defer close(s.samplerDone)
+		_ = s.api.RunAuditSampler(samplerCtx)
+	}()
+	s.starting.Ready(handlers.BodyReadTimeout(s.ui.Handler(s.api.Handler()), cfg.BodyReadTimeout))
+	log.Info("serving", "addr", s.ln.Addr().String(), "dataDir", cfg.DataDir, "tls", s.tlsConfig != nil, "certificate", s.certFile)
+	if cfg.ready != nil {
+		cfg.ready(s.ln.Addr().String())
+	}
+	return nil
+}
+
+// run serves until ctx ends, the HTTP server fails or a worker does, then
+// shuts down in order: end watches and live pages, finish in-flight
+// requests, stop the sampler, flush the audit log, stop the workers, close
+// NATS.
+func (s *serveRun) run(ctx context.Context, g *errgroup.Group, gctx context.Context, stopWork func()) error {
+	log := s.log
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-s.httpErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	case <-gctx.Done():
+		runErr = g.Wait()
+	}
+	s.api.StopWatches()
+	s.ui.Close()
+	shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(shCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	s.stopSampler()
+	<-s.samplerDone
+	if err := s.audit.Close(shCtx); err != nil {
+		log.Warn("audit log flush", "err", err)
+	}
+	stopWork()
+	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
+		runErr = err
+	}
+	s.closeNATS()
+	log.Info("stopped")
+	return runErr
+}
