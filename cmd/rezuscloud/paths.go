@@ -17,7 +17,7 @@ func (cfg *serveConfig) absolutePaths(dir string) {
 	for _, p := range []*string{
 		&cfg.DataDir, &cfg.NATSCreds, &cfg.SecretsKeyFile,
 		&cfg.TLS.CertFile, &cfg.TLS.KeyFile,
-		&cfg.Infra.ProviderMirror, &cfg.Infra.KubeTools,
+		&cfg.Infra.ProviderMirror, &cfg.Infra.KubeTools, &cfg.SSO.SecretFile,
 	} {
 		*p = absolute(dir, *p)
 	}
