@@ -3,7 +3,6 @@ package talos
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -122,25 +121,12 @@ func render(in RenderInput) (config.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pc struct {
-		InstallDisk  string `json:"installDisk"`
-		InstallImage string `json:"installImage"`
-		// Machines are a metal group's listed machines, each with its own
-		// install disk (the group's installDisk is their default).
-		Machines []struct {
-			Address     string `json:"address"`
-			InstallDisk string `json:"installDisk"`
-		} `json:"machines"`
+	pc, err := domain.ReadInstallSettings(in.NodeGroup.Spec.ProviderConfig)
+	if err != nil {
+		return nil, fmt.Errorf("node group %s: %w", in.NodeGroup.Metadata.Name, err)
 	}
-	if len(in.NodeGroup.Spec.ProviderConfig) > 0 {
-		_ = json.Unmarshal(in.NodeGroup.Spec.ProviderConfig, &pc) // other keys are the provider's
-	}
-	if in.Machine != nil && in.Machine.Spec.Address != "" {
-		for _, m := range pc.Machines {
-			if m.Address == in.Machine.Spec.Address && m.InstallDisk != "" {
-				pc.InstallDisk = m.InstallDisk
-			}
-		}
+	if in.Machine != nil {
+		pc.InstallDisk = pc.DiskFor(in.Machine.Spec.Address)
 	}
 	if in.Machine != nil && in.Machine.Metadata.Annotations[domain.AnnotationInstallDisk] != "" {
 		// A registered machine's own disk.

@@ -41,7 +41,7 @@ type emulatedConfig struct {
 }
 
 type emulatedGroupConfig struct {
-	talosInstall
+	domain.TalosInstall
 }
 
 func (emulatedGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {

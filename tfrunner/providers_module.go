@@ -210,8 +210,11 @@ func (b *tfBuilder) moduleCall(u *tfProviderUse, group string, g *tfGroup) {
 		if version == "" {
 			version = b.tenant.Spec.TalosVersion
 		}
-		var install talosInstall
-		_ = json.Unmarshal(g.ng.Spec.ProviderConfig, &install)
+		install, err := domain.ReadInstallSettings(g.ng.Spec.ProviderConfig)
+		if err != nil {
+			// Validated when written: a stored config that is not is a bug.
+			b.bugs = append(b.bugs, fmt.Sprintf("node group %s: %v", g.ng.Metadata.Name, err))
+		}
 		image = install.InstallImage
 		if image == "" {
 			image = talos.DefaultInstallImage(version)

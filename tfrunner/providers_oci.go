@@ -84,7 +84,7 @@ type ociConfig struct {
 }
 
 type ociGroupConfig struct {
-	talosInstall
+	domain.TalosInstall
 	Shape               string   `json:"shape"`
 	OCPUs               float64  `json:"ocpus,omitempty"`
 	MemoryGBs           float64  `json:"memoryGBs,omitempty"`

@@ -84,7 +84,7 @@ type openstackConfig struct {
 }
 
 type openstackGroupConfig struct {
-	talosInstall
+	domain.TalosInstall
 	Flavor            string   `json:"flavor"`
 	Image             string   `json:"image"`
 	Network           string   `json:"network"`

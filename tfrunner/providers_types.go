@@ -107,15 +107,6 @@ func mappingsByResourceType() map[string]MachineMapping {
 	return out
 }
 
-// talosInstall are the providerConfig keys the machine-config renderer reads
-// (talos.Render), accepted by every provider type.
-type talosInstall struct {
-	// InstallDisk is the disk Talos installs to; default talos.DefaultInstallDisk.
-	InstallDisk string `json:"installDisk,omitempty"`
-	// InstallImage is the Talos installer image; default the Image Factory's.
-	InstallImage string `json:"installImage,omitempty"`
-}
-
 // decodeStrictObject decodes a JSON object (absent counts as {}) into v,
 // reporting unknown fields and wrong types at paths under root.
 func decodeStrictObject(raw json.RawMessage, v any, root string) []domain.Cause {
