@@ -168,26 +168,7 @@ func TestStreamsEndWhenAccessGoes(t *testing.T) {
 	}
 	ended := func(w *watchStream, code int) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case ev, ok := <-w.events:
-				require.True(t, ok, "the stream ended without an ERROR event")
-				if ev.Event != "ERROR" {
-					continue
-				}
-				var body struct {
-					Object domain.Status `json:"object"`
-				}
-				require.NoError(t, json.Unmarshal([]byte(ev.Data), &body), ev.Data)
-				require.Equal(t, code, body.Object.Code, ev.Data)
-				_, more := <-w.events
-				require.False(t, more, "the stream goes on after its ERROR event")
-				return
-			case <-deadline:
-				t.Fatal("the stream did not end")
-			}
-		}
+		streamEnds(t, w, code)
 	}
 	paths := []string{"/api/v1/tenants/acme/nodegroups?watch=true", "/api/v1/events?follow=true"}
 

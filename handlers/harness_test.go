@@ -299,3 +299,29 @@ func (ev sseEvent) object(t *testing.T) *domain.Object {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// streamEnds waits for a watch's ERROR event with code, and for the stream
+// to end right after it.
+func streamEnds(t *testing.T, w *watchStream, code int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.events:
+			require.True(t, ok, "the stream ended without an ERROR event")
+			if ev.Event != "ERROR" {
+				continue
+			}
+			var body struct {
+				Object domain.Status `json:"object"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(ev.Data), &body), ev.Data)
+			require.Equal(t, code, body.Object.Code, ev.Data)
+			_, more := <-w.events
+			require.False(t, more, "the stream goes on after its ERROR event")
+			return
+		case <-deadline:
+			t.Fatal("the stream did not end")
+		}
+	}
+}

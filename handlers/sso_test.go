@@ -145,29 +145,6 @@ func TestSSOGroupBindings(t *testing.T) {
 	require.Equal(t, "alice", whoami(t, s, tok2)["user"], "the same user, found by issuer and subject")
 }
 
-// streamEnds waits for a watch's ERROR event with code, and its end.
-func streamEnds(t *testing.T, w *watchStream, code int) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case ev, ok := <-w.events:
-			require.True(t, ok, "the stream ended without an ERROR event")
-			if ev.Event != "ERROR" {
-				continue
-			}
-			var body struct {
-				Object domain.Status `json:"object"`
-			}
-			require.NoError(t, json.Unmarshal([]byte(ev.Data), &body), ev.Data)
-			require.Equal(t, code, body.Object.Code, ev.Data)
-			return
-		case <-deadline:
-			t.Fatal("the stream did not end")
-		}
-	}
-}
-
 // TestSSOSessionEndsWhenProviderRefuses: a session whose refresh the
 // provider refuses (the grant is gone: here the refresh token is no longer
 // the provider's, as after a revocation or the user's removal) ends.
