@@ -19,6 +19,14 @@ const (
 	ProviderModule = "module"
 )
 
+// ProviderTypes are the Provider.spec.types, sorted: the one list of their
+// names, which validation, the web UI's form and the CLI's help read.
+// What each type does (its config, generator, projection) is tfrunner's,
+// keyed by these names; a test there checks that every name has it.
+func ProviderTypes() []string {
+	return []string{ProviderEmulated, ProviderMetal, ProviderModule, ProviderOCI, ProviderOpenStack}
+}
+
 // Bounds of a module provider's files.
 const (
 	// MaxModuleFiles bounds the files of spec.module.
@@ -162,7 +170,7 @@ func (s *ProviderSpec) Default() {}
 
 // Validate reports every bad field.
 func (s *ProviderSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Type, f+".type", ProviderEmulated, ProviderMetal, ProviderModule, ProviderOCI, ProviderOpenStack)
+	causes := oneOf(s.Type, f+".type", ProviderTypes()...)
 	causes = append(causes, validateModule(s, f)...)
 	cfg, c := canonicalObject(s.Config, f+".config")
 	causes = append(causes, c...)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,7 +26,10 @@ type providerForm struct {
 // providerFormFields are the create form's fields as the API names them in causes.
 var providerFormFields = []string{"metadata.name", "spec.type", "spec.config", "spec.credentialsRef"}
 
-var providerTypes = []string{domain.ProviderEmulated, domain.ProviderMetal, domain.ProviderOCI, domain.ProviderOpenStack}
+// providerTypes are the types the create form offers: every type but
+// module, whose files come from a directory (rezusctl create provider
+// --from-dir, or the API).
+var providerTypes = slices.DeleteFunc(domain.ProviderTypes(), func(t string) bool { return t == domain.ProviderModule })
 
 // credentialsForm stores provider credentials. The values typed are never
 // sent back: a refused form must be filled in again.

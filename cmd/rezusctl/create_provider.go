@@ -39,7 +39,7 @@ func (r *rezusctl) createProviderCommand() *cli.Command {
 			"  rezusctl create provider os --type openstack --config-file os.yaml --credentials os-prod\n" +
 			"  rezusctl create provider lab --from-dir ./mymodule --dry-run > provider.yaml",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "type", Usage: "emulated, metal, module, oci or openstack (default: module with --from-dir)"},
+			&cli.StringFlag{Name: "type", Usage: strings.Join(domain.ProviderTypes(), ", ") + " (default: module with --from-dir)"},
 			&cli.StringFlag{Name: "from-dir", Usage: "`DIR` holding the module's .tf and .tf.json files"},
 			&cli.StringSliceFlag{Name: "config", Usage: "a spec.config value, `KEY=VALUE` (a string); repeatable"},
 			&cli.StringFlag{Name: "config-file", Usage: "`FILE` holding spec.config as a JSON or YAML object"},
@@ -118,7 +118,7 @@ func (r *rezusctl) providerFromFlags(c *cli.Context) (*providerManifest, error) 
 	case dir == "" && p.Spec.Type == domain.ProviderModule:
 		return nil, errors.New("a module provider needs its module: give --from-dir DIR")
 	case p.Spec.Type == "":
-		return nil, errors.New("give the provider's --type (emulated, metal, oci, openstack), or --from-dir DIR for a module provider")
+		return nil, fmt.Errorf("give the provider's --type (%s), or --from-dir DIR for a module provider", strings.Join(domain.ProviderTypes(), ", "))
 	}
 	if dir != "" {
 		files, err := readModuleDir(dir, r.env.Stderr)
