@@ -152,12 +152,22 @@ func TestReplicasWaitForTheirCluster(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	for _, p := range ps {
-		req, _ := http.NewRequest(http.MethodGet, p.url+"/api/v1/tenants/acme", nil)
-		req.Header.Set("Authorization", "Bearer "+session.Token)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the session from %s works on %s", ps[2].url, p.url)
+		// A replica still catching up with the session's login answers 503
+		// (as above); a client retries. Never 401.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			req, _ := http.NewRequest(http.MethodGet, p.url+"/api/v1/tenants/acme", nil)
+			req.Header.Set("Authorization", "Bearer "+session.Token)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the session from %s works on %s", ps[2].url, p.url)
+			require.True(t, time.Now().Before(deadline), "the session from %s works on %s within a minute", ps[2].url, p.url)
+			time.Sleep(200 * time.Millisecond) // a client's retry; nothing to wait on
+		}
 	}
 	for _, p := range ps {
 		require.NotContains(t, p.log(), "rezuscloud-route:", "the route password is never logged")
