@@ -27,10 +27,10 @@ var allowedLayers = map[string][]string{
 	"domain":      {},
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
-	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller", "internal/proctree"},
+	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller", "internal/proctree", "tfrunner/providers"},
 	"talos":       {"domain", "eventstore", "projections", "talos/etcdsnapshot"},
 	"identity":    {"domain", "eventstore", "projections"},
-	"webui":       {"domain", "projections", "handlers", "identity"},
+	"webui":       {"domain", "projections", "handlers", "identity", "tfrunner/providers"},
 	// The controller runtime sits right above the event store: every
 	// long-running consumer builds on it, so it builds on nothing of theirs.
 	"internal/controller": {"domain", "eventstore"},
@@ -47,13 +47,17 @@ var allowedLayers = map[string][]string{
 	"talos/etcdsnapshot": {},
 	// Marks on the processes tofu leaves, and finding them: a leaf.
 	"internal/proctree": {},
+	// The provider registry: each provider type's validation, form fields,
+	// .tf.json generator and state projection. Pure, so the API and the web
+	// UI validate and describe with the generator's own rules.
+	"tfrunner/providers": {"domain"},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "internal/proctree", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot"}
+var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},
@@ -203,7 +207,12 @@ func TestCheckImport(t *testing.T) {
 		{"tfrunner", false, m + "/talos", true},
 		{"tfrunner", false, m + "/projections", true},
 		{"tfrunner", false, m + "/handlers", false},
-		{"tfrunner/providers", false, m + "/tfrunner", true},
+		{"tfrunner", false, m + "/tfrunner/providers", true},
+		{"tfrunner/providers", false, m + "/tfrunner", false},
+		{"tfrunner/providers", false, m + "/talos", false},
+		{"tfrunner/providers", false, m + "/domain", true},
+		{"webui", false, m + "/tfrunner/providers", true},
+		{"webui", false, m + "/tfrunner", false},
 		{"talos", false, m + "/projections", true},
 		{"talos", false, m + "/tfrunner", false},
 		{"talos/emulator", false, m + "/talos", true},

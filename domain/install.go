@@ -5,6 +5,18 @@ import (
 	"fmt"
 )
 
+// Install defaults, used when a node group's providerConfig names none.
+const (
+	DefaultInstallDisk = "/dev/sda"
+	// VanillaSchematic is the Image Factory schematic without extensions.
+	VanillaSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+)
+
+// DefaultInstallImage is the Image Factory installer of a Talos version.
+func DefaultInstallImage(talosVersion string) string {
+	return "factory.talos.dev/metal-installer/" + VanillaSchematic + ":" + talosVersion
+}
+
 // TalosInstall are the providerConfig keys of a node group that every
 // provider type accepts and the machine-config renderer reads.
 type TalosInstall struct {

@@ -21,8 +21,9 @@ const (
 
 // ProviderTypes are the Provider.spec.types, sorted: the one list of their
 // names, which validation, the web UI's form and the CLI's help read.
-// What each type does (its config, generator, projection) is tfrunner's,
-// keyed by these names; a test there checks that every name has it.
+// What each type does (its config, generator, projection) is the registry
+// in tfrunner/providers, keyed by these names; a test there checks that
+// every name is registered and nothing else is.
 func ProviderTypes() []string {
 	return []string{ProviderEmulated, ProviderMetal, ProviderModule, ProviderOCI, ProviderOpenStack}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // Config tunes the API. The zero value is usable; each field documents its default.
@@ -36,7 +36,7 @@ type Config struct {
 	// Modules checks module providers' modules when they are written (the
 	// provider mirror, --allow-module-exec); the zero value checks all but
 	// the provider sources.
-	Modules tfrunner.ModuleChecker
+	Modules providers.ModuleChecker
 	// ReadAfterWriteTimeout is how long a write waits for this replica's read
 	// model to include it before answering; default 5s.
 	ReadAfterWriteTimeout time.Duration

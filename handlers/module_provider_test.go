@@ -10,7 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/handlers"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // goodModule is a minimal module that meets the contract, in HCL.
@@ -71,7 +71,7 @@ func with(name, text string) map[string]string {
 // with a cause at the file, line and column at fault, and nothing is stored.
 func TestModuleProvidersCheckedAtWriteTime(t *testing.T) {
 	s := newStack(t, func(c *handlers.Config) {
-		c.Modules = tfrunner.ModuleChecker{Available: map[string]bool{
+		c.Modules = providers.ModuleChecker{Available: map[string]bool{
 			"registry.opentofu.org/rezuscloud/emulated":                    true,
 			"registry.opentofu.org/siderolabs/talos":                       true,
 			"registry.opentofu.org/hetznercloud/hcloud":                    true,

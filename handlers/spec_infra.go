@@ -6,7 +6,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // nodeGroupScaleCauses refuses a control-plane scale-down that would leave
@@ -115,7 +115,7 @@ func (a *API) nodeGroupProviderCauses(ref domain.Ref, cur *domain.Object, next *
 			return []domain.Cause{domain.TenantRefused("spec.provider", next.Provider, ref.Tenant, p.Spec.TenantSelector)}
 		}
 	}
-	return tfrunner.ValidateGroupConfig(p, next)
+	return providers.ValidateGroupConfig(p, next)
 }
 
 // providerConfigCauses runs the provider type's own validation of spec.config
@@ -123,7 +123,7 @@ func (a *API) nodeGroupProviderCauses(ref domain.Ref, cur *domain.Object, next *
 // checked against the node groups that name the Provider: their
 // providerConfig must suit the new type.
 func (a *API) providerConfigCauses(ref domain.Ref, cur *domain.Object, next *domain.ProviderSpec) []domain.Cause {
-	causes := tfrunner.ValidateProviderSpec(next)
+	causes := providers.ValidateProviderSpec(next)
 	if next.Type == domain.ProviderModule && next.Module != nil {
 		_, mc := a.cfg.Modules.Check(next)
 		causes = append(causes, mc...)
@@ -138,7 +138,7 @@ func (a *API) providerConfigCauses(ref domain.Ref, cur *domain.Object, next *dom
 		if json.Unmarshal(raw, &g) != nil {
 			continue
 		}
-		for _, c := range tfrunner.ValidateGroupConfig(p, &g.Spec) {
+		for _, c := range providers.ValidateGroupConfig(p, &g.Spec) {
 			causes = append(causes, domain.Cause{Field: "spec.type", Type: domain.CauseInvalid,
 				Message: fmt.Sprintf("node group %s/%s does not suit type %s: %s: %s", g.Metadata.Tenant, g.Metadata.Name, next.Type, c.Field, c.Message)})
 		}

@@ -22,18 +22,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// Install defaults, used when a node group's providerConfig names none.
-const (
-	DefaultInstallDisk = "/dev/sda"
-	// VanillaSchematic is the Image Factory schematic without extensions.
-	VanillaSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
-)
-
-// DefaultInstallImage is the Image Factory installer of a Talos version.
-func DefaultInstallImage(talosVersion string) string {
-	return "factory.talos.dev/metal-installer/" + VanillaSchematic + ":" + talosVersion
-}
-
 // RenderInput is everything a machine config derives from.
 type RenderInput struct {
 	Tenant    *domain.Tenant
@@ -133,10 +121,10 @@ func render(in RenderInput) (config.Provider, error) {
 		pc.InstallDisk = in.Machine.Metadata.Annotations[domain.AnnotationInstallDisk]
 	}
 	if pc.InstallDisk == "" {
-		pc.InstallDisk = DefaultInstallDisk
+		pc.InstallDisk = domain.DefaultInstallDisk
 	}
 	if pc.InstallImage == "" {
-		pc.InstallImage = DefaultInstallImage(version)
+		pc.InstallImage = domain.DefaultInstallImage(version)
 	}
 	nw := in.Tenant.Spec.Network
 	gen, err := generate.NewInput(in.Tenant.Metadata.Name, endpoint, strings.TrimPrefix(in.kubernetesVersion(), "v"),

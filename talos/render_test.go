@@ -135,7 +135,7 @@ func TestRenderGolden(t *testing.T) {
 					case "controlplane.yaml":
 						require.Contains(t, string(got), "allowSchedulingOnControlPlanes: true")
 						require.Equal(t, "/dev/sda", cfg.Machine().Install().Disk())
-						require.Equal(t, talos.DefaultInstallImage(version), cfg.Machine().Install().Image())
+						require.Equal(t, domain.DefaultInstallImage(version), cfg.Machine().Install().Image())
 						require.NotContains(t, string(got), "vm.max_map_count")
 					case "worker-w1.yaml", "worker-template.yaml":
 						require.Equal(t, "/dev/vda", cfg.Machine().Install().Disk())
@@ -161,7 +161,7 @@ func TestRenderVersionOverride(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := configloader.NewFromBytes(got)
 	require.NoError(t, err)
-	require.Equal(t, talos.DefaultInstallImage("v1.12.0"), cfg.Machine().Install().Image())
+	require.Equal(t, domain.DefaultInstallImage("v1.12.0"), cfg.Machine().Install().Image())
 	require.Equal(t, "https://[fd00::1]:6443", cfg.Cluster().Endpoint().String())
 }
 

@@ -13,23 +13,22 @@
 //     clean environment, RezusCloud's HTTP state backend reached with
 //     per-apply credentials, state encryption, and the mount-namespace
 //     sandbox that keeps module providers' code from the server's files.
-//   - The generators (generate.go, generate_check.go, hcl_bounds.go,
-//     inputs.go, providers_types.go, providers_emulated.go,
-//     providers_openstack.go, providers_oci.go, providers_module.go): a
-//     tenant's `.tf.json`, one file per provider type; validate.go and
-//     provider_fields.go are the same checks and fields for the API.
-//   - The state projection (project.go, machines.go): TF state into
-//     Machine objects.
-//   - Module providers (module.go checks a module's files when a Provider
-//     is written; module_validate.go is the second controller of this
-//     package, running `tofu validate` on each module after a change).
-//   - Bare metal (metal.go): metal groups apply configs straight through
-//     the Talos API, without tofu, inside the worker's run.
+//   - What the worker generates is tfrunner/providers' (the provider
+//     registry: per type validation, form fields, `.tf.json` generator and
+//     state projection); inputs.go gathers a run's GenerateInput from the
+//     read model, and machines.go records the projected machines.
+//   - The module validator (module_validate.go): the second controller of
+//     this package, running `tofu validate` on each module provider after a
+//     change and recording the Provider's Validated condition; a run
+//     refuses a module that failed it (checkModules).
+//   - The metal path (metal.go): metal groups apply configs straight
+//     through the Talos API, without tofu, inside the worker's run (which
+//     machines a metal group wants is providers.MetalTargets).
 //   - Scale-down (scaledown.go, drain.go): the machines a smaller group
 //     gives up, chosen by domain's pure decision, drained through the
 //     Kubernetes API and their Nodes removed.
 //
-// It imports domain, eventstore, projections, talos, internal/controller
-// and internal/proctree; handlers serve its logs and cancel its runs through
-// the interfaces they declare.
+// It imports domain, eventstore, projections, talos, internal/controller,
+// internal/proctree and tfrunner/providers; handlers serve its logs and
+// cancel its runs through the interfaces they declare.
 package tfrunner

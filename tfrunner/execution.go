@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // execution is one run's use of the tenant's work dir.
@@ -144,7 +147,7 @@ func (w *Worker) backendConfig(tenant string) []byte {
 	return append(b, '\n')
 }
 
-func (x *execution) writeConfig(f Files) error {
+func (x *execution) writeConfig(f providers.Files) error {
 	if err := x.writeModules(f.Modules); err != nil {
 		return err
 	}
@@ -160,7 +163,7 @@ func (x *execution) writeConfig(f Files) error {
 // writeModules writes the module providers' files under ModulesDir, one
 // directory per Provider, and removes what no module has any more.
 func (x *execution) writeModules(mods map[string]map[string]string) error {
-	root := filepath.Join(x.dir, ModulesDir)
+	root := filepath.Join(x.dir, providers.ModulesDir)
 	if entries, err := os.ReadDir(root); err == nil {
 		for _, e := range entries {
 			files, ok := mods[e.Name()]
@@ -180,12 +183,12 @@ func (x *execution) writeModules(mods map[string]map[string]string) error {
 			}
 		}
 	}
-	for _, name := range sortedKeys(mods) {
+	for _, name := range slices.Sorted(maps.Keys(mods)) {
 		dir := filepath.Join(root, name)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return err
 		}
-		for _, fname := range sortedKeys(mods[name]) {
+		for _, fname := range slices.Sorted(maps.Keys(mods[name])) {
 			// Names were checked (domain: one directory, .tf or .tf.json).
 			if err := writeIfChanged(filepath.Join(dir, filepath.Base(fname)), []byte(mods[name][fname]), 0o600); err != nil {
 				return err
@@ -225,7 +228,7 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		h.Write(top["provider"])
 		h.Write(top["module"])
 		// A module's required_providers are installed by init too.
-		root := filepath.Join(x.dir, ModulesDir)
+		root := filepath.Join(x.dir, providers.ModulesDir)
 		dirs, _ := os.ReadDir(root)
 		for _, d := range dirs {
 			files, _ := os.ReadDir(filepath.Join(root, d.Name()))
@@ -266,17 +269,17 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 // names (each needs its provider block or module to destroy what it built)
 // and the module calls.
 type stateUses struct {
-	Providers []string    `json:"providers"`
-	Modules   []ModuleUse `json:"modules,omitempty"`
+	Providers []string              `json:"providers"`
+	Modules   []providers.ModuleUse `json:"modules,omitempty"`
 }
 
 // usesOf reads a state's uses.
 func usesOf(state []byte) (stateUses, error) {
-	names, err := ProvidersInState(state)
+	names, err := providers.ProvidersInState(state)
 	if err != nil {
 		return stateUses{}, err
 	}
-	mods, err := ModulesInState(state)
+	mods, err := providers.ModulesInState(state)
 	if err != nil {
 		return stateUses{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -13,6 +12,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // runInputs is what a run needs besides Generate's input.
@@ -24,46 +24,46 @@ type runInputs struct {
 
 // inputs gathers what Generate needs: the tenant's node groups with their
 // machines' rendered configs, and the providers they name.
-func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (GenerateInput, runInputs, error) {
+func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (providers.GenerateInput, runInputs, error) {
 	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
-		return GenerateInput{}, runInputs{}, err
+		return providers.GenerateInput{}, runInputs{}, err
 	}
 	patches, err := projections.List[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
-		return GenerateInput{}, runInputs{}, err
+		return providers.GenerateInput{}, runInputs{}, err
 	}
 	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
-		return GenerateInput{}, runInputs{}, err
+		return providers.GenerateInput{}, runInputs{}, err
 	}
 	bundle, err := w.cfg.Bundles.Bundle(ctx, tenant)
 	if err != nil {
-		return GenerateInput{}, runInputs{}, fmt.Errorf("loading the tenant's PKI: %w", err)
+		return providers.GenerateInput{}, runInputs{}, fmt.Errorf("loading the tenant's PKI: %w", err)
 	}
-	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
+	in := providers.GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
 	extra := runInputs{bundle: bundle}
-	providers := map[string]*domain.Provider{}
+	byProvider := map[string]*domain.Provider{}
 	for _, ng := range groups {
-		if _, ok := providers[ng.Spec.Provider]; ok {
+		if _, ok := byProvider[ng.Spec.Provider]; ok {
 			continue
 		}
 		p, err := w.provider(ng.Spec.Provider)
 		if err != nil {
-			return GenerateInput{}, runInputs{}, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
+			return providers.GenerateInput{}, runInputs{}, fmt.Errorf("node group %s: %w", ng.Metadata.Name, err)
 		}
-		providers[ng.Spec.Provider] = p
+		byProvider[ng.Spec.Provider] = p
 	}
 	cpAddress := t.Status.EndpointAddress
 	if cpAddress == "" {
 		cpAddress = firstControlPlaneAddress(machines)
 	}
 	if cpAddress == "" && t.Spec.ControlPlane.Endpoint == "" {
-		cpAddress = metalControlPlaneAddress(groups, providers, machines)
+		cpAddress = providers.MetalControlPlaneAddress(groups, byProvider, machines)
 	}
 	if t.Spec.ControlPlane.Endpoint == "" && cpAddress == "" {
 		in.PlaceholderEndpoint = true
-		cpAddress = EndpointPlaceholder
+		cpAddress = providers.EndpointPlaceholder
 	}
 	byName := map[string]*domain.Machine{}
 	for i := range machines {
@@ -75,14 +75,14 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (G
 		if ng.Metadata.DeletionTimestamp != nil {
 			continue
 		}
-		if isMetal(providers[ng.Spec.Provider]) {
+		if providers.IsMetal(byProvider[ng.Spec.Provider]) {
 			extra.metal = append(extra.metal, ng)
 			continue
 		}
-		in.Providers[ng.Spec.Provider] = providers[ng.Spec.Provider]
-		g := GroupInput{NodeGroup: ng}
+		in.Providers[ng.Spec.Provider] = byProvider[ng.Spec.Provider]
+		g := providers.GroupInput{NodeGroup: ng}
 		for idx := 0; idx < ng.Spec.Count; idx++ {
-			mname := MachineName(ng.Metadata.Name, idx)
+			mname := providers.MachineName(ng.Metadata.Name, idx)
 			m := byName[mname]
 			if m == nil {
 				// A machine to build: the built-in providers name it (and
@@ -90,14 +90,14 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (G
 				// carries the hostname it will have, and it needs no apply
 				// once built.
 				m = &domain.Machine{Metadata: domain.ObjectMeta{Name: mname, Tenant: tenant},
-					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Hostname: CloudName(tenant, mname)}}
+					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Hostname: providers.CloudName(tenant, mname)}}
 			}
 			cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m,
 				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle})
 			if err != nil {
-				return GenerateInput{}, runInputs{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
+				return providers.GenerateInput{}, runInputs{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
 			}
-			g.Machines = append(g.Machines, MachineInput{Name: mname, Config: cfg})
+			g.Machines = append(g.Machines, providers.MachineInput{Name: mname, Config: cfg})
 		}
 		in.Groups = append(in.Groups, g)
 	}
@@ -107,11 +107,6 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (G
 
 func (w *Worker) hasNodeGroups(tenant string) bool {
 	return w.cfg.Cache.Count(domain.NodeGroupKind.Kind, tenant) > 0
-}
-
-// MachineName is the name of machine idx (0-based) of a node group.
-func MachineName(nodeGroup string, idx int) string {
-	return nodeGroup + "-" + strconv.Itoa(idx)
 }
 
 // firstControlPlaneAddress is the address of the first control-plane machine

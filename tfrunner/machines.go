@@ -12,6 +12,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // ManagedByLabel marks the machines the apply worker owns (projected from TF
@@ -29,7 +30,7 @@ const managedByValue = domain.ManagedByTofu
 // hash it is created with (domain.AnnotationConfigHash) and recorded as
 // ConfigApplied=True reason Day0; from then on the config controller
 // (talos/configsync) owns its config. The role comes from the node group.
-func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []ObservedMachine, day0 map[string][]byte, logw *LogWriter) error {
+func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []providers.ObservedMachine, day0 map[string][]byte, logw *LogWriter) error {
 	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
@@ -46,7 +47,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []Obs
 	for _, m := range existing {
 		current[m.Metadata.Name] = m
 	}
-	slices.SortFunc(observed, func(a, b ObservedMachine) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(observed, func(a, b providers.ObservedMachine) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
 	var created, updated, deleted int
 	for _, o := range observed {
@@ -131,7 +132,7 @@ func (w *Worker) configRecorder() talos.ConfigRecorder {
 // name: the rendered configs, with the endpoint placeholder replaced by the
 // endpoint address tofu made, as the generated user data does. Without that
 // address a placeholder config's bytes are not known: it is left out.
-func day0Configs(in GenerateInput, endpoint string) map[string][]byte {
+func day0Configs(in providers.GenerateInput, endpoint string) map[string][]byte {
 	out := map[string][]byte{}
 	for _, g := range in.Groups {
 		for _, m := range g.Machines {
@@ -139,7 +140,7 @@ func day0Configs(in GenerateInput, endpoint string) map[string][]byte {
 			case !in.PlaceholderEndpoint:
 				out[m.Name] = m.Config
 			case endpoint != "":
-				out[m.Name] = bytes.ReplaceAll(m.Config, []byte(EndpointPlaceholder), []byte(endpoint))
+				out[m.Name] = bytes.ReplaceAll(m.Config, []byte(providers.EndpointPlaceholder), []byte(endpoint))
 			}
 		}
 	}

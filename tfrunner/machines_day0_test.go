@@ -8,6 +8,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // A new machine's day-0 hash is the hash of what the config controller
@@ -23,7 +24,7 @@ func TestDay0ConfigsAreWhatTheMachinesGetAndWhatDay2Renders(t *testing.T) {
 	workers := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: "workers", Tenant: "acme"}, Spec: domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 1}}
 	render := func(ng *domain.NodeGroup, name, cpAddress, address string) []byte {
 		m := &domain.Machine{Metadata: domain.ObjectMeta{Name: name, Tenant: "acme"},
-			Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Address: address, Hostname: CloudName("acme", name)}}
+			Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Address: address, Hostname: providers.CloudName("acme", name)}}
 		cfg, err := talos.Render(talos.RenderInput{Tenant: tn, NodeGroup: ng, Machine: m, ControlPlaneAddress: cpAddress, Bundle: bundle})
 		require.NoError(t, err)
 		return cfg
@@ -43,11 +44,11 @@ func TestDay0ConfigsAreWhatTheMachinesGetAndWhatDay2Renders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cpAddress := endpoint
 			if tc.placeholder {
-				cpAddress = EndpointPlaceholder
+				cpAddress = providers.EndpointPlaceholder
 			}
-			in := GenerateInput{Tenant: tn, PlaceholderEndpoint: tc.placeholder, Groups: []GroupInput{
-				{NodeGroup: cp, Machines: []MachineInput{{Name: "cp-0", Config: render(cp, "cp-0", cpAddress, "")}}},
-				{NodeGroup: workers, Machines: []MachineInput{{Name: "workers-0", Config: render(workers, "workers-0", cpAddress, "")}}},
+			in := providers.GenerateInput{Tenant: tn, PlaceholderEndpoint: tc.placeholder, Groups: []providers.GroupInput{
+				{NodeGroup: cp, Machines: []providers.MachineInput{{Name: "cp-0", Config: render(cp, "cp-0", cpAddress, "")}}},
+				{NodeGroup: workers, Machines: []providers.MachineInput{{Name: "workers-0", Config: render(workers, "workers-0", cpAddress, "")}}},
 			}}
 			got := day0Configs(in, tc.endpoint)
 			require.Len(t, got, len(tc.want))

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -16,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // Bare metal (Provider type metal) is built straight through the Talos API, not
@@ -54,125 +53,15 @@ const (
 	BootstrappedCondition = "Bootstrapped"
 )
 
-type metalGroupConfig struct {
-	Machines     []metalMachine `json:"machines,omitempty"`
-	Selector     string         `json:"selector,omitempty"`
-	InstallDisk  string         `json:"installDisk,omitempty"`
-	InstallImage string         `json:"installImage,omitempty"`
-}
-
-type metalMachine struct {
-	Address     string `json:"address"`
-	InstallDisk string `json:"installDisk,omitempty"`
-	Hostname    string `json:"hostname,omitempty"`
-}
-
-// metalTarget is one machine a metal group wants.
-type metalTarget struct {
-	name, address, hostname, installDisk string
-	ng                                   *domain.NodeGroup
-	// registered machines are the user's objects; listed ones are ours.
-	registered bool
-	obj        *domain.Machine
-}
-
-func isMetal(p *domain.Provider) bool { return p != nil && p.Spec.Type == domain.ProviderMetal }
-
-// metalTargets resolves a metal group's machines, with errors naming the field at fault.
-func metalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]metalTarget, error) {
-	var cfg metalGroupConfig
-	bad := func(field, msg string) error {
-		return domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, []domain.Cause{{Field: "spec.providerConfig" + field, Type: domain.CauseInvalid, Message: msg}})
-	}
-	if len(ng.Spec.ProviderConfig) > 0 {
-		if causes := domain.DecodeStrict(ng.Spec.ProviderConfig, &cfg, "spec.providerConfig"); len(causes) > 0 {
-			return nil, domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, causes)
-		}
-	}
-	switch {
-	case len(cfg.Machines) > 0 && cfg.Selector != "":
-		return nil, bad("", "give machines or selector, not both")
-	case len(cfg.Machines) > 0:
-		if len(cfg.Machines) != ng.Spec.Count {
-			return nil, bad(".machines", fmt.Sprintf("lists %d machines but spec.count is %d", len(cfg.Machines), ng.Spec.Count))
-		}
-		var out []metalTarget
-		seen := map[string]bool{}
-		for i, m := range cfg.Machines {
-			f := fmt.Sprintf(".machines[%d]", i)
-			if _, err := netip.ParseAddr(m.Address); err != nil && !looksLikeHost(m.Address) {
-				return nil, bad(f+".address", fmt.Sprintf("%q is neither an IP address nor a DNS name", m.Address))
-			}
-			if seen[m.Address] {
-				return nil, bad(f+".address", fmt.Sprintf("%s is listed twice", m.Address))
-			}
-			seen[m.Address] = true
-			disk := m.InstallDisk
-			if disk == "" {
-				disk = cfg.InstallDisk
-			}
-			out = append(out, metalTarget{name: MachineName(ng.Metadata.Name, i), address: m.Address, hostname: m.Hostname, installDisk: disk, ng: ng})
-		}
-		return out, nil
-	case cfg.Selector != "":
-		sel, err := domain.ParseSelector(cfg.Selector)
-		if err != nil {
-			return nil, bad(".selector", err.Error())
-		}
-		var out []metalTarget
-		for i := range machines {
-			m := &machines[i]
-			if m.Spec.NodeGroup == ng.Metadata.Name && m.Metadata.Labels[ManagedByLabel] == "" && sel.Matches(m.Metadata.Labels) && m.Spec.Address != "" {
-				out = append(out, metalTarget{name: m.Metadata.Name, address: m.Spec.Address, hostname: m.Spec.Hostname, installDisk: cfg.InstallDisk, ng: ng, registered: true, obj: m})
-			}
-		}
-		slices.SortFunc(out, func(a, b metalTarget) int { return strings.Compare(a.name, b.name) })
-		if len(out) < ng.Spec.Count {
-			return nil, bad(".selector", fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
-		}
-		return out[:ng.Spec.Count], nil
-	case ng.Spec.Count == 0:
-		return nil, nil
-	}
-	return nil, bad("", "a metal node group lists its machines (machines: [{address: ...}]) or selects registered ones (selector: ...)")
-}
-
-func looksLikeHost(s string) bool {
-	return s != "" && !strings.ContainsAny(s, " /:@") && len(s) <= 253
-}
-
-// metalControlPlaneAddress is the first listed control-plane address of the
-// tenant's metal groups (by machine name): the endpoint's host when the tenant
-// declares none.
-func metalControlPlaneAddress(groups []domain.NodeGroup, providers map[string]*domain.Provider, machines []domain.Machine) string {
-	var best, addr string
-	for i := range groups {
-		ng := &groups[i]
-		if ng.Spec.Role != domain.RoleControlPlane || !isMetal(providers[ng.Spec.Provider]) {
-			continue
-		}
-		ts, err := metalTargets(ng, machines)
-		if err != nil {
-			continue
-		}
-		for _, t := range ts {
-			if best == "" || t.name < best {
-				best, addr = t.name, t.address
-			}
-		}
-	}
-	return addr
-}
-
 // applyMetal builds a tenant's metal groups through the Talos API.
 func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
 	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
 	}
-	var targets []metalTarget
+	var targets []providers.MetalTarget
 	for _, ng := range groups {
-		ts, err := metalTargets(ng, machines)
+		ts, err := providers.MetalTargets(ng, machines)
 		if err != nil {
 			return err
 		}
@@ -180,7 +69,7 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 	}
 	wanted := map[string]bool{}
 	for _, tg := range targets {
-		wanted[tg.name] = true
+		wanted[tg.Name] = true
 	}
 	var errs []error
 	gone, err := w.leaveEtcdMetal(ctx, tenant, in.bundle, wanted, logw)
@@ -202,8 +91,8 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 	for i := range targets {
 		tg := &targets[i]
 		if err := w.applyMetalMachine(ctx, tenant, t, tg, in, logw); err != nil {
-			logw.Printf("machine %s: %v", tg.name, err)
-			errs = append(errs, fmt.Errorf("machine %s: %w", tg.name, err))
+			logw.Printf("machine %s: %v", tg.Name, err)
+			errs = append(errs, fmt.Errorf("machine %s: %w", tg.Name, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -218,22 +107,22 @@ type metalInputs struct {
 	cpAddress string
 }
 
-func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain.Tenant, tg *metalTarget, in metalInputs, logw *LogWriter) error {
-	ref := domain.ObjectRef(domain.MachineKind, tenant, tg.name)
-	spec := domain.MachineSpec{NodeGroup: tg.ng.Metadata.Name, Role: tg.ng.Spec.Role, Address: tg.address,
-		ProviderID: "metal://" + tg.address, Shape: "metal", Hostname: tg.hostname}
-	if tg.registered {
-		spec = tg.obj.Spec
-		spec.Role = tg.ng.Spec.Role
+func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain.Tenant, tg *providers.MetalTarget, in metalInputs, logw *LogWriter) error {
+	ref := domain.ObjectRef(domain.MachineKind, tenant, tg.Name)
+	spec := domain.MachineSpec{NodeGroup: tg.NodeGroup.Metadata.Name, Role: tg.NodeGroup.Spec.Role, Address: tg.Address,
+		ProviderID: "metal://" + tg.Address, Shape: "metal", Hostname: tg.Hostname}
+	if tg.Registered {
+		spec = tg.Machine.Spec
+		spec.Role = tg.NodeGroup.Spec.Role
 	}
-	m := &domain.Machine{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: tenant}, Spec: spec}
-	if tg.registered {
+	m := &domain.Machine{Metadata: domain.ObjectMeta{Name: tg.Name, Tenant: tenant}, Spec: spec}
+	if tg.Registered {
 		// Its annotations may name its own install disk (domain.AnnotationInstallDisk).
-		m.Metadata.Annotations = tg.obj.Metadata.Annotations
+		m.Metadata.Annotations = tg.Machine.Metadata.Annotations
 	}
 	// A listed machine's own install disk is the render's pick (by address),
 	// so the config controller renders the same config from the same group.
-	ng := tg.ng
+	ng := tg.NodeGroup
 	current, exists, err := projections.Get[domain.Machine](w.cfg.Cache, ref)
 	if err != nil {
 		return err
@@ -245,7 +134,7 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		}
 		return nil
 	}
-	st, err := w.cfg.Metal.Probe(ctx, in.bundle, tg.address)
+	st, err := w.cfg.Metal.Probe(ctx, in.bundle, tg.Address)
 	if err != nil {
 		return err
 	}
@@ -253,7 +142,7 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		// It runs a config of the tenant that was not recorded (a run
 		// stopped between the apply and the record): the config controller
 		// gives it its rendered config.
-		logw.Printf("machine %s (%s) is configured already; its config is the config controller's", tg.name, tg.address)
+		logw.Printf("machine %s (%s) is configured already; its config is the config controller's", tg.Name, tg.Address)
 		return w.recordMetalMachine(ctx, ref, tg, spec, "")
 	}
 	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle})
@@ -261,11 +150,11 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		return fmt.Errorf("rendering its config: %w", err)
 	}
 	hash := talos.ConfigHash(cfg)
-	res, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.address, cfg, true)
+	res, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.Address, cfg, true)
 	if err != nil {
 		return err
 	}
-	logw.Printf("machine %s (%s): config applied from maintenance mode: %s", tg.name, tg.address, res.Details)
+	logw.Printf("machine %s (%s): config applied from maintenance mode: %s", tg.Name, tg.Address, res.Details)
 	if err := w.recordMetalMachine(ctx, ref, tg, spec, hash); err != nil {
 		return err
 	}
@@ -278,14 +167,14 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 
 // recordMetalMachine creates or updates a metal machine's object with its
 // spec and, when hash is set, the hash of the config it was given.
-func (w *Worker) recordMetalMachine(ctx context.Context, ref domain.Ref, tg *metalTarget, spec domain.MachineSpec, hash string) error {
+func (w *Worker) recordMetalMachine(ctx context.Context, ref domain.Ref, tg *providers.MetalTarget, spec domain.MachineSpec, hash string) error {
 	rawSpec, _ := json.Marshal(spec)
 	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
 		cmd := domain.Command{Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), NewUID: newUID()}
 		if state == nil {
 			cmd.Op = domain.OpCreate
-			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: tg.name, Tenant: ref.Tenant,
-				Labels: map[string]string{ManagedByLabel: managedByMetal, "rezuscloud.io/nodegroup": tg.ng.Metadata.Name}}, Spec: rawSpec}
+			cmd.Object = &domain.Object{Metadata: domain.ObjectMeta{Name: tg.Name, Tenant: ref.Tenant,
+				Labels: map[string]string{ManagedByLabel: managedByMetal, "rezuscloud.io/nodegroup": tg.NodeGroup.Metadata.Name}}, Spec: rawSpec}
 		} else {
 			cmd.Op = domain.OpUpdate
 			cmd.Object = state.DeepCopy()

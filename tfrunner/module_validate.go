@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -424,9 +426,9 @@ var ErrModuleInvalid = errors.New("the module does not validate")
 // failed `tofu validate` at its current generation, with tofu's diagnostics
 // and the Provider's name, instead of letting tofu fail somewhere in the run.
 // A module not validated yet runs (tofu reports the same errors, if any).
-func checkModules(providers map[string]*domain.Provider) error {
-	for _, name := range sortedKeys(providers) {
-		p := providers[name]
+func checkModules(byName map[string]*domain.Provider) error {
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		p := byName[name]
 		if p.Spec.Type != domain.ProviderModule {
 			continue
 		}

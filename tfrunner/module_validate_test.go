@@ -16,6 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // TestModuleValidatorRecordsTofuValidate runs the validator with real tofu
@@ -43,7 +44,7 @@ func TestModuleValidatorRecordsTofuValidate(t *testing.T) {
 	})
 	require.Eventually(t, v.rt.Leading, 20*time.Second, 10*time.Millisecond)
 
-	files, ok := BuiltinModule(domain.ProviderEmulated)
+	files, ok := providers.BuiltinModule(domain.ProviderEmulated)
 	require.True(t, ok)
 	files.Files["bad.tf"] = "locals {\n  zone = var.nope\n}\n"
 	spec := func(f *domain.ModuleSource) json.RawMessage {
@@ -51,7 +52,7 @@ func TestModuleValidatorRecordsTofuValidate(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
-	_, causes := ModuleChecker{}.Check(&domain.ProviderSpec{Type: domain.ProviderModule, Module: files, Config: json.RawMessage(`{"emulator":"http://127.0.0.1:1"}`)})
+	_, causes := providers.ModuleChecker{}.Check(&domain.ProviderSpec{Type: domain.ProviderModule, Module: files, Config: json.RawMessage(`{"emulator":"http://127.0.0.1:1"}`)})
 	require.Empty(t, causes, "hcl alone cannot tell")
 	ref := domain.ObjectRef(domain.ProviderKind, "", "mod")
 	execute := func(op domain.Op, f *domain.ModuleSource) {

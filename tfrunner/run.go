@@ -13,6 +13,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 var errTimeout = errors.New("the apply took longer than its timeout")
@@ -20,8 +21,8 @@ var errTimeout = errors.New("the apply took longer than its timeout")
 // Files a run writes into a tenant's work dir, besides MainFileName and
 // VarsFileName (the machine configs: secrets, present only while tofu runs).
 const (
-	mainFile    = MainFileName
-	varsFile    = VarsFileName
+	mainFile    = providers.MainFileName
+	varsFile    = providers.VarsFileName
 	backendFile = "backend.tf.json"
 	initHash    = ".rezus-init"
 	// providersFile lists the Provider names the state used after the last
@@ -224,7 +225,7 @@ func (w *Worker) observe(ctx context.Context, tenant string, logw *LogWriter) {
 }
 
 // applyTofu applies the tofu-built node groups and projects the state into machines.
-func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in GenerateInput, logw *LogWriter, setPhase func(string), res *runResult) error {
+func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in providers.GenerateInput, logw *LogWriter, setPhase func(string), res *runResult) error {
 	x, err := w.prepare(ctx, tenant, name, logw, &res.tofu)
 	if err != nil {
 		return err
@@ -248,7 +249,7 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 	if err := checkModules(in.Providers); err != nil {
 		return err
 	}
-	files, err := Generate(in)
+	files, err := providers.Generate(in)
 	if err != nil {
 		return err
 	}
@@ -272,11 +273,11 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in Generate
 		return err
 	}
 	x.rememberProviders(state)
-	observed, err := ProjectState(state)
+	observed, err := providers.ProjectState(state)
 	if err != nil {
 		return fmt.Errorf("projecting the state into machines: %w", err)
 	}
-	endpoint, _, err := StateEndpoint(state)
+	endpoint, _, err := providers.StateEndpoint(state)
 	if err != nil {
 		return fmt.Errorf("reading the endpoint from the state: %w", err)
 	}
@@ -342,7 +343,7 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 	if !ok {
 		return res, fmt.Errorf("tenant %s is gone", tenant)
 	}
-	in := GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}, Modules: w.cfg.Modules, StateModules: used.Modules}
+	in := providers.GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}, Modules: w.cfg.Modules, StateModules: used.Modules}
 	for _, n := range names {
 		p, err := w.provider(n)
 		if err != nil {
@@ -350,7 +351,7 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 		}
 		in.Providers[n] = p
 	}
-	files, err := Generate(in)
+	files, err := providers.Generate(in)
 	if err != nil {
 		return res, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // Safe scale-down: before tofu destroys machines (a node group's count
@@ -339,7 +340,7 @@ func (w *Worker) bootstrapped(tenant string) bool {
 // scaleDownTofu takes what the coming tofu apply destroys out of the
 // cluster: the tofu-built machines the generated configuration no longer
 // has. It answers the machines whose Nodes go once they are destroyed.
-func (w *Worker) scaleDownTofu(ctx context.Context, tenant string, in GenerateInput, logw *LogWriter) ([]domain.Machine, error) {
+func (w *Worker) scaleDownTofu(ctx context.Context, tenant string, in providers.GenerateInput, logw *LogWriter) ([]domain.Machine, error) {
 	keep := map[string]bool{}
 	for _, g := range in.Groups {
 		for _, m := range g.Machines {

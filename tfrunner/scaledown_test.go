@@ -14,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
 	"github.com/rezuscloud/rezuscloud/talos/talostest"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // scaleDownEnv is an emulated tenant (cp-1..cp-n bootstrapped on cp-1, w-1..)
@@ -186,7 +187,7 @@ func TestScaleDownMetalControlPlanesLeaveBeforeReset(t *testing.T) {
 func TestScaleDownTofuGoing(t *testing.T) {
 	e := newScaleDownEnv(t, 3, 0)
 	e.label(managedByValue, "cp-1", "cp-2", "cp-3")
-	in := GenerateInput{Groups: []GroupInput{{Machines: []MachineInput{{Name: "cp-1"}}}}}
+	in := providers.GenerateInput{Groups: []providers.GroupInput{{Machines: []providers.MachineInput{{Name: "cp-1"}}}}}
 	logw := e.w.cfg.Logs.Writer(context.Background(), e.c.Tenant, "a-2")
 	gone, err := e.w.scaleDownTofu(e.c.Ctx, e.c.Tenant, in, logw)
 	require.NoError(t, err)

@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/internal/proctree"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // Tofu finds and runs the tofu binary.
@@ -94,7 +94,7 @@ func (t Tofu) CLIConfig(pluginCache string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	addrs, err := mirrorProviders(mirror)
+	addrs, err := providers.MirrorProviders(mirror)
 	if err != nil {
 		return "", err
 	}
@@ -109,34 +109,6 @@ func (t Tofu) CLIConfig(pluginCache string) (string, error) {
 	fmt.Fprintf(&sb, "provider_installation {\n  filesystem_mirror {\n    path    = %s\n    include = %s\n  }\n  direct {\n    exclude = %s\n  }\n}\n",
 		strconv.Quote(mirror), list, list)
 	return sb.String(), nil
-}
-
-// mirrorProviders lists the provider addresses (host/namespace/type) in a mirror.
-func mirrorProviders(mirror string) ([]string, error) {
-	var out []string
-	hosts, err := os.ReadDir(mirror)
-	if err != nil {
-		return nil, fmt.Errorf("reading provider mirror: %w", err)
-	}
-	for _, h := range hosts {
-		if !h.IsDir() {
-			continue
-		}
-		nss, _ := os.ReadDir(filepath.Join(mirror, h.Name()))
-		for _, ns := range nss {
-			if !ns.IsDir() {
-				continue
-			}
-			types, _ := os.ReadDir(filepath.Join(mirror, h.Name(), ns.Name()))
-			for _, ty := range types {
-				if ty.IsDir() {
-					out = append(out, h.Name()+"/"+ns.Name()+"/"+ty.Name())
-				}
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // exec runs a tofu command through the Runner, or as a subprocess.

@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // WorkerLease makes one replica at a time run applies.
@@ -144,7 +145,7 @@ type Config struct {
 	// Modules checks module providers' modules before every run (the same
 	// checks as when they are written); the zero value checks all but the
 	// provider sources.
-	Modules ModuleChecker
+	Modules providers.ModuleChecker
 	// Holder names this replica in leases and applies.
 	Holder string
 	Log    *slog.Logger

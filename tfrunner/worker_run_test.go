@@ -52,7 +52,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	require.NoError(t, err)
 	logs, err := OpenLogs(ctx, env.Store)
 	require.NoError(t, err)
-	state, err := os.ReadFile(filepath.Join("testdata", "state_emulated.json"))
+	state, err := os.ReadFile(filepath.Join("providers", "testdata", "state_emulated.json"))
 	require.NoError(t, err)
 	fake := newFakeTofu(state)
 	// Path must resolve; the fake runs instead of it.
@@ -79,7 +79,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	require.Eventually(t, w.Leading, 20*time.Second, 10*time.Millisecond)
 	e := &runEnv{t: t, ctx: ctx, store: env.Store, conn: env.Conn, cache: cache, tofu: fake, worker: w, dir: dir, secrets: secretStore}
 	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.ProviderKind, "", "emulated"),
-		Object: &domain.Object{Spec: json.RawMessage(`{"type":"emulated","config":` + cfgEmulated + `}`)}})
+		Object: &domain.Object{Spec: json.RawMessage(`{"type":"emulated","config":{"endpoint":"http://127.0.0.1:8089"}}`)}})
 	return e
 }
 

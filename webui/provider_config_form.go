@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // providerConfigPrefix prefixes the form names of providerConfig keys
@@ -66,7 +66,7 @@ func (u *UI) newProviderConfigForm(r *http.Request, provider string, form url.Va
 	p, err := getOf[domain.Provider](u, r, "/providers/"+url.PathEscape(provider))
 	if err == nil {
 		f.Type = p.Spec.Type
-		f.Fields = handlers.GroupConfigFields(p.Spec.Type)
+		f.Fields = providers.GroupConfigFields(p.Spec.Type)
 	} else {
 		p = nil
 	}
@@ -167,7 +167,7 @@ func (f providerConfigForm) check(p *domain.Provider, role string) (json.RawMess
 	if len(causes) > 0 || p == nil {
 		return raw, causes
 	}
-	return raw, handlers.CheckGroupConfig(p, &domain.NodeGroupSpec{Role: role, Provider: f.Provider, ProviderConfig: raw})
+	return raw, providers.ValidateGroupConfig(p, &domain.NodeGroupSpec{Role: role, Provider: f.Provider, ProviderConfig: raw})
 }
 
 // providerConfigFieldsFragment answers the providerConfig part for the

@@ -27,6 +27,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 	"github.com/rezuscloud/rezuscloud/webui"
 )
 
@@ -73,7 +74,7 @@ type serveRun struct {
 	kubeClients *kubeclient.Clients
 	healthSvc   *health.Service
 	upgrades    *upgrade.Saga
-	modules     tfrunner.ModuleChecker
+	modules     providers.ModuleChecker
 	sandbox     *tfrunner.Sandbox
 	workDir     string
 	api         *handlers.API
@@ -252,7 +253,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	}
 	// Module providers are checked against the providers tofu can install.
 	var err error
-	s.modules, err = tfrunner.NewModuleChecker(cfg.Infra.ProviderMirror, cfg.Infra.AllowModuleExec)
+	s.modules, err = providers.NewModuleChecker(cfg.Infra.ProviderMirror, cfg.Infra.AllowModuleExec)
 	if err != nil {
 		log.Warn("module providers' sources are not checked", "err", err)
 	}

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,43 +21,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
 )
-
-// tofuRunner runs the real tofu (from `go tool task tools`) in a clean
-// environment: the mirror's CLI config set explicitly, a shared plugin cache
-// so the providers are unpacked once.
-type tofuRunner struct {
-	bin, rc, cache string
-	// env is added to every run's environment (a provider's credentials).
-	env []string
-}
-
-func newTofuRunner(t *testing.T) *tofuRunner {
-	t.Helper()
-	bin, mirror := tofutest.Tools(t)
-	return &tofuRunner{bin: bin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
-}
-
-func (r *tofuRunner) run(t *testing.T, dir string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, r.bin, args...)
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
-		"TF_CLI_CONFIG_FILE=" + r.rc,
-		"TF_PLUGIN_CACHE_DIR=" + r.cache,
-		"TF_IN_AUTOMATION=1",
-		"CHECKPOINT_DISABLE=1",
-	}
-	cmd.Env = append(cmd.Env, r.env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	require.NoError(t, err, "tofu %s:\n%s\n%s", strings.Join(args, " "), stdout.String(), stderr.String())
-	return stdout.Bytes()
-}
 
 // writeGenerated generates in and writes the files into a fresh directory.
 func writeGenerated(t *testing.T, in GenerateInput) string {
@@ -88,7 +50,7 @@ func writeFiles(t *testing.T, dir string, files Files) {
 // oracle/oci provider is not in the mirror; its configurations are checked by
 // the golden files and checkGenerated only.)
 func TestGeneratedConfigsValidate(t *testing.T) {
-	tofu := newTofuRunner(t)
+	tofu := tofutest.NewRunner(t)
 	cases := generateCases()
 	for _, name := range []string{
 		"emulated_placeholder", "emulated_addressed", "emulated_endpoint",
@@ -96,7 +58,7 @@ func TestGeneratedConfigsValidate(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := writeGenerated(t, cases[name])
-			tofu.run(t, dir, "init", "-input=false", "-no-color")
+			tofu.Run(t, dir, "init", "-input=false", "-no-color")
 			var res struct {
 				Valid        bool `json:"valid"`
 				ErrorCount   int  `json:"error_count"`
@@ -105,7 +67,7 @@ func TestGeneratedConfigsValidate(t *testing.T) {
 					Severity, Summary, Detail string
 				} `json:"diagnostics"`
 			}
-			out := tofu.run(t, dir, "validate", "-json", "-no-color")
+			out := tofu.Run(t, dir, "validate", "-json", "-no-color")
 			require.NoError(t, json.Unmarshal(out, &res), "%s", out)
 			require.True(t, res.Valid, "%s", out)
 			require.Zero(t, res.ErrorCount, "%s", out)
@@ -121,7 +83,7 @@ func TestGeneratedConfigsValidate(t *testing.T) {
 // the first control plane booted on the reserved address, and the user data
 // waiting for that address while the placeholder is in use.
 func TestGeneratedEmulatedPlan(t *testing.T) {
-	tofu := newTofuRunner(t)
+	tofu := tofutest.NewRunner(t)
 	cases := generateCases()
 
 	type change struct {
@@ -134,12 +96,12 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 	}
 	plan := func(t *testing.T, in GenerateInput) map[string]change {
 		dir := writeGenerated(t, in)
-		tofu.run(t, dir, "init", "-input=false", "-no-color")
-		tofu.run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
+		tofu.Run(t, dir, "init", "-input=false", "-no-color")
+		tofu.Run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
 		var p struct {
 			ResourceChanges []change `json:"resource_changes"`
 		}
-		out := tofu.run(t, dir, "show", "-json", "plan.bin")
+		out := tofu.Run(t, dir, "show", "-json", "plan.bin")
 		require.NoError(t, json.Unmarshal(out, &p))
 		byAddr := map[string]change{}
 		for _, c := range p.ResourceChanges {
@@ -205,7 +167,7 @@ func TestGeneratedEmulatedPlan(t *testing.T) {
 func TestGeneratedEmulatedApply(t *testing.T) {
 	tofuBin, mirror := tofutest.Tools(t)
 	mirror = tofutest.WithProvider(t, mirror, "registry.opentofu.org/rezuscloud/emulated", "0.1.0", "./cmd/terraform-provider-emulated")
-	tofu := &tofuRunner{bin: tofuBin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
+	tofu := tofutest.NewRunnerWith(t, tofuBin, mirror)
 	em, url := startTestEmulator(t)
 
 	tn := genTenant("demo", "")
@@ -219,12 +181,12 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	write := func(in GenerateInput) { writeFiles(t, dir, mustGenerate(t, in)) }
 
 	write(input(EndpointPlaceholder, 2))
-	tofu.run(t, dir, "init", "-input=false", "-no-color")
-	out := tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	tofu.Run(t, dir, "init", "-input=false", "-no-color")
+	out := tofu.Run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Apply complete! Resources: 4 added, 0 changed, 0 destroyed.")
 	require.NotContains(t, string(out), "BEGIN", "a machine config leaked into tofu's output")
 
-	state := tofu.run(t, dir, "state", "pull")
+	state := tofu.Run(t, dir, "state", "pull")
 	endpoint, ok, err := StateEndpoint(state)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -248,12 +210,12 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	// The next apply renders with the address instead of the placeholder:
 	// nothing changes, the reserved address and cp-0 stay.
 	write(input(endpoint, 2))
-	tofu.run(t, dir, "plan", "-detailed-exitcode", "-input=false", "-no-color")
+	tofu.Run(t, dir, "plan", "-detailed-exitcode", "-input=false", "-no-color")
 
 	write(input(endpoint, 3))
-	out = tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	out = tofu.Run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Apply complete! Resources: 1 added, 0 changed, 0 destroyed.")
-	state = tofu.run(t, dir, "state", "pull")
+	state = tofu.Run(t, dir, "state", "pull")
 	machines, err = ProjectState(state)
 	require.NoError(t, err)
 	require.Len(t, machines, 4)
@@ -267,11 +229,11 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []ModuleUse{{Group: "cp", Provider: "emulated"}, {Group: "workers", Provider: "emulated"}}, mods)
 	write(GenerateInput{Tenant: tn, Providers: providers, StateModules: mods})
-	out = tofu.run(t, dir, "apply", "-destroy", "-auto-approve", "-input=false", "-no-color")
+	out = tofu.Run(t, dir, "apply", "-destroy", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Apply complete! Resources: 0 added, 0 changed, 5 destroyed.")
 	require.Empty(t, em.List())
 	require.Empty(t, em.ListAddresses())
-	names, err = ProvidersInState(tofu.run(t, dir, "state", "pull"))
+	names, err = ProvidersInState(tofu.Run(t, dir, "state", "pull"))
 	require.NoError(t, err)
 	require.Empty(t, names)
 }
@@ -305,7 +267,7 @@ func emulatedInput(t *testing.T, tn *domain.Tenant, bundle *secrets.Bundle, prov
 func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
 	tofuBin, mirror := tofutest.Tools(t)
 	mirror = tofutest.WithProvider(t, mirror, "registry.opentofu.org/rezuscloud/emulated", "0.1.0", "./cmd/terraform-provider-emulated")
-	tofu := &tofuRunner{bin: tofuBin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
+	tofu := tofutest.NewRunnerWith(t, tofuBin, mirror)
 	em, url := startTestEmulator(t)
 	tn := genTenant("demo", "")
 	bundle, err := talos.NewBundle(tn.Spec.TalosVersion, time.Now())
@@ -319,18 +281,18 @@ func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
 	files := mustGenerate(t, emulatedInput(t, tn, bundle, providers, EndpointPlaceholder, 2))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, MainFileName), old, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, VarsFileName), files.Vars, 0o600))
-	tofu.run(t, dir, "init", "-input=false", "-no-color")
-	out := tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
+	tofu.Run(t, dir, "init", "-input=false", "-no-color")
+	out := tofu.Run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Resources: 4 added")
-	endpoint, ok, err := StateEndpoint(tofu.run(t, dir, "state", "pull"))
+	endpoint, ok, err := StateEndpoint(tofu.Run(t, dir, "state", "pull"))
 	require.NoError(t, err)
 	require.True(t, ok)
 	nodes := em.List()
 	require.Len(t, nodes, 3)
 
 	writeFiles(t, dir, mustGenerate(t, emulatedInput(t, tn, bundle, providers, endpoint, 2)))
-	tofu.run(t, dir, "init", "-input=false", "-no-color")
-	tofu.run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
+	tofu.Run(t, dir, "init", "-input=false", "-no-color")
+	tofu.Run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
 	var plan struct {
 		ResourceChanges []struct {
 			Address         string `json:"address"`
@@ -340,7 +302,7 @@ func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
 			} `json:"change"`
 		} `json:"resource_changes"`
 	}
-	require.NoError(t, json.Unmarshal(tofu.run(t, dir, "show", "-json", "plan.bin"), &plan))
+	require.NoError(t, json.Unmarshal(tofu.Run(t, dir, "show", "-json", "plan.bin"), &plan))
 	moved := map[string]string{}
 	for _, c := range plan.ResourceChanges {
 		require.Equal(t, []string{"no-op"}, c.Change.Actions, c.Address)
@@ -352,9 +314,9 @@ func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
 		`emulated_machine.ng_workers["workers-0"]`: `module.ng_workers__emulated.emulated_machine.machine["workers-0"]`,
 		`emulated_machine.ng_workers["workers-1"]`: `module.ng_workers__emulated.emulated_machine.machine["workers-1"]`,
 	}, moved)
-	out = tofu.run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color", "plan.bin")
+	out = tofu.Run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color", "plan.bin")
 	require.Contains(t, string(out), "0 added, 0 changed, 0 destroyed")
-	machines, err := ProjectState(tofu.run(t, dir, "state", "pull"))
+	machines, err := ProjectState(tofu.Run(t, dir, "state", "pull"))
 	require.NoError(t, err)
 	require.Len(t, machines, 3, "projected from the module's output now")
 	require.Equal(t, nodes, em.List(), "the same machines, untouched")

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -66,7 +66,9 @@ var openstackType = ProviderType{
 		ShapeAttr:      "flavor_name",
 		HostnameAttr:   "name",
 	},
-	gen: openstackGen{},
+	GroupConfig: openstackGroupConfig{},
+	config:      openstackGen{},
+	gen:         openstackGen{},
 }
 
 type openstackGen struct{}

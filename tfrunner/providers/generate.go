@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"bytes"
@@ -250,10 +250,10 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 		if causes := domain.ValidateName(name, "metadata.name"); causes != nil {
 			return nil, domain.NewInvalid(domain.ProviderKind.Kind, name, causes)
 		}
-		typ, ok := providerTypes[p.Spec.Type]
+		typ, ok := tofuType(p.Spec.Type)
 		if !ok {
 			return nil, domain.NewInvalid(domain.ProviderKind.Kind, name, []domain.Cause{{Field: "spec.type", Type: domain.CauseNotSupported,
-				Message: fmt.Sprintf("%q cannot be built with OpenTofu; supported: %s", p.Spec.Type, strings.Join(ProviderTypeNames(), ", "))}})
+				Message: fmt.Sprintf("%q cannot be built with OpenTofu; supported: %s", p.Spec.Type, strings.Join(TofuTypeNames(), ", "))}})
 		}
 		cfg, causes := typ.gen.decodeConfig(p.Spec.Config)
 		if len(causes) > 0 {

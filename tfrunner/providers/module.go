@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"embed"
@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos"
 )
 
 // Module providers: a Provider of type module (and a built-in type shipped
@@ -50,7 +49,7 @@ func embeddedModule(name string) *domain.ModuleSource {
 // BuiltinModule returns the files of the module a built-in provider type is
 // written as (emulated), and false for the other types.
 func BuiltinModule(typ string) (*domain.ModuleSource, bool) {
-	t, ok := providerTypes[typ]
+	t, ok := tofuType(typ)
 	if !ok {
 		return nil, false
 	}
@@ -217,7 +216,7 @@ func (b *tfBuilder) moduleCall(u *tfProviderUse, group string, g *tfGroup) {
 		}
 		image = install.InstallImage
 		if image == "" {
-			image = talos.DefaultInstallImage(version)
+			image = domain.DefaultInstallImage(version)
 		}
 		if len(g.ng.Spec.ProviderConfig) > 0 {
 			if v, err := jsonSyntaxValue(g.ng.Spec.ProviderConfig); err == nil {
@@ -325,8 +324,9 @@ func (b *tfBuilder) moved(from, to string) {
 // against the module by ModuleChecker); a node group's providerConfig is
 // any object, given to the module as provider_config.
 var moduleType = ProviderType{
-	Type: domain.ProviderModule,
-	gen:  moduleGen{},
+	Type:   domain.ProviderModule,
+	config: moduleGen{},
+	gen:    moduleGen{},
 }
 
 type moduleGen struct{}

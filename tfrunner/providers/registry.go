@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -10,13 +10,21 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// ProviderType is what RezusCloud generates and reads back for one
-// Provider.spec.type built with OpenTofu.
+// ProviderType is one Provider.spec.type: how its configs are validated,
+// the node-group fields its forms show, and, for the types built with
+// OpenTofu, what is generated and read back. Each type is one file of this
+// package (emulated.go, oci.go, openstack.go, module.go, metal.go) holding
+// its value; the registry below lists them by the names domain gives.
 type ProviderType struct {
 	// Type is the Provider.spec.type (domain.ProviderEmulated, ...).
 	Type string
+	// GroupConfig is the struct a node group's spec.providerConfig decodes
+	// into (its zero value): the keys forms offer are its json tags
+	// (GroupConfigFields). Nil for free-form config (module).
+	GroupConfig any
 	// LocalName is the provider's local name in required_providers, and the
-	// prefix of its resource types.
+	// prefix of its resource types. Empty for metal, which is not built
+	// with OpenTofu (tfrunner applies it through the Talos API).
 	LocalName string
 	// Source and Version pin the registry provider (exact version).
 	Source  string
@@ -29,8 +37,15 @@ type ProviderType struct {
 	// Machines says which resources are machines and where their fields are.
 	Machines MachineMapping
 
+	// config validates the type's configs (every type).
+	config configDecoder
+	// gen generates its .tf.json; nil for a type not built with OpenTofu.
 	gen providerGenerator
 }
+
+// Tofu reports whether the type is built with OpenTofu (generated here);
+// metal is not.
+func (t ProviderType) Tofu() bool { return t.gen != nil }
 
 // MachineMapping maps one TF resource type to Machine objects.
 type MachineMapping struct {
@@ -49,13 +64,18 @@ type MachineMapping struct {
 	HostnameAttr string
 }
 
-// providerGenerator is one provider type's generator.
-type providerGenerator interface {
+// configDecoder is one provider type's validation.
+type configDecoder interface {
 	// decodeConfig strictly decodes a Provider's spec.config; causes are rooted at "spec.config".
 	decodeConfig(raw json.RawMessage) (any, []domain.Cause)
 	// decodeGroupConfig strictly decodes a node group's spec.providerConfig;
 	// causes are rooted at "spec.providerConfig".
 	decodeGroupConfig(raw json.RawMessage) (any, []domain.Cause)
+}
+
+// providerGenerator is the generator of a type built with OpenTofu.
+type providerGenerator interface {
+	configDecoder
 	// providerArgs are the provider block's arguments for a decoded spec.config
 	// (the alias is added by the caller).
 	providerArgs(cfg any) map[string]any
@@ -67,30 +87,44 @@ type providerGenerator interface {
 	resources(b *tfBuilder, u *tfProviderUse) error
 }
 
-// providerTypes are the provider types built with OpenTofu, by Provider.spec.type.
-// The metal type applies configs through the Talos API and is not here.
-var providerTypes = map[string]*ProviderType{
+// registry is every provider type, by Provider.spec.type: the names are
+// domain.ProviderTypes() (TestEveryProviderTypeIsRegistered), what each does
+// is here. Adding a type is one file declaring its ProviderType, its line
+// here and its name in domain.
+var registry = map[string]*ProviderType{
 	domain.ProviderEmulated:  &emulatedType,
 	domain.ProviderOpenStack: &openstackType,
 	domain.ProviderOCI:       &ociType,
 	domain.ProviderModule:    &moduleType,
+	domain.ProviderMetal:     &metalType,
 }
 
-// LookupProviderType returns what is generated for a Provider.spec.type, and
-// false for types not built with OpenTofu.
+// LookupProviderType returns a Provider.spec.type's ProviderType, and false
+// for a type domain does not name.
 func LookupProviderType(typ string) (ProviderType, bool) {
-	t, ok := providerTypes[typ]
+	t, ok := registry[typ]
 	if !ok {
 		return ProviderType{}, false
 	}
 	return *t, true
 }
 
-// ProviderTypeNames lists the Provider.spec.types built with OpenTofu, sorted.
-func ProviderTypeNames() []string {
-	out := make([]string, 0, len(providerTypes))
-	for t := range providerTypes {
-		out = append(out, t)
+// tofuType returns a type built with OpenTofu.
+func tofuType(typ string) (*ProviderType, bool) {
+	t, ok := registry[typ]
+	if !ok || t.gen == nil {
+		return nil, false
+	}
+	return t, true
+}
+
+// TofuTypeNames lists the Provider.spec.types built with OpenTofu, sorted.
+func TofuTypeNames() []string {
+	out := make([]string, 0, len(registry))
+	for name, t := range registry {
+		if t.Tofu() {
+			out = append(out, name)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -98,8 +132,8 @@ func ProviderTypeNames() []string {
 
 // mappingsByResourceType indexes every type's machine mapping by TF resource type.
 func mappingsByResourceType() map[string]MachineMapping {
-	out := make(map[string]MachineMapping, len(providerTypes))
-	for _, t := range providerTypes {
+	out := make(map[string]MachineMapping, len(registry))
+	for _, t := range registry {
 		if t.Machines.ResourceType != "" {
 			out[t.Machines.ResourceType] = t.Machines
 		}

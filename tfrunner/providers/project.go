@@ -1,10 +1,11 @@
-package tfrunner
+package providers
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -317,4 +318,9 @@ func StateEndpoint(state []byte) (string, bool, error) {
 		return "", false, fmt.Errorf("output %s is %s, want a string", EndpointOutput, string(o.Value))
 	}
 	return addr, addr != "", nil
+}
+
+// MachineName is the name of machine idx (0-based) of a node group.
+func MachineName(nodeGroup string, idx int) string {
+	return nodeGroup + "-" + strconv.Itoa(idx)
 }

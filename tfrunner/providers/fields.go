@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -8,16 +8,6 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// groupConfigStructs are the structs each provider type decodes a node
-// group's providerConfig into; module providers take any object and are
-// not here.
-var groupConfigStructs = map[string]any{
-	domain.ProviderEmulated:  emulatedGroupConfig{},
-	domain.ProviderOpenStack: openstackGroupConfig{},
-	domain.ProviderOCI:       ociGroupConfig{},
-	domain.ProviderMetal:     metalGroupConfig{},
-}
-
 // GroupConfigFields describes the providerConfig keys of provider type typ,
 // in the order its struct declares them (the shared install keys last), for
 // forms: read from the struct's json tags, required being what its
@@ -26,10 +16,11 @@ var groupConfigStructs = map[string]any{
 // as one field. It returns nil for a type with free-form config (module) or
 // an unknown one.
 func GroupConfigFields(typ string) []domain.ProviderConfigField {
-	v, ok := groupConfigStructs[typ]
-	if !ok {
+	pt, ok := registry[typ]
+	if !ok || pt.GroupConfig == nil {
 		return nil
 	}
+	v := pt.GroupConfig
 	required := map[string]bool{}
 	p := &domain.Provider{Spec: domain.ProviderSpec{Type: typ}}
 	for _, c := range ValidateGroupConfig(p, &domain.NodeGroupSpec{ProviderConfig: json.RawMessage(`{}`)}) {

@@ -1,8 +1,10 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -92,7 +94,7 @@ func NewModuleChecker(mirror string, allowExec bool) (ModuleChecker, error) {
 	if mirror == "" {
 		return c, nil
 	}
-	addrs, err := mirrorProviders(mirror)
+	addrs, err := MirrorProviders(mirror)
 	if err != nil {
 		return c, err
 	}
@@ -462,4 +464,32 @@ func (c ModuleChecker) configCauses(raw json.RawMessage, info *ModuleInfo, vars 
 func hasKey[V any](m map[string]V, k string) bool {
 	_, ok := m[k]
 	return ok
+}
+
+// MirrorProviders lists the provider addresses (host/namespace/type) in a mirror.
+func MirrorProviders(mirror string) ([]string, error) {
+	var out []string
+	hosts, err := os.ReadDir(mirror)
+	if err != nil {
+		return nil, fmt.Errorf("reading provider mirror: %w", err)
+	}
+	for _, h := range hosts {
+		if !h.IsDir() {
+			continue
+		}
+		nss, _ := os.ReadDir(filepath.Join(mirror, h.Name()))
+		for _, ns := range nss {
+			if !ns.IsDir() {
+				continue
+			}
+			types, _ := os.ReadDir(filepath.Join(mirror, h.Name(), ns.Name()))
+			for _, ty := range types {
+				if ty.IsDir() {
+					out = append(out, h.Name()+"/"+ns.Name()+"/"+ty.Name())
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -171,7 +171,7 @@ func golden(t *testing.T, name string, got []byte) {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
 	}
 	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./tfrunner -run %s -update to create it", t.Name())
+	require.NoError(t, err, "run go test ./tfrunner/providers -run %s -update to create it", t.Name())
 	require.Equal(t, string(want), string(got), "%s differs; run with -update if the change is meant", path)
 }
 

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"crypto/sha1"
@@ -21,7 +21,7 @@ import (
 // write-time checks, `tofu validate`, and plans of the configurations
 // RezusCloud generates around it, which need no API) but never applied.
 const (
-	hcloudExampleDir = "../examples/providers/hcloud"
+	hcloudExampleDir = "../../examples/providers/hcloud"
 	hcloudSource     = "registry.opentofu.org/hetznercloud/hcloud"
 	hcloudVersion    = "1.52.0"
 )
@@ -31,16 +31,7 @@ const (
 // files, with the snapshot id and a server type in spec.config.
 func hcloudExample(t *testing.T) *domain.Provider {
 	t.Helper()
-	entries, err := os.ReadDir(hcloudExampleDir)
-	require.NoError(t, err)
-	files := map[string]string{}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tf") || strings.HasSuffix(e.Name(), ".tf.json") {
-			b, err := os.ReadFile(filepath.Join(hcloudExampleDir, e.Name()))
-			require.NoError(t, err)
-			files[e.Name()] = string(b)
-		}
-	}
+	files := tofutest.ModuleFiles(t, hcloudExampleDir)
 	require.Contains(t, files, "main.tf")
 	p := genProvider("hetzner", domain.ProviderModule, `{"image":"123456789","server_type":"cx32","allowed_cidrs":["203.0.113.0/24","2001:db8::/32"]}`)
 	p.Spec.CredentialsRef = &domain.SecretRef{Name: "hcloud-token"}
@@ -82,33 +73,27 @@ func TestExampleHcloudChecks(t *testing.T) {
 }
 
 // TestExampleHcloudValidate runs `tofu init` and `tofu validate` on the
-// example directory as it is, against the hcloud provider's schema, and the
-// server's module validator on the Provider.
+// example directory as it is, against the hcloud provider's schema (the
+// server's module validator on the Provider is tfrunner's
+// TestExamplesPassTheModuleValidator).
 func TestExampleHcloudValidate(t *testing.T) {
 	bin, mirror := hcloudTools(t)
-	tofu := &tofuRunner{bin: bin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir()}
+	tofu := tofutest.NewRunnerWith(t, bin, mirror)
 	dir := t.TempDir() // init writes .terraform and a lock file: not into the repository
 	for name, text := range hcloudExample(t).Spec.Module.Files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
-	tofu.run(t, dir, "init", "-input=false", "-no-color")
+	tofu.Run(t, dir, "init", "-input=false", "-no-color")
 	var res struct {
 		Valid        bool `json:"valid"`
 		ErrorCount   int  `json:"error_count"`
 		WarningCount int  `json:"warning_count"`
 	}
-	out := tofu.run(t, dir, "validate", "-json", "-no-color")
+	out := tofu.Run(t, dir, "validate", "-json", "-no-color")
 	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
 	require.True(t, res.Valid, "%s", out)
 	require.Zero(t, res.ErrorCount, "%s", out)
 	require.Zero(t, res.WarningCount, "%s", out)
-
-	// And as the server's module validator runs it, for the Provider's
-	// Validated condition.
-	v := NewModuleValidator(ValidatorConfig{Tofu: Tofu{Bin: bin, Mirror: mirror}, WorkDir: t.TempDir()})
-	status, reason, msg, err := v.validate(t.Context(), hcloudExample(t))
-	require.NoError(t, err)
-	require.Equal(t, []string{"True", domain.ReasonModuleValid}, []string{status, reason}, msg)
 }
 
 // TestExampleHcloudPlan plans the configurations RezusCloud generates around
@@ -120,10 +105,11 @@ func TestExampleHcloudValidate(t *testing.T) {
 // load balancer; and the call of a group that is gone holds nothing.
 func TestExampleHcloudPlan(t *testing.T) {
 	bin, mirror := hcloudTools(t)
-	tofu := &tofuRunner{bin: bin, rc: tofutest.CLIConfig(t, mirror), cache: t.TempDir(), env: []string{
+	tofu := tofutest.NewRunnerWith(t, bin, mirror)
+	tofu.Env = []string{
 		"HCLOUD_TOKEN=" + strings.Repeat("0", 64),
 		"HCLOUD_ENDPOINT=http://127.0.0.1:9/v1",
-	}}
+	}
 	providers := map[string]*domain.Provider{"hetzner": hcloudExample(t)}
 
 	type change struct {
@@ -134,15 +120,15 @@ func TestExampleHcloudPlan(t *testing.T) {
 	plan := func(t *testing.T, in GenerateInput) map[string]change {
 		t.Helper()
 		dir := writeGenerated(t, in)
-		tofu.run(t, dir, "init", "-input=false", "-no-color")
-		tofu.run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
+		tofu.Run(t, dir, "init", "-input=false", "-no-color")
+		tofu.Run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
 		var p struct {
 			ResourceChanges []struct {
 				Address string `json:"address"`
 				Change  change `json:"change"`
 			} `json:"resource_changes"`
 		}
-		out := tofu.run(t, dir, "show", "-json", "plan.bin")
+		out := tofu.Run(t, dir, "show", "-json", "plan.bin")
 		require.NoError(t, json.Unmarshal(out, &p))
 		got := map[string]change{}
 		for _, c := range p.ResourceChanges {

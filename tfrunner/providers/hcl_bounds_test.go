@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"

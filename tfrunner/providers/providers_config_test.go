@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -120,10 +120,10 @@ func causeStrings(causes []domain.Cause) []string {
 }
 
 func TestProviderTypes(t *testing.T) {
-	require.Equal(t, []string{domain.ProviderEmulated, domain.ProviderModule, domain.ProviderOCI, domain.ProviderOpenStack}, ProviderTypeNames())
-	_, ok := LookupProviderType(domain.ProviderMetal)
+	require.Equal(t, []string{domain.ProviderEmulated, domain.ProviderModule, domain.ProviderOCI, domain.ProviderOpenStack}, TofuTypeNames())
+	_, ok := tofuType(domain.ProviderMetal)
 	require.False(t, ok)
-	for _, name := range ProviderTypeNames() {
+	for _, name := range TofuTypeNames() {
 		if name == domain.ProviderModule {
 			continue // its module's output says where the machines are
 		}

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func TestValidateProviderSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ValidateProviderSpec(&domain.ProviderSpec{Type: tc.typ, Config: json.RawMessage(tc.config)})
 			require.Equal(t, tc.want, causeStrings(got))
-			if typ, ok := providerTypes[tc.typ]; ok {
+			if typ, ok := tofuType(tc.typ); ok {
 				// The same causes as the generator's.
 				_, gen := typ.gen.decodeConfig(json.RawMessage(tc.config))
 				require.Equal(t, causeStrings(gen), causeStrings(got))

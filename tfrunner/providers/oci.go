@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -71,7 +71,9 @@ var ociType = ProviderType{
 		ShapeAttr:      "shape",
 		HostnameAttr:   "display_name",
 	},
-	gen: ociGen{},
+	GroupConfig: ociGroupConfig{},
+	config:      ociGen{},
+	gen:         ociGen{},
 }
 
 type ociGen struct{}

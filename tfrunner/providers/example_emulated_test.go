@@ -1,10 +1,7 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,33 +12,21 @@ import (
 
 // emulatedExampleDir is examples/providers/emulated, a module provider on
 // the Talos emulator to copy: the smallest module that follows the contract.
-const emulatedExampleDir = "../examples/providers/emulated"
+const emulatedExampleDir = "../../examples/providers/emulated"
 
 // emulatedExampleModule is the directory's module files, as rezusctl create
 // provider --from-dir reads them.
 func emulatedExampleModule(t *testing.T) *domain.ModuleSource {
-	t.Helper()
-	entries, err := os.ReadDir(emulatedExampleDir)
-	require.NoError(t, err)
-	m := &domain.ModuleSource{Files: map[string]string{}}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tf") || strings.HasSuffix(e.Name(), ".tf.json") {
-			b, err := os.ReadFile(filepath.Join(emulatedExampleDir, e.Name()))
-			require.NoError(t, err)
-			m.Files[e.Name()] = string(b)
-		}
-	}
-	require.NotEmpty(t, m.Files)
-	return m
+	return &domain.ModuleSource{Files: tofutest.ModuleFiles(t, emulatedExampleDir)}
 }
 
-// TestExampleEmulated checks the example as the server does (the write-time
-// checks against the mirror's providers, then its module validator: Validated
-// True) and plans a tenant built with it with real tofu: each group's
+// TestExampleEmulated checks the example as the server does when it is
+// written (against the mirror's providers; tfrunner's
+// TestExamplesPassTheModuleValidator runs the validator after) and plans a tenant built with it with real tofu: each group's
 // machines, and the endpoint address a control plane makes.
 func TestExampleEmulated(t *testing.T) {
-	tofu := newTofuRunner(t)
-	bin, mirror := tofutest.Tools(t)
+	tofu := tofutest.NewRunner(t)
+	_, mirror := tofutest.Tools(t)
 	checker, err := NewModuleChecker(mirror, false)
 	require.NoError(t, err)
 
@@ -53,32 +38,27 @@ func TestExampleEmulated(t *testing.T) {
 	require.True(t, info.Endpoint, "it makes the endpoint of a tenant that declares none")
 	require.Equal(t, map[string]bool{"emulator": false, "shape": true}, info.Own)
 
-	v := NewModuleValidator(ValidatorConfig{Tofu: Tofu{Bin: bin, Mirror: mirror}, WorkDir: t.TempDir()})
-	status, reason, msg, err := v.validate(t.Context(), p)
-	require.NoError(t, err)
-	require.Equal(t, []string{"True", domain.ReasonModuleValid}, []string{status, reason}, msg)
-
 	te := genTenant("demo", "")
 	in := GenerateInput{Tenant: te, Providers: map[string]*domain.Provider{"lab": p}, Modules: checker,
 		Groups: []GroupInput{genGroup(te, "cp", domain.RoleControlPlane, "lab", 1, ""), genGroup(te, "workers", domain.RoleWorker, "lab", 2, "")}}
 	dir := writeGenerated(t, in)
-	tofu.run(t, dir, "init", "-input=false", "-no-color")
+	tofu.Run(t, dir, "init", "-input=false", "-no-color")
 	var res struct {
 		Valid        bool `json:"valid"`
 		WarningCount int  `json:"warning_count"`
 	}
-	out := tofu.run(t, dir, "validate", "-json", "-no-color")
+	out := tofu.Run(t, dir, "validate", "-json", "-no-color")
 	require.NoError(t, json.Unmarshal(out, &res), "%s", out)
 	require.True(t, res.Valid, "%s", out)
 	require.Zero(t, res.WarningCount, "%s", out)
 
-	tofu.run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
+	tofu.Run(t, dir, "plan", "-input=false", "-lock=false", "-no-color", "-out=plan.bin")
 	var plan struct {
 		ResourceChanges []struct {
 			Address string `json:"address"`
 		} `json:"resource_changes"`
 	}
-	require.NoError(t, json.Unmarshal(tofu.run(t, dir, "show", "-json", "plan.bin"), &plan))
+	require.NoError(t, json.Unmarshal(tofu.Run(t, dir, "show", "-json", "plan.bin"), &plan))
 	var addrs []string
 	for _, c := range plan.ResourceChanges {
 		addrs = append(addrs, c.Address)

@@ -1,4 +1,4 @@
-package tfrunner
+package providers
 
 import (
 	"encoding/json"
@@ -30,7 +30,9 @@ var emulatedType = ProviderType{
 		Shape:          "emulated",
 		HostnameAttr:   "hostname",
 	},
-	gen: emulatedGen{},
+	GroupConfig: emulatedGroupConfig{},
+	config:      emulatedGen{},
+	gen:         emulatedGen{},
 }
 
 type emulatedGen struct{}
@@ -71,7 +73,7 @@ func (emulatedGen) providerArgs(cfg any) map[string]any {
 	return map[string]any{"endpoint": lit(cfg.(emulatedConfig).Endpoint)}
 }
 
-// The emulated type is written as a module (tfrunner/modules/emulated,
+// The emulated type is written as a module (tfrunner/providers/modules/emulated,
 // embedded): the module contract proven on the provider the tests run.
 var emulatedModule = embeddedModule("emulated")
 
