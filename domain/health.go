@@ -37,6 +37,11 @@ const (
 	NodeUnknown = "Unknown"
 )
 
+// ConditionHealthy is the condition health probes keep on machines and
+// tenants; its LastTransitionTime is when the machine last became healthy or
+// unhealthy (remediation counts from it).
+const ConditionHealthy = "Healthy"
+
 // TenantHealth is what one probe of a tenant's machines found.
 type TenantHealth struct {
 	APIVersion string `json:"apiVersion"`

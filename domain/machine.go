@@ -117,9 +117,13 @@ type MachineStatus struct {
 	ConfigUpToDate bool   `json:"configUpToDate"`
 	// Node is the state of the machine's Kubernetes Node at the last health
 	// probe (Ready, NotReady, Missing, Unknown; empty when not checked).
-	Node       string      `json:"node,omitempty"`
-	LastSeen   *time.Time  `json:"lastSeen,omitempty"`
-	Conditions []Condition `json:"conditions,omitempty"`
+	Node     string     `json:"node,omitempty"`
+	LastSeen *time.Time `json:"lastSeen,omitempty"`
+	// FirstHealthy is when a probe first found the machine healthy since it
+	// was built or last replaced (remediation's startupTimeout runs until
+	// then).
+	FirstHealthy *time.Time  `json:"firstHealthy,omitempty"`
+	Conditions   []Condition `json:"conditions,omitempty"`
 }
 
 // Default fills in an Unknown stage.

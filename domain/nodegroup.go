@@ -59,6 +59,9 @@ type NodeGroupSpec struct {
 	// waits as long as it takes): a drain still blocked then fails the step
 	// and leaves the machine as it was, uncordoned.
 	DrainTimeout string `json:"drainTimeout,omitempty"`
+	// Remediation, when set, has unhealthy machines replaced automatically
+	// (domain.DecideRemediation gives the rules); absent, never.
+	Remediation *RemediationPolicy `json:"remediation,omitempty"`
 }
 
 // DefaultDrainTimeout is a node group's drainTimeout when it names none.
@@ -153,6 +156,9 @@ func (s *NodeGroupSpec) Validate(f string) []Cause {
 		case d < 0 || d > MaxDrainTimeout:
 			causes = append(causes, Cause{Field: f + ".drainTimeout", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 (no bound) and %s, got %s", MaxDrainTimeout, s.DrainTimeout)})
 		}
+	}
+	if s.Remediation != nil {
+		causes = append(causes, s.Remediation.Validate(f+".remediation")...)
 	}
 	mp := s.UpdateStrategy.MaxParallelism
 	switch {

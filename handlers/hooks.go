@@ -53,6 +53,8 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return &configPatchHooks{a: a}
 	case domain.ApplyKind:
 		return applyHooks{}
+	case domain.RemediationKind:
+		return &remediationHooks{a: a}
 	case domain.UpgradeKind:
 		return &upgradeHooks{a: a}
 	case domain.EtcdBackupKind:

@@ -27,6 +27,9 @@
 //   - Scale-down (scaledown.go, drain.go): the machines a smaller group
 //     gives up, chosen by domain's pure decision, drained through the
 //     Kubernetes API and their Nodes removed.
+//   - Remediation (remediate.go): the machines the remediation controller
+//     (talos/remediation) decided to replace are taken out of the cluster
+//     as in a scale-down and replaced by `tofu apply -replace` in the run.
 //
 // It imports domain, eventstore, projections, talos, internal/controller,
 // internal/proctree and tfrunner/providers; handlers serve its logs and

@@ -137,6 +137,7 @@ func (w *Worker) drainGoing(ctx context.Context, tenant string, going []domain.M
 				logw.Printf("scale-down: %s: %s", name, drain.Progress(left))
 			}
 		}
+		d.KubeletAway = kubeletAway(&t.m)
 		// Each machine's drainTimeout counts from its own drain's start.
 		err := d.Drain(ctx, t.node, now(), drain.Timeout(t.pol.Timeout))
 		switch {
@@ -195,4 +196,12 @@ func (w *Worker) deleteNodes(ctx context.Context, tenant string, gone []domain.M
 			}
 		}
 	}
+}
+
+// kubeletAway reports whether the last health probe found the machine
+// unreachable or its Node not Ready: its kubelet will not confirm the end of
+// the pods a drain deletes.
+func kubeletAway(m *domain.Machine) bool {
+	c := domain.FindCondition(m.Status.Conditions, domain.ConditionHealthy)
+	return c != nil && c.Status == "False" && (c.Reason == "Unreachable" || c.Reason == "NodeNotReady")
 }

@@ -40,4 +40,5 @@ func enqueue(ctx context.Context, kv jetstream.KeyValue, tenant, source string, 
 }
 
 // tenantEventKinds are the kinds whose events can change what a tenant's apply builds.
-var tenantEventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.ProviderKind}
+// A Remediation's creation asks for a run that replaces its machine.
+var tenantEventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, domain.ConfigPatchKind, domain.ProviderKind, domain.RemediationKind}

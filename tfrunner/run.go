@@ -263,8 +263,17 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in provider
 	if err != nil {
 		return err
 	}
-	sum, err := x.applyJSON(ctx, setPhase, "apply", "-auto-approve", "-input=false", "-json")
+	reps, err := w.pendingReplacements(tenant, in)
+	if err != nil {
+		return err
+	}
+	replace, reps, err := w.prepareReplacements(ctx, x, tenant, reps, logw)
+	if err != nil {
+		return err
+	}
+	sum, err := x.applyJSON(ctx, setPhase, append([]string{"apply", "-auto-approve", "-input=false", "-json"}, replace...)...)
 	res.resources = sum
+	w.finishReplacements(context.WithoutCancel(ctx), tenant, name, reps, err)
 	if err != nil {
 		return err
 	}

@@ -360,6 +360,12 @@ func (w *Worker) affected(ev *domain.Event) []string {
 		return []string{o.Metadata.Name}
 	case domain.NodeGroupKind.Kind, domain.ConfigPatchKind.Kind:
 		return []string{o.Metadata.Tenant}
+	case domain.RemediationKind.Kind:
+		// Created: a machine to replace. Its later steps are the worker's
+		// and the remediation controller's own records.
+		if ev.Action == domain.ActionCreated {
+			return []string{o.Metadata.Tenant}
+		}
 	case domain.ProviderKind.Kind:
 		// The node groups naming the Provider, from the read model's index:
 		// the cost is theirs, not every node group's.

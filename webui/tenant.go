@@ -43,6 +43,7 @@ type tenantView struct {
 	Machines, Events           templ.Component
 	Patches, Applies, Upgrades templ.Component
 	Backups                    templ.Component
+	Remediations               templ.Component
 	AddForm                    nodeGroupAddForm
 	// Seen is what the live parts were rendered with, for the live stream.
 	Seen      string
@@ -117,7 +118,7 @@ func (u *UI) tenantPage(c echo.Context) error {
 	}
 	tv := tenantView{Name: name, Deleting: t.Metadata.DeletionTimestamp != nil,
 		Overview: comps[0], NodeGroups: comps[1], Machines: comps[2], Events: comps[3]}
-	if tv.Patches, tv.Applies, tv.Upgrades, tv.Backups, err = u.tenantOpsPanels(c, name); err != nil {
+	if tv.Patches, tv.Applies, tv.Upgrades, tv.Backups, tv.Remediations, err = u.tenantOpsPanels(c, name); err != nil {
 		return u.fail(c, err)
 	}
 	// The panels hold the ops fragments' first renders; their digests go to

@@ -19,34 +19,38 @@ func (u *UI) tenantOpsRoutes(p *pages) {
 // tenantOpsPanels are the tenant page's sections for config patches, applies
 // and upgrades, rendered once with the page; each holds an element with
 // sse-swap set to one of tenantOpsFragments' events.
-func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, upgrades, backups templ.Component, err error) {
+func (u *UI) tenantOpsPanels(c echo.Context, tenant string) (patches, applies, upgrades, backups, remediations templ.Component, err error) {
 	v := viewerOf(c)
 	patchRows, err := u.patchRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	applyRows, err := u.applyRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	upgradeRows, err := u.upgradeRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	backupRows, err := u.backupRows(c, tenant)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, nil, err
+	}
+	remediationRows, err := u.remediationRows(c, tenant)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
 	}
 	var form *versionForm
 	if v.CanWriteTenant(tenant) {
 		f, err := u.newVersionForm(c, tenant)
 		if err != nil {
-			return nil, nil, nil, nil, err
+			return nil, nil, nil, nil, nil, err
 		}
 		form = &f
 	}
 	return patchesPanel(v, tenant, patchRows), appliesPanel(applyRows), upgradesPanel(v, tenant, upgradeRows, form),
-		backupsPanel(v, tenant, backupRows), nil
+		backupsPanel(v, tenant, backupRows), remediationsPanel(remediationRows), nil
 }
 
 // tenantOpsFragments are the live parts of those sections, for the tenant
@@ -57,6 +61,7 @@ func (u *UI) tenantOpsFragments(tenant string) []fragment {
 		goneOnNotFound(tenant, fragment{Event: "applies", Render: func(c echo.Context) (templ.Component, error) { return u.applyRows(c, tenant) }}),
 		goneOnNotFound(tenant, fragment{Event: "upgrades", Render: func(c echo.Context) (templ.Component, error) { return u.upgradeRows(c, tenant) }}),
 		goneOnNotFound(tenant, fragment{Event: "backups", Render: func(c echo.Context) (templ.Component, error) { return u.backupRows(c, tenant) }}),
+		goneOnNotFound(tenant, fragment{Event: "remediations", Render: func(c echo.Context) (templ.Component, error) { return u.remediationRows(c, tenant) }}),
 	}
 }
 

@@ -33,11 +33,11 @@ func newOpsStackAt(t *testing.T, now func() time.Time) *uiStack {
 	p := &pages{e: ui.echo, mw: []echo.MiddlewareFunc{ui.authenticate, ui.checkCSRF}}
 	p.GET("/test/ops/:tenant", func(c echo.Context) error {
 		tenant := c.Param("tenant")
-		patches, applies, upgrades, backups, err := ui.tenantOpsPanels(c, tenant)
+		patches, applies, upgrades, backups, remediations, err := ui.tenantOpsPanels(c, tenant)
 		if err != nil {
 			return ui.fail(c, err)
 		}
-		return render(c, http.StatusOK, opsTestPage(viewerOf(c), tenant, patches, applies, upgrades, backups))
+		return render(c, http.StatusOK, opsTestPage(viewerOf(c), tenant, patches, applies, upgrades, backups, remediations))
 	})
 	p.GET("/test/live/ops/:tenant", func(c echo.Context) error {
 		return ui.live(c, tenantSubjects(c.Param("tenant")), ui.tenantOpsFragments(c.Param("tenant"))...)

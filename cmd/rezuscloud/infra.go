@@ -33,6 +33,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "apply-debounce", Value: 2 * time.Second, EnvVars: []string{"REZUSCLOUD_APPLY_DEBOUNCE"}, Usage: "quiet time after a change before a tenant applies"},
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
 		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
+		&cli.DurationFlag{Name: "remediation-interval", Value: 15 * time.Second, EnvVars: []string{"REZUSCLOUD_REMEDIATION_INTERVAL"}, Usage: "how often the machines of node groups with spec.remediation are probed for replacement"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
 		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
 		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
@@ -49,8 +50,10 @@ type infraConfig struct {
 	ApplyDebounce        time.Duration
 	ApplyTimeout         time.Duration
 	Resync               time.Duration
-	WithEmulator         bool
-	EmulatorListen       string
+	// RemediationInterval is how often groups with remediation are probed.
+	RemediationInterval time.Duration
+	WithEmulator        bool
+	EmulatorListen      string
 	// EmulatorKube is on, off or auto (--emulator-kube); KubeTools holds
 	// the binaries it runs.
 	EmulatorKube, KubeTools string
@@ -71,7 +74,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 	return infraConfig{
 		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
-		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync,
+		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync, RemediationInterval: c.Duration("remediation-interval"),
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
 		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),

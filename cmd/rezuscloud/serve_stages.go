@@ -25,6 +25,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
+	"github.com/rezuscloud/rezuscloud/talos/remediation"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
@@ -344,6 +345,12 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	}
 	backups := backup.New(backupCfg)
 	g.Go(func() error { return backups.Run(gctx) })
+	remediationCfg := remediation.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Holder: s.holder, Log: log, Interval: cfg.Infra.RemediationInterval}
+	if err := remediationCfg.Validate(); err != nil {
+		return err
+	}
+	remediations := remediation.New(remediationCfg)
+	g.Go(func() error { return remediations.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {

@@ -38,6 +38,7 @@ var builtinKinds = []kind{
 	{Kind: "GroupBinding", Plural: "groupbindings", Singular: "groupbinding", Short: []string{"gb"}},
 	{Kind: "EtcdBackup", Plural: "etcdbackups", Singular: "etcdbackup", Short: []string{"eb", "backups"}, TenantScoped: true},
 	{Kind: "Restore", Plural: "restores", Singular: "restore", TenantScoped: true},
+	{Kind: "Remediation", Plural: "remediations", Singular: "remediation", Short: []string{"rem"}, TenantScoped: true},
 }
 
 // allKinds is builtinKinds plus whatever else domain registers (upgrades,

@@ -164,6 +164,13 @@ var kindColumns = map[string][]column{
 		{"REVISION", field("status.etcdRevision")},
 		{"MEMBER", field("status.member")},
 	},
+	"Remediation": {
+		{"NODEGROUP", field("spec.nodeGroup")},
+		{"MACHINE", field("spec.machine")},
+		{"PHASE", field("status.phase")},
+		{"APPLY", field("status.apply")},
+		{"REASON", field("spec.reason")},
+	},
 	"Restore": {
 		{"BACKUP", field("spec.backup")},
 		{"PHASE", field("status.phase")},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,11 @@ type Drainer struct {
 	// Progress is told how many pods are left each time the count changes
 	// (not called when nil).
 	Progress func(left int)
+	// KubeletAway says the node's kubelet cannot answer (its machine is
+	// unreachable or its Node not Ready): pods being deleted already are
+	// then not waited for, since no kubelet will confirm their end (as
+	// Cluster API skips the wait on an unreachable node).
+	KubeletAway bool
 }
 
 func (d *Drainer) poll() time.Duration {
@@ -112,6 +118,9 @@ func (d *Drainer) Drain(ctx context.Context, node string, started time.Time, tim
 		}
 		if err == nil {
 			evict, _ := Pods(list.Items)
+			if d.KubeletAway {
+				evict = slices.DeleteFunc(evict, func(p corev1.Pod) bool { return !Evict(p) })
+			}
 			if len(evict) != lastLeft && d.Progress != nil {
 				d.Progress(len(evict))
 			}

@@ -215,7 +215,8 @@ func TestMachineStatusAfter(t *testing.T) {
 	okCond := func(at time.Time) []domain.Condition {
 		return []domain.Condition{{Type: ConditionHealthy, Status: "True", Reason: "Healthy", Message: "every service checked is healthy", LastTransitionTime: at}}
 	}
-	steady := domain.MachineStatus{Stage: "Running", Ready: true, TalosVersion: "v1.13.0", ConfigUpToDate: true, LastSeen: seen(earlier), Conditions: okCond(longAgo)}
+	steady := domain.MachineStatus{Stage: "Running", Ready: true, TalosVersion: "v1.13.0", ConfigUpToDate: true, LastSeen: seen(earlier),
+		FirstHealthy: seen(longAgo), Conditions: okCond(longAgo)}
 	tests := []struct {
 		name     string
 		cur      domain.MachineStatus
@@ -255,6 +256,14 @@ func TestMachineStatusAfter(t *testing.T) {
 			assert.Equal(t, tc.reason, next.Conditions[0].Reason)
 		})
 	}
+	// FirstHealthy is set once, by the first probe that finds the machine
+	// healthy (remediation's startupTimeout runs until then), and kept.
+	first, _ := machineStatusAfter(domain.MachineStatus{Stage: "Unknown"}, healthy, now, time.Minute)
+	assert.Equal(t, seen(now), first.FirstHealthy)
+	sick, _ := machineStatusAfter(domain.MachineStatus{Stage: "Unknown"}, domain.MachineHealth{Name: "w-1", Error: "x"}, now, time.Minute)
+	assert.Nil(t, sick.FirstHealthy)
+	later, _ := machineStatusAfter(first, healthy, now.Add(time.Hour), time.Minute)
+	assert.Equal(t, seen(now), later.FirstHealthy)
 	// The condition's transition time moves only when its status does.
 	next, _ := machineStatusAfter(steady, healthy, now, time.Minute)
 	assert.Equal(t, longAgo, next.Conditions[0].LastTransitionTime)

@@ -10,7 +10,7 @@ import (
 )
 
 // ConditionHealthy is the condition a health probe keeps on machines and tenants.
-const ConditionHealthy = "Healthy"
+const ConditionHealthy = domain.ConditionHealthy
 
 // maxConditionMessage bounds a condition's message (a long list of reasons).
 const maxConditionMessage = 1024
@@ -43,6 +43,10 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 		next.Stage, next.TalosVersion = mh.Stage, mh.TalosVersion
 	}
 	next.Node = mh.Node
+	if mh.Ready && next.FirstHealthy == nil {
+		first := now.UTC().Truncate(time.Second)
+		next.FirstHealthy = &first
+	}
 	next.Conditions = setCondition(next.Conditions, cond, now)
 	changed := !sameJSON(cur, next)
 	if mh.Reachable {

@@ -23,7 +23,9 @@ type ObservedMachine struct {
 // tfState is the part of tofu's state (format version 4, as `tofu state
 // pull` prints it) that the projection reads.
 type tfState struct {
-	Version   *int                     `json:"version"`
+	Version *int `json:"version"`
+	// Serial grows with every write of the state.
+	Serial    int64                    `json:"serial"`
 	Resources []tfStateResource        `json:"resources"`
 	Outputs   map[string]tfStateOutput `json:"outputs"`
 	// EncryptedData is set when the state is encrypted (OpenTofu state

@@ -1,0 +1,302 @@
+package remediation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/internal/controller"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// Controller is the remediation controller; New builds it, Run runs it.
+type Controller struct {
+	cfg Config
+	rt  *controller.Runtime
+	sw  eventstore.StatusWriter
+}
+
+// New returns the controller of cfg (see Config.Validate); Run starts it.
+func New(cfg Config) *Controller {
+	cfg.setDefaults()
+	c := &Controller{cfg: cfg}
+	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
+	c.rt = controller.New(controller.Config{
+		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
+		Consumer: jetstream.ConsumerConfig{
+			Durable: Consumer, Description: "queues tenants whose machines are remediated",
+			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 30 * time.Second, MaxAckPending: 256,
+		},
+		Kinds: []*domain.KindInfo{domain.NodeGroupKind, domain.RemediationKind},
+		Queue: Queue, QueueDescription: "tenants whose machines are remediated", MaxSources: 16,
+		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.Interval, 5*time.Minute),
+		Resync: time.Minute, Clock: cfg.Clock, Log: cfg.Log,
+	}, runtimeController{c})
+	return c
+}
+
+// Run works while this replica holds the controller's lease, until ctx ends.
+func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
+
+// Leading reports whether this replica holds the controller's lease.
+func (c *Controller) Leading() bool { return c.rt.Leading() }
+
+type runtimeController struct{ c *Controller }
+
+// Lead queues every tenant with a node group that asks for remediation or
+// a remediation that is not over.
+func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
+	if err := r.c.cfg.Cache.Sync(ctx); err != nil {
+		return nil, err
+	}
+	tenants, err := r.c.tenants()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
+		if err := q.Add(ctx, t, "lead"); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// Resync queues them again, in case a run ended with Done too early.
+func (r runtimeController) Resync(context.Context) ([]string, error) { return r.c.tenants() }
+
+func (c *Controller) tenants() ([]string, error) {
+	set := map[string]bool{}
+	groups, err := projections.List[domain.NodeGroup](c.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, ng := range groups {
+		if ng.Spec.Remediation != nil {
+			set[ng.Metadata.Tenant] = true
+		}
+	}
+	rems, err := projections.List[domain.Remediation](c.cfg.Cache, domain.RemediationKind, projections.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rems {
+		if !r.Status.Finished() {
+			set[r.Metadata.Tenant] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Keys queues the tenant of a node group that asks for remediation, and of
+// a remediation the apply worker moved on.
+func (r runtimeController) Keys(ctx context.Context, ev *domain.Event, seq uint64) ([]string, error) {
+	if ev.Actor == Actor || ev.Object == nil || ev.Object.Metadata.Tenant == "" {
+		return nil, nil
+	}
+	if ev.Object.Kind == domain.NodeGroupKind.Kind {
+		if strings.HasSuffix(ev.Type, "StatusUpdated") {
+			return nil, nil
+		}
+		var spec domain.NodeGroupSpec
+		if ev.Action != domain.ActionDeleted && (json.Unmarshal(ev.Object.Spec, &spec) != nil || spec.Remediation == nil) {
+			return nil, nil
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.c.cfg.Cache.WaitFor(wctx, seq); err != nil {
+		return nil, err
+	}
+	return []string{ev.Object.Metadata.Tenant}, nil
+}
+
+// Due runs a tenant as soon as it is queued.
+func (runtimeController) Due(_ string, e controller.Entry) time.Time { return e.Last }
+
+// Reconcile probes the tenant's machines, finishes the remediations whose
+// new machine is healthy (or late), and decides each group's next one.
+func (r runtimeController) Reconcile(ctx context.Context, tenant string, _ controller.Entry, _ int) controller.Result {
+	return r.c.reconcile(ctx, tenant)
+}
+
+func (c *Controller) reconcile(ctx context.Context, tenant string) controller.Result {
+	log := c.cfg.Log.With("tenant", tenant)
+	groups, err := projections.List[domain.NodeGroup](c.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		log.Warn("remediation: listing node groups", "err", err)
+		return controller.Retry()
+	}
+	groups = slices.DeleteFunc(groups, func(ng domain.NodeGroup) bool {
+		return ng.Spec.Remediation == nil || ng.Metadata.DeletionTimestamp != nil
+	})
+	rems, err := projections.List[domain.Remediation](c.cfg.Cache, domain.RemediationKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		log.Warn("remediation: listing remediations", "err", err)
+		return controller.Retry()
+	}
+	open := slices.ContainsFunc(rems, func(r domain.Remediation) bool { return !r.Status.Finished() })
+	if len(groups) == 0 && !open {
+		return controller.Done()
+	}
+	h, err := c.cfg.Prober.Probe(ctx, tenant, true)
+	if err != nil {
+		log.Warn("remediation: probing the machines", "err", err)
+		return controller.Retry()
+	}
+	if err := c.cfg.Cache.Sync(ctx); err != nil {
+		return controller.Retry()
+	}
+	machines, err := projections.List[domain.Machine](c.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return controller.Retry()
+	}
+	now := c.cfg.Clock.Now()
+	rems = c.finishJoined(ctx, tenant, groups, machines, rems, now)
+	next := c.cfg.Interval
+	for i := range groups {
+		ng := &groups[i]
+		d := domain.DecideRemediation(groupInput(ng, machines, rems, h, now))
+		c.writeAllowed(ctx, ng, d)
+		if d.Replace != "" {
+			rem, err := c.start(ctx, tenant, ng, d, now)
+			if err != nil {
+				log.Warn("remediation: recording a remediation", "machine", d.Replace, "err", err)
+				return controller.Retry()
+			}
+			log.Info("remediation: replacing an unhealthy machine", "machine", d.Replace, "remediation", rem.Metadata.Name, "reason", d.Reason)
+			rems = append(rems, *rem)
+		}
+		if !d.RecheckAt.IsZero() {
+			next = min(next, max(d.RecheckAt.Sub(now), time.Second))
+		}
+	}
+	return controller.Later(next)
+}
+
+// finishJoined ends the Joining remediations: Succeeded once the new
+// machine was found healthy, Failed when it was not within its group's
+// startupTimeout. It answers the remediations as they are now.
+func (c *Controller) finishJoined(ctx context.Context, tenant string, groups []domain.NodeGroup, machines []domain.Machine, rems []domain.Remediation, now time.Time) []domain.Remediation {
+	for i := range rems {
+		r := &rems[i]
+		if r.Status.Phase != domain.RemediationJoining || r.Status.ReplacedAt == nil {
+			continue
+		}
+		startup := domain.DefaultStartupTimeout
+		if j := slices.IndexFunc(groups, func(ng domain.NodeGroup) bool { return ng.Metadata.Name == r.Spec.NodeGroup }); j >= 0 {
+			_, startup = groups[j].Spec.Remediation.Durations()
+		}
+		phase, step, msg := "", "", ""
+		j := slices.IndexFunc(machines, func(m domain.Machine) bool { return m.Metadata.Name == r.Spec.Machine })
+		switch {
+		case j >= 0 && machines[j].Status.FirstHealthy != nil:
+			phase, step = domain.RemediationSucceeded, "Joined"
+			msg = fmt.Sprintf("the new %s is healthy, %s after it was built", r.Spec.Machine, machines[j].Status.FirstHealthy.Sub(*r.Status.ReplacedAt).Round(time.Second))
+		case !now.Before(r.Status.ReplacedAt.Add(startup)):
+			phase, step = domain.RemediationFailed, "Failed"
+			msg = fmt.Sprintf("the new %s did not become healthy within startupTimeout (%s)", r.Spec.Machine, startup)
+		default:
+			continue
+		}
+		_, err := eventstore.UpdateStatus(ctx, c.sw, domain.ObjectRef(domain.RemediationKind, tenant, r.Metadata.Name), func(_ *domain.Object, s *domain.RemediationStatus) (bool, error) {
+			if s.Phase != domain.RemediationJoining {
+				return false, nil
+			}
+			s.Phase, s.Message, s.FinishedAt = phase, msg, &now
+			s.AddStep(step, msg, now)
+			return true, nil
+		})
+		if err != nil {
+			c.cfg.Log.Warn("remediation: finishing a remediation", "tenant", tenant, "remediation", r.Metadata.Name, "err", err)
+			continue
+		}
+		r.Status.Phase, r.Status.FinishedAt = phase, &now
+	}
+	return rems
+}
+
+// writeAllowed keeps the group's RemediationAllowed condition.
+func (c *Controller) writeAllowed(ctx context.Context, ng *domain.NodeGroup, d domain.RemediationDecision) {
+	status := "True"
+	if !d.Allowed {
+		status = "False"
+	}
+	cond := domain.Condition{Type: domain.ConditionRemediationAllowed, Status: status, Reason: d.AllowedReason, Message: d.Message}
+	if cur := domain.FindCondition(ng.Status.Conditions, cond.Type); cur != nil && cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
+		return
+	}
+	now := c.cfg.Clock.Now()
+	_, err := eventstore.UpdateStatus(ctx, c.sw, domain.ObjectRef(domain.NodeGroupKind, ng.Metadata.Tenant, ng.Metadata.Name), func(_ *domain.Object, s *domain.NodeGroupStatus) (bool, error) {
+		s.Conditions = domain.SetCondition(s.Conditions, cond, now)
+		return true, nil
+	})
+	if err != nil && !domain.IsNotFound(err) {
+		c.cfg.Log.Warn("remediation: writing RemediationAllowed", "tenant", ng.Metadata.Tenant, "nodegroup", ng.Metadata.Name, "err", err)
+	}
+}
+
+// start records the Remediation of the decided machine; its creation
+// queues the apply worker.
+func (c *Controller) start(ctx context.Context, tenant string, ng *domain.NodeGroup, d domain.RemediationDecision, now time.Time) (*domain.Remediation, error) {
+	name := remediationName(d.Replace, now)
+	role := ng.Spec.Role
+	spec, _ := json.Marshal(domain.RemediationSpec{NodeGroup: ng.Metadata.Name, Machine: d.Replace, Role: role, Reason: clip(d.Reason, 1024), UnhealthySince: d.Since.UTC()})
+	ref := domain.ObjectRef(domain.RemediationKind, tenant, name)
+	_, err := c.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Hint: c.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+		if state != nil {
+			return nil, nil
+		}
+		return domain.Decide(nil, domain.Command{Op: domain.OpCreate, Ref: ref, Actor: Actor, Now: now, NewUID: uuid.NewString(),
+			Object: &domain.Object{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant,
+				Labels: map[string]string{"rezuscloud.io/nodegroup": ng.Metadata.Name, "rezuscloud.io/machine": d.Replace}}, Spec: spec}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	_, err = eventstore.UpdateStatus(ctx, c.sw, ref, func(_ *domain.Object, s *domain.RemediationStatus) (bool, error) {
+		if len(s.Steps) > 0 {
+			return false, nil
+		}
+		s.AddStep("Detected", fmt.Sprintf("%s unhealthy since %s: %s", d.Replace, d.Since.UTC().Format(time.RFC3339), d.Reason), now)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	rem, _, err := projections.Get[domain.Remediation](c.cfg.Cache, ref)
+	if err != nil || rem == nil {
+		return &domain.Remediation{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant}, Spec: domain.RemediationSpec{NodeGroup: ng.Metadata.Name, Machine: d.Replace, Role: role}}, err
+	}
+	return rem, nil
+}
+
+// remediationName names a machine's remediation by when it began: the
+// machine's name (a label) and the time in seconds, hexadecimal.
+func remediationName(machine string, now time.Time) string {
+	suffix := "-" + strings.ToLower(fmt.Sprintf("%x", now.Unix()))
+	if len(machine)+len(suffix) > 63 {
+		machine = strings.TrimRight(machine[:63-len(suffix)], "-")
+	}
+	return machine + suffix
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
