@@ -34,6 +34,10 @@ type ScaleDown struct {
 	// AllowNone lets the last control planes go: the tenant is deleted or
 	// has no other node group, so there is no cluster left to keep.
 	AllowNone bool
+	// Replacing says the going members come back (a remediation replaces
+	// their machines): an even number of members left for the while is
+	// allowed; quorum at every step is not waived.
+	Replacing bool
 }
 
 // ScaleDownPlan is the order in which members leave etcd.
@@ -68,7 +72,7 @@ func GroupKeeps(group string, count int, name string) bool {
 //   - a step after which the remaining members have fewer healthy ones than
 //     their quorum (floor(k/2)+1 of k);
 //   - an even number of remaining control planes (no fault tolerance gained
-//     over one fewer, and a tie can split the cluster);
+//     over one fewer, and a tie can split the cluster), unless Replacing;
 //   - no control plane left, unless AllowNone.
 func PlanScaleDown(in ScaleDown) (ScaleDownPlan, error) {
 	going := map[string]bool{}
@@ -97,7 +101,7 @@ func PlanScaleDown(in ScaleDown) (ScaleDownPlan, error) {
 		// The whole cluster goes: there is no membership left to keep.
 		return plan, nil
 	}
-	if plan.Remaining%2 == 0 {
+	if plan.Remaining%2 == 0 && !in.Replacing {
 		return plan, fmt.Errorf("it would leave %d control planes: etcd needs an odd number (an even one tolerates no more failures than one fewer)", plan.Remaining)
 	}
 	slices.SortStableFunc(remove, compareRemoval)

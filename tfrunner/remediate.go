@@ -150,7 +150,7 @@ func (w *Worker) prepareReplacements(ctx context.Context, x *execution, tenant s
 			s.AddStep("Replacing", "the apply worker takes "+m.Metadata.Name+" out of the cluster", now)
 		})
 		logw.Printf("remediation %s: replacing machine %s (%s)", name, m.Metadata.Name, r.rem.Spec.Reason)
-		if err := w.scaleDown(ctx, tenant, bundle, []domain.Machine{m}, logw); err != nil {
+		if err := w.takeOut(ctx, tenant, bundle, []domain.Machine{m}, true, logw); err != nil {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}

@@ -58,6 +58,12 @@ func (w *Worker) goingMachines(tenant, managedBy string, keep func(name string) 
 // forbids it, errDrainBlocked when a drain does not finish) when the run
 // must not destroy anything.
 func (w *Worker) scaleDown(ctx context.Context, tenant string, bundle *secrets.Bundle, going []domain.Machine, logw *LogWriter) error {
+	return w.takeOut(ctx, tenant, bundle, going, false, logw)
+}
+
+// takeOut is scaleDown; replacing says the machines come back (a
+// remediation), so the control planes left may be an even number meanwhile.
+func (w *Worker) takeOut(ctx context.Context, tenant string, bundle *secrets.Bundle, going []domain.Machine, replacing bool, logw *LogWriter) error {
 	if len(going) == 0 {
 		return nil
 	}
@@ -79,7 +85,7 @@ func (w *Worker) scaleDown(ctx context.Context, tenant string, bundle *secrets.B
 		}
 	}
 	if len(cps) > 0 {
-		if err := w.leaveEtcd(ctx, tenant, bundle, cps, logw); err != nil {
+		if err := w.leaveEtcd(ctx, tenant, bundle, cps, replacing, logw); err != nil {
 			return err
 		}
 	}
@@ -122,7 +128,7 @@ type etcdView struct {
 }
 
 // leaveEtcd removes the going control planes from etcd one at a time.
-func (w *Worker) leaveEtcd(ctx context.Context, tenant string, bundle *secrets.Bundle, going []domain.Machine, logw *LogWriter) error {
+func (w *Worker) leaveEtcd(ctx context.Context, tenant string, bundle *secrets.Bundle, going []domain.Machine, replacing bool, logw *LogWriter) error {
 	ms, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
@@ -159,7 +165,7 @@ func (w *Worker) leaveEtcd(ctx context.Context, tenant string, bundle *secrets.B
 	if err != nil {
 		return fmt.Errorf("%w: %v; nothing was destroyed", errScaleDownRefused, err)
 	}
-	plan, err := domain.PlanScaleDown(domain.ScaleDown{Members: v.etcdMembers(), Going: names})
+	plan, err := domain.PlanScaleDown(domain.ScaleDown{Members: v.etcdMembers(), Going: names, Replacing: replacing})
 	if err != nil {
 		return fmt.Errorf("%w: %v; nothing was destroyed", errScaleDownRefused, err)
 	}
@@ -379,5 +385,5 @@ func (w *Worker) leaveEtcdMetal(ctx context.Context, tenant string, bundle *secr
 	if len(cps) == 0 || w.cfg.Nodes == nil {
 		return going, nil
 	}
-	return going, w.leaveEtcd(ctx, tenant, bundle, cps, logw)
+	return going, w.leaveEtcd(ctx, tenant, bundle, cps, false, logw)
 }

@@ -3,14 +3,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -226,4 +230,79 @@ func TestRemediationSurvivesKillNine(t *testing.T) {
 	}
 	require.Equal(t, 1, replaced, "replaced once")
 	requireNodesReady(t, tenantKube(t, p2, tenant), 3, realKubeFrom)
+}
+
+// TestDeadControlPlaneIsReplaced: a cluster of 3+1 on the real control
+// plane (real etcd) whose control planes declare remediation. cp-2's node
+// stops answering: its etcd member is removed through a healthy one, tofu
+// replaces the machine, and the new cp-2 joins etcd again (three members,
+// through the Talos API as talosctl asks) and registers its Node. The
+// Kubernetes API answers writes throughout but for leader elections.
+func TestDeadControlPlaneIsReplaced(t *testing.T) {
+	t.Parallel()
+	p := startRealKubeServer(t, t.TempDir(), "--remediation-interval", "1s")
+	const tenant = "healcp"
+	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"talosVersion":"v1.13.0"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, g := range []string{
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":3,"provider":"emulated",
+			"remediation":{"unhealthyAfter":"5s","startupTimeout":"5m"}}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated"}}`,
+	} {
+		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("remediations: %s", p.raw("/api/v1/tenants/"+tenant+"/remediations"))
+		}
+	})
+	p.settled(tenant, 4)
+	k := tenantKube(t, p, tenant)
+	requireNodesReady(t, k, 4, realKubeFrom)
+	ms := map[string]machine{}
+	for _, m := range p.machines(tenant) {
+		ms[m.Metadata.Name] = m
+	}
+	require.Len(t, etcdMembers(t, p, tenant, ms["cp-0"].Spec.Address), 3)
+
+	ctx := t.Context()
+	cms := k.CoreV1().ConfigMaps("default")
+	i := 0
+	writes := startProbe(ctx, func(ctx context.Context) (int, error) {
+		i++
+		name := fmt.Sprintf("probe-%d", i)
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			return 0, err
+		}
+		_, err := cms.Get(ctx, name, metav1.GetOptions{})
+		return 0, err
+	})
+	p.setFaults(ms["cp-2"].Spec.Hostname, `{"unreachable":true}`)
+	var rem remediationObj
+	p.eventually(5*time.Minute, "cp-2 replaced", func() bool {
+		rs := p.remediations(tenant)
+		if len(rs) != 1 {
+			return false
+		}
+		rem = rs[0]
+		return rem.Status.Phase == "Succeeded" || rem.Status.Phase == "Failed"
+	})
+	require.Equal(t, "Succeeded", rem.Status.Phase, rem.Status.Message)
+	require.Equal(t, "cp-2", rem.Spec.Machine)
+	var steps []string
+	for _, s := range rem.Status.Steps {
+		steps = append(steps, s.Name)
+	}
+	require.Equal(t, []string{"Detected", "Replacing", "EtcdMemberRemoved", "NodeDeleted", "Replaced", "Joined"}, steps)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.ElementsMatch(c, []string{ms["cp-0"].Spec.Hostname, ms["cp-1"].Spec.Hostname, ms["cp-2"].Spec.Hostname},
+			etcdMembers(t, p, tenant, ms["cp-0"].Spec.Address), "the new cp-2 is a member again")
+	}, 2*time.Minute, time.Second)
+	requireNodesReady(t, k, 4, realKubeFrom)
+	longest, _, runs, lastErr := writes.end()
+	require.Positive(t, runs)
+	require.Less(t, longest, 10*time.Second, "the API answered through the replacement but for leader elections (last error: %v)", lastErr)
+	require.Len(t, p.remediations(tenant), 1)
+	t.Logf("figures: control-plane replacement, longest write outage %s over %d probes", longest.Round(10*time.Millisecond), runs)
 }

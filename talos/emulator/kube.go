@@ -228,7 +228,7 @@ func (e *Emulator) kubeView(name string) kubeView {
 		return kubeView{}
 	}
 	n.mu.Lock()
-	v := kubeView{exists: !n.deleted, st: n.st, cfg: n.cfg, bootID: n.bootID}
+	v := kubeView{exists: !n.deleted, node: n, st: n.st, cfg: n.cfg, bootID: n.bootID}
 	n.mu.Unlock()
 	if v.st.ClusterID != "" {
 		v.bootstrapped = e.bootstrapped(v.st.ClusterID)
@@ -255,8 +255,19 @@ func (k *kubeSupervisor) runNode(ctx context.Context, r *kubeRunner) {
 	dir := filepath.Join(k.dir, r.name)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var served *node
 	for {
 		v := k.e.kubeView(r.name)
+		if v.exists && served != nil && v.node != served {
+			// The node was deleted and another created under its name
+			// between two looks: what ran for the old one goes, as for a
+			// deleted node, before the new one starts.
+			k.e.cfg.Logf("node %s: a new node took the name: wiping its predecessor's Kubernetes data", r.name)
+			k.converge(ctx, r, &run, kubeView{}, kubeWant{wipe: true}, dir)
+		}
+		if v.exists {
+			served = v.node
+		}
 		w := decideKube(v)
 		if ctx.Err() != nil {
 			w = kubeWant{} // the emulator stops: processes stop, data stays

@@ -8,6 +8,10 @@ import (
 // moment: a copy taken under the node's lock.
 type kubeView struct {
 	exists bool
+	// node is the node itself: a node deleted and created again under the
+	// same name (a machine replaced) is another node, whose Kubernetes
+	// data starts empty.
+	node   *node
 	st     NodeStatus
 	cfg    config.Provider
 	bootID string

@@ -381,7 +381,11 @@ func TestRealEtcdScaleDown(t *testing.T) {
 	}()
 
 	for _, name := range []string{"cp-3", "cp-2"} {
-		err := clients[name].EtcdLeaveCluster(callCtx(t), &machine.EtcdLeaveClusterRequest{})
+		// A membership change waits for etcd to apply it: more than a
+		// plain call's 2 s on a loaded machine.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := clients[name].EtcdLeaveCluster(lctx, &machine.EtcdLeaveClusterRequest{})
+		cancel()
 		require.NoError(t, err, "%s leaves etcd", name)
 		require.NoError(t, em.Delete(name))
 	}
