@@ -54,7 +54,7 @@ const (
 )
 
 // applyMetal builds a tenant's metal groups through the Talos API.
-func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
+func (w *Worker) applyMetal(ctx context.Context, tenant, apply string, t *domain.Tenant, groups []*domain.NodeGroup, in metalInputs, logw *LogWriter) error {
 	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return err
@@ -88,6 +88,16 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
 	}
 	w.deleteNodes(ctx, tenant, gone, logw)
+	reps, err := w.pendingMetalReplacements(ctx, tenant, groups)
+	if err != nil {
+		return err
+	}
+	reps = w.reinstallMetal(ctx, tenant, reps, in, logw)
+	if len(reps) > 0 {
+		if err := w.cfg.Cache.Sync(ctx); err != nil {
+			return err
+		}
+	}
 	for i := range targets {
 		tg := &targets[i]
 		if err := w.applyMetalMachine(ctx, tenant, t, tg, in, logw); err != nil {
@@ -95,10 +105,9 @@ func (w *Worker) applyMetal(ctx context.Context, tenant string, t *domain.Tenant
 			errs = append(errs, fmt.Errorf("machine %s: %w", tg.Name, err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return nil
+	err = errors.Join(errs...)
+	w.finishReplacements(context.WithoutCancel(ctx), tenant, apply, reps, err)
+	return err
 }
 
 type metalInputs struct {

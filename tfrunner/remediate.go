@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
@@ -80,6 +82,11 @@ func (w *Worker) pendingReplacements(tenant string, in providers.GenerateInput) 
 			continue
 		}
 		inRun := slices.ContainsFunc(in.Groups, func(g providers.GroupInput) bool { return g.NodeGroup.Metadata.Name == r.Spec.NodeGroup })
+		if !inRun {
+			if _, exists := w.cfg.Cache.Get(domain.ObjectRef(domain.NodeGroupKind, tenant, r.Spec.NodeGroup)); exists {
+				continue // a metal group's: the metal path's (pendingMetalReplacements)
+			}
+		}
 		m, ok, err := projections.Get[domain.Machine](w.cfg.Cache, domain.ObjectRef(domain.MachineKind, tenant, r.Spec.Machine))
 		if err != nil {
 			return nil, err
@@ -91,7 +98,7 @@ func (w *Worker) pendingReplacements(tenant string, in providers.GenerateInput) 
 			continue
 		case m.Metadata.Labels[ManagedByLabel] != managedByValue:
 			w.remediationEnds(context.Background(), tenant, r.Metadata.Name, domain.RemediationFailed, "Failed",
-				fmt.Sprintf("machine %s is not built with OpenTofu: only tofu-built machines are replaced", r.Spec.Machine))
+				fmt.Sprintf("machine %s is not built with OpenTofu: it cannot be replaced with tofu", r.Spec.Machine))
 			continue
 		}
 		out = append(out, replacement{rem: r, machine: *m})
@@ -213,4 +220,121 @@ func (w *Worker) remediationEnds(ctx context.Context, tenant, name, phase, step,
 		s.Phase, s.Message, s.FinishedAt = phase, msg, &now
 		s.AddStep(step, msg, now)
 	})
+}
+
+// Metal machines are not rebuilt but reinstalled: the run takes the machine
+// out of the cluster as for any other, resets it through the Talos API
+// (back to maintenance mode, its disk wiped), forgets the config it had,
+// and the metal path's apply gives it its day-0 config again. A machine
+// that does not answer cannot be reset from here (no power control): its
+// Remediation fails with the reason.
+
+// pendingMetalReplacements are the tenant's Remediations a run carries out
+// for metal machines of groups: Pending or Replacing.
+func (w *Worker) pendingMetalReplacements(ctx context.Context, tenant string, groups []*domain.NodeGroup) ([]replacement, error) {
+	rems, err := projections.List[domain.Remediation](w.cfg.Cache, domain.RemediationKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return nil, err
+	}
+	var out []replacement
+	for _, r := range rems {
+		if r.Status.Phase != domain.RemediationPending && r.Status.Phase != domain.RemediationReplacing {
+			continue
+		}
+		if !slices.ContainsFunc(groups, func(ng *domain.NodeGroup) bool { return ng.Metadata.Name == r.Spec.NodeGroup }) {
+			continue
+		}
+		m, ok, err := projections.Get[domain.Machine](w.cfg.Cache, domain.ObjectRef(domain.MachineKind, tenant, r.Spec.Machine))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			w.remediationEnds(ctx, tenant, r.Metadata.Name, domain.RemediationFailed, "Failed",
+				fmt.Sprintf("machine %s of node group %s is gone", r.Spec.Machine, r.Spec.NodeGroup))
+			continue
+		}
+		out = append(out, replacement{rem: r, machine: *m})
+	}
+	return out, nil
+}
+
+// reinstallMetal takes each machine out, resets it and forgets its config,
+// so that the metal apply that follows installs it again; it answers the
+// ones to mark Joining once that apply went through.
+func (w *Worker) reinstallMetal(ctx context.Context, tenant string, reps []replacement, in metalInputs, logw *LogWriter) []replacement {
+	var kept []replacement
+	for _, r := range reps {
+		name, m := r.rem.Metadata.Name, r.machine
+		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "Replacing", "the apply worker takes "+m.Metadata.Name+" out of the cluster to reinstall it")
+		logw.Printf("remediation %s: reinstalling metal machine %s (%s)", name, m.Metadata.Name, r.rem.Spec.Reason)
+		if err := w.takeOut(ctx, tenant, in.bundle, []domain.Machine{m}, true, logw); err != nil {
+			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", "taking the machine out of the cluster: "+err.Error())
+			continue
+		}
+		step := "Drained"
+		if m.Spec.Role == domain.RoleControlPlane {
+			step = "EtcdMemberRemoved"
+		}
+		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, step, "")
+		w.deleteNodes(ctx, tenant, []domain.Machine{m}, logw)
+		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "NodeDeleted", "")
+		if err := w.resetToMaintenance(ctx, in, m, logw); err != nil {
+			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", err.Error())
+			continue
+		}
+		w.forgetConfig(ctx, tenant, m.Metadata.Name)
+		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "Reset", "back in maintenance mode; its config is applied again")
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+// metalResetWait bounds the wait for a reset machine to answer in
+// maintenance mode.
+const metalResetWait = 3 * time.Minute
+
+// resetToMaintenance resets a metal machine (a machine already in
+// maintenance mode is left so) and waits until it answers in maintenance
+// mode.
+func (w *Worker) resetToMaintenance(ctx context.Context, in metalInputs, m domain.Machine, logw *LogWriter) error {
+	if st, err := w.cfg.Metal.Probe(ctx, in.bundle, m.Spec.Address); err == nil && st.Maintenance {
+		return nil
+	}
+	if err := w.cfg.Metal.Reset(ctx, in.bundle, m.Spec.Address); err != nil {
+		return fmt.Errorf("resetting %s (%s) through the Talos API: %w (a machine that does not answer needs its power cycled by hand)", m.Metadata.Name, m.Spec.Address, err)
+	}
+	logw.Printf("remediation: %s reset; waiting for it in maintenance mode", m.Metadata.Name)
+	wctx, cancel := context.WithTimeout(ctx, metalResetWait)
+	defer cancel()
+	for {
+		st, err := w.cfg.Metal.Probe(wctx, in.bundle, m.Spec.Address)
+		if err == nil && st.Maintenance {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("%s did not come back in maintenance mode within %s after its reset", m.Metadata.Name, metalResetWait)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// forgetConfig drops the machine's recorded config and health, so the
+// metal apply installs it again and its startupTimeout runs anew.
+func (w *Worker) forgetConfig(ctx context.Context, tenant, machine string) {
+	ref := domain.ObjectRef(domain.MachineKind, tenant, machine)
+	_, err := w.cfg.Store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5, Hint: w.cfg.Cache}, func(state *domain.Object) ([]domain.Event, error) {
+		if state == nil || state.Metadata.Annotations[ConfigHashAnnotation] == "" {
+			return nil, nil
+		}
+		next := state.DeepCopy()
+		delete(next.Metadata.Annotations, ConfigHashAnnotation)
+		return domain.Decide(state, domain.Command{Op: domain.OpUpdate, Ref: ref, Actor: WorkerActor, Now: w.cfg.Now(), Object: next})
+	})
+	if err != nil {
+		w.cfg.Log.Warn("apply worker: forgetting a reset machine's config", "tenant", tenant, "machine", machine, "err", err)
+	}
+	if err := w.cfg.Cache.Sync(ctx); err != nil {
+		w.cfg.Log.Warn("apply worker: syncing the read model", "err", err)
+	}
 }

@@ -153,7 +153,7 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, t *domain.Tenan
 		if w.cfg.Metal == nil {
 			return res, errors.New("metal node groups need the Talos API, which this server does not drive")
 		}
-		if err := w.applyMetal(ctx, tenant, in.Tenant, extra.metal, extra.metalInputs, logw); err != nil {
+		if err := w.applyMetal(ctx, tenant, name, in.Tenant, extra.metal, extra.metalInputs, logw); err != nil {
 			return res, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// remediationStep is one step of a Remediation.
+type remediationStep struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
 // remediationObj is a Remediation as the API answers it.
 type remediationObj struct {
 	Metadata struct {
@@ -27,13 +34,10 @@ type remediationObj struct {
 		NodeGroup, Machine, Reason string
 	} `json:"spec"`
 	Status struct {
-		Phase string `json:"phase"`
-		Apply string `json:"apply"`
-		Steps []struct {
-			Name    string `json:"name"`
-			Message string `json:"message"`
-		} `json:"steps"`
-		Message string `json:"message"`
+		Phase   string            `json:"phase"`
+		Apply   string            `json:"apply"`
+		Steps   []remediationStep `json:"steps"`
+		Message string            `json:"message"`
 	} `json:"status"`
 }
 
@@ -305,4 +309,75 @@ func TestDeadControlPlaneIsReplaced(t *testing.T) {
 	require.Less(t, longest, 10*time.Second, "the API answered through the replacement but for leader elections (last error: %v)", lastErr)
 	require.Len(t, p.remediations(tenant), 1)
 	t.Logf("figures: control-plane replacement, longest write outage %s over %d probes", longest.Round(10*time.Millisecond), runs)
+}
+
+// TestSickMetalWorkerIsReinstalled: metal machines are not rebuilt but
+// reinstalled. A metal worker whose services go unhealthy is taken out,
+// reset through the Talos API (back to maintenance mode) and given its
+// day-0 config again by the metal path; once the reinstall has healed it
+// (the test lifts the fault when the machine is reset), the Remediation
+// Succeeds.
+func TestSickMetalWorkerIsReinstalled(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir(), "--remediation-interval", "1s")
+	hosts, rack := bootMaintenance(t, "rackr", 1, 2)
+	code, body := p.do("POST", "/api/v1/providers", `{"metadata":{"name":"dc"},"spec":{"type":"metal"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	const tenant = "ironr"
+	code, body = p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups",
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"dc","providerConfig":{"machines":[{"address":"`+hosts[0]+`"}]}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups",
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":2,"provider":"dc",
+			"providerConfig":{"machines":[{"address":"`+hosts[1]+`"},{"address":"`+hosts[2]+`"}]},
+			"remediation":{"unhealthyAfter":"3s","startupTimeout":"3m"}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("remediations: %s", p.raw("/api/v1/tenants/"+tenant+"/remediations"))
+		}
+	})
+	p.settled(tenant, 3)
+	p.eventually(2*time.Minute, "every machine healthy", func() bool {
+		code, h := p.do("GET", "/api/v1/tenants/"+tenant+"/health?refresh=true", "")
+		return code == http.StatusOK && h["state"] == "Ready"
+	})
+	var node string
+	for _, n := range nodesAt(t, rack) {
+		if host, _, _ := strings.Cut(n["address"].(string), ":"); host == hosts[2] {
+			node = n["name"].(string)
+		}
+	}
+	require.NotEmpty(t, node)
+	faults := func(body string) {
+		req, err := http.NewRequest(http.MethodPut, rack+"/v1/nodes/"+node+"/faults", strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	faults(`{"unhealthy":true}`)
+	p.eventually(3*time.Minute, "workers-1 reset", func() bool {
+		rs := p.remediations(tenant)
+		return len(rs) == 1 && slices.ContainsFunc(rs[0].Status.Steps, func(s remediationStep) bool { return s.Name == "Reset" })
+	})
+	faults(`{}`) // the reinstall healed it
+	var rem remediationObj
+	p.eventually(3*time.Minute, "workers-1 reinstalled", func() bool {
+		rem = p.remediations(tenant)[0]
+		return rem.Status.Phase == "Succeeded" || rem.Status.Phase == "Failed"
+	})
+	require.Equal(t, "Succeeded", rem.Status.Phase, rem.Status.Message)
+	require.Equal(t, "workers-1", rem.Spec.Machine)
+	var steps []string
+	for _, s := range rem.Status.Steps {
+		steps = append(steps, s.Name)
+	}
+	require.Equal(t, []string{"Detected", "Replacing", "Drained", "NodeDeleted", "Reset", "Replaced", "Joined"}, steps)
+	log := string(p.raw("/api/v1/tenants/" + tenant + "/applies/" + rem.Status.Apply + "/log"))
+	require.Contains(t, log, "machine workers-1 ("+hosts[2]+"): config applied from maintenance mode")
+	require.Len(t, p.remediations(tenant), 1)
 }
