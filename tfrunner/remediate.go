@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -157,20 +159,12 @@ func (w *Worker) prepareReplacements(ctx context.Context, x *execution, tenant s
 			s.AddStep("Replacing", "the apply worker takes "+m.Metadata.Name+" out of the cluster", now)
 		})
 		logw.Printf("remediation %s: replacing machine %s (%s)", name, m.Metadata.Name, r.rem.Spec.Reason)
-		if err := w.takeOut(ctx, tenant, bundle, []domain.Machine{m}, true, logw); err != nil {
+		if !w.takeOutReplaced(ctx, tenant, name, m, bundle, logw) {
 			if ctx.Err() != nil {
 				return nil, nil, ctx.Err()
 			}
-			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", "taking the machine out of the cluster: "+err.Error())
 			continue
 		}
-		step := "Drained"
-		if m.Spec.Role == domain.RoleControlPlane {
-			step = "EtcdMemberRemoved"
-		}
-		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, step, "")
-		w.deleteNodes(ctx, tenant, []domain.Machine{m}, logw)
-		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "NodeDeleted", "")
 		for _, a := range addrs {
 			args = append(args, "-replace="+a)
 		}
@@ -180,6 +174,29 @@ func (w *Worker) prepareReplacements(ctx context.Context, x *execution, tenant s
 		logw.Printf("remediation: tofu replaces %s", strings.Join(args, " "))
 	}
 	return args, kept, nil
+}
+
+// takeOutReplaced takes the machine of remediation name out of the cluster
+// as a scale-down does (drained, a control plane's etcd member removed, a
+// worker reset when it answers), for a replacement (the control planes may
+// be an even number meanwhile), then deletes its Node, recording each step.
+// It answers false, the Remediation failed, when the machine cannot be
+// taken out.
+func (w *Worker) takeOutReplaced(ctx context.Context, tenant, name string, m domain.Machine, bundle *secrets.Bundle, logw *LogWriter) bool {
+	if err := w.takeOut(ctx, tenant, bundle, []domain.Machine{m}, true, logw); err != nil {
+		if ctx.Err() == nil {
+			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", "taking the machine out of the cluster: "+err.Error())
+		}
+		return false
+	}
+	step := "Drained"
+	if m.Spec.Role == domain.RoleControlPlane {
+		step = "EtcdMemberRemoved"
+	}
+	w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, step, "")
+	w.deleteNodes(ctx, tenant, []domain.Machine{m}, logw)
+	w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "NodeDeleted", "")
+	return true
 }
 
 // finishReplacements records how the apply went for the replaced machines:
@@ -267,17 +284,9 @@ func (w *Worker) reinstallMetal(ctx context.Context, tenant string, reps []repla
 		name, m := r.rem.Metadata.Name, r.machine
 		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "Replacing", "the apply worker takes "+m.Metadata.Name+" out of the cluster to reinstall it")
 		logw.Printf("remediation %s: reinstalling metal machine %s (%s)", name, m.Metadata.Name, r.rem.Spec.Reason)
-		if err := w.takeOut(ctx, tenant, in.bundle, []domain.Machine{m}, true, logw); err != nil {
-			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", "taking the machine out of the cluster: "+err.Error())
+		if !w.takeOutReplaced(ctx, tenant, name, m, in.bundle, logw) {
 			continue
 		}
-		step := "Drained"
-		if m.Spec.Role == domain.RoleControlPlane {
-			step = "EtcdMemberRemoved"
-		}
-		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, step, "")
-		w.deleteNodes(ctx, tenant, []domain.Machine{m}, logw)
-		w.remediationStep(ctx, tenant, name, domain.RemediationReplacing, "NodeDeleted", "")
 		if err := w.resetToMaintenance(ctx, in, m, logw); err != nil {
 			w.remediationEnds(ctx, tenant, name, domain.RemediationFailed, "Failed", err.Error())
 			continue
