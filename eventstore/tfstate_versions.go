@@ -44,11 +44,22 @@ func versionOf(seq uint64, t time.Time, h nats.Header) StateVersion {
 const versionsFetchWait = 10 * time.Second
 
 // Versions lists the kept versions of the tenant's state, newest first,
-// without reading the blobs.
+// without reading the blobs. It is a read: what JetStream answers while it
+// elects a leader (a replica lost) is retried, as for every other read.
 func (s *StateStore) Versions(ctx context.Context, tenant string) ([]StateVersion, error) {
 	if err := checkTenant(tenant); err != nil {
 		return nil, err
 	}
+	var out []StateVersion
+	err := retryUnavailable(ctx, func() error {
+		var err error
+		out, err = s.versions(ctx, tenant)
+		return err
+	})
+	return out, err
+}
+
+func (s *StateStore) versions(ctx context.Context, tenant string) ([]StateVersion, error) {
 	// A fetch waits for a first message; make sure there is one.
 	if _, err := s.stream.GetLastMsgForSubject(ctx, stateSubject(tenant)); errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
