@@ -53,6 +53,8 @@ func TestBadInputs(t *testing.T) {
 		{"unknown nested spec field", "POST", "/api/v1/tenants", tenant(`{"network":{"podSubnet":["10.0.0.0/16"]}}`), nil, 400, domain.ReasonBadRequest, "spec.network.podSubnet"},
 		{"duplicate metadata field", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","name":"y"}}`, nil, 400, domain.ReasonBadRequest, "metadata.name"},
 		{"duplicate spec field", "POST", "/api/v1/tenants", tenant(`{"talosVersion":"v1.13.0","talosVersion":"v1.12.0"}`), nil, 400, domain.ReasonBadRequest, "spec.talosVersion"},
+		{"remediation without unhealthyAfter", "POST", "/api/v1/tenants/acme/nodegroups", ng(`{"role":"worker","count":3,"provider":"emu","remediation":{}}`), nil, 422, domain.ReasonInvalid, "spec.remediation.unhealthyAfter"},
+		{"remediation maxUnhealthy neither count nor percentage", "POST", "/api/v1/tenants/acme/nodegroups", ng(`{"role":"worker","count":3,"provider":"emu","remediation":{"unhealthyAfter":"5m","maxUnhealthy":"half"}}`), nil, 422, domain.ReasonInvalid, "spec.remediation.maxUnhealthy"},
 		{"wrong type for count", "POST", "/api/v1/tenants/acme/nodegroups", ng(`{"role":"worker","count":"3","provider":"emu"}`), nil, 400, domain.ReasonBadRequest, "spec.count"},
 		{"wrong type for labels", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","labels":["a"]}}`, nil, 400, domain.ReasonBadRequest, "metadata.labels"},
 		{"missing name", "POST", "/api/v1/tenants", `{"metadata":{},"spec":{}}`, nil, 422, domain.ReasonInvalid, "metadata.name"},
