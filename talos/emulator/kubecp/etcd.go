@@ -94,8 +94,20 @@ func MemberRemove(ctx context.Context, cli *clientv3.Client, name string) error 
 		if m.Name != name {
 			continue
 		}
-		if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
-			return fmt.Errorf("removing etcd member %s (%x): %w", name, m.ID, err)
+		// etcd refuses a removal while the change would leave too few
+		// members it has seen active (a member promoted a moment ago):
+		// "unhealthy cluster" is a "not yet", as when adding one.
+		for {
+			_, err := cli.MemberRemove(ctx, m.ID)
+			if err == nil || errors.Is(err, rpctypes.ErrMemberNotFound) {
+				break
+			}
+			if !errors.Is(err, rpctypes.ErrUnhealthy) {
+				return fmt.Errorf("removing etcd member %s (%x): %w", name, m.ID, err)
+			}
+			if serr := sleepCtx(ctx, etcdRetry); serr != nil {
+				return fmt.Errorf("removing etcd member %s (%x): %w (last: %w)", name, m.ID, serr, err)
+			}
 		}
 	}
 	return nil
