@@ -1,12 +1,17 @@
 package kubeclient
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rezuscloud/rezuscloud/talos"
 )
@@ -32,4 +37,34 @@ func TestEnsureBindings(t *testing.T) {
 			require.Equal(t, []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}}, got.Subjects, group)
 		}
 	}
+}
+
+// sarCluster answers SubjectAccessReviews: a group is allowed once it has
+// been asked about more than denials[group] times.
+func sarCluster(denials map[string]int) (*fake.Clientset, map[string]int) {
+	asked := map[string]int{}
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview).DeepCopy()
+		g := sar.Spec.Groups[0]
+		asked[g]++
+		sar.Status.Allowed = asked[g] > denials[g]
+		return true, sar, nil
+	})
+	return cs, asked
+}
+
+func TestAwaitAuthorized(t *testing.T) {
+	t.Run("waits until every group is granted its role", func(t *testing.T) {
+		cs, asked := sarCluster(map[string]int{talos.KubeGroupView: 3})
+		require.NoError(t, awaitAuthorized(t.Context(), cs, time.Millisecond))
+		require.Equal(t, map[string]int{talos.KubeGroupAdmin: 1, talos.KubeGroupEdit: 1, talos.KubeGroupView: 4}, asked)
+	})
+	t.Run("gives up with the group at fault when the context ends", func(t *testing.T) {
+		cs, _ := sarCluster(map[string]int{talos.KubeGroupEdit: 1 << 30})
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		err := awaitAuthorized(ctx, cs, time.Millisecond)
+		require.ErrorContains(t, err, talos.KubeGroupEdit+" may not delete pods")
+	})
 }
