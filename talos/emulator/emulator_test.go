@@ -489,3 +489,26 @@ func TestUpgradeRebootOutlivesTheEmulator(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got.RebootingInto)
 }
+
+// TestUpgradeWhileBooting: a node asked to upgrade while its services are
+// still starting (just back from a reboot) takes the call once they run
+// instead of refusing it with Unavailable, which a caller cannot tell from
+// a node that is down.
+func TestUpgradeWhileBooting(t *testing.T) {
+	t.Parallel()
+	cfg := fastConfig("")
+	cfg.ServiceStartDelay = 300 * time.Millisecond
+	em, _ := startEmulator(t, cfg)
+	cl := newTestCluster(t, "midboot")
+	st := configuredNode(t, em, "cp-1", cl.controlPlane)
+	c := connect(t, cl.admin, st.Address)
+	require.NoError(t, c.Reboot(callCtx(t)))
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseBooting)())
+	}, 15*time.Second, time.Millisecond, "booting again")
+	_, err := c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.2", false, false)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, versionIs(t, c, "v1.13.2")())
+	}, 15*time.Second, 10*time.Millisecond, "upgraded")
+}

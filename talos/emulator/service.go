@@ -70,13 +70,19 @@ func versionFromImage(image string) (string, bool) {
 }
 
 // Upgrade acknowledges, then reboots into the image's version after
-// UpgradeDelay + RebootDelay, unless the fail-next-upgrade fault is set.
-func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+// UpgradeDelay + RebootDelay, unless the fail-next-upgrade fault is set. A
+// node still starting its services takes the call once they run, as Talos's
+// upgrade sequence takes the boot sequence over: a node that answers its API
+// does not refuse an upgrade for being mid-boot.
+func (m *machineServer) Upgrade(ctx context.Context, req *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
 	version, ok := versionFromImage(req.GetImage())
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "image %q has no tag to upgrade to", req.GetImage())
 	}
 	n := m.n
+	if err := n.awaitBooted(ctx); err != nil {
+		return nil, err
+	}
 	n.mu.Lock()
 	if n.st.Faults.FailNextUpgrade {
 		n.st.Faults.FailNextUpgrade = false
@@ -104,6 +110,22 @@ func (m *machineServer) Upgrade(_ context.Context, req *machine.UpgradeRequest) 
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{
 		Metadata: m.meta(), Ack: "Upgrade request received", ActorId: actor,
 	}}}, nil
+}
+
+// bootPoll is how often awaitBooted looks at the phase.
+const bootPoll = 20 * time.Millisecond
+
+// awaitBooted returns once the node is past PhaseBooting, or ctx's error as
+// a status when it ends first.
+func (n *node) awaitBooted(ctx context.Context) error {
+	for n.status().Phase == PhaseBooting {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-time.After(bootPoll):
+		}
+	}
+	return nil
 }
 
 // Reboot takes the node down for RebootDelay.
