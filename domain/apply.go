@@ -48,6 +48,9 @@ const (
 	TriggerResync = "resync"
 	TriggerRetry  = "retry"
 	TriggerDelete = "delete"
+	// TriggerDrift : a drift check with action correct found the
+	// infrastructure changed behind RezusCloud's back.
+	TriggerDrift = "drift"
 )
 
 // MaxApplySources bounds the changes an apply lists as its cause.
@@ -57,7 +60,7 @@ const MaxApplySources = 20
 type ApplySpec struct {
 	// Operation is apply or destroy.
 	Operation string `json:"operation"`
-	// Trigger is change, resync, retry or delete.
+	// Trigger is change, resync, retry, delete or drift.
 	Trigger string `json:"trigger"`
 	// Generation is the tenant's metadata.generation the run builds.
 	Generation int64 `json:"generation"`
@@ -72,7 +75,7 @@ func (s *ApplySpec) Default() {}
 // Validate reports every bad field.
 func (s *ApplySpec) Validate(f string) []Cause {
 	causes := oneOf(s.Operation, f+".operation", OperationApply, OperationDestroy)
-	causes = append(causes, oneOf(s.Trigger, f+".trigger", TriggerChange, TriggerResync, TriggerRetry, TriggerDelete)...)
+	causes = append(causes, oneOf(s.Trigger, f+".trigger", TriggerChange, TriggerResync, TriggerRetry, TriggerDelete, TriggerDrift)...)
 	if s.Generation < 0 {
 		causes = append(causes, Cause{Field: f + ".generation", Type: CauseInvalid, Message: "must not be negative"})
 	}

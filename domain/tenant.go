@@ -50,6 +50,10 @@ type TenantSpec struct {
 	// it keeps the current one; an empty one ({}), or none on a tenant
 	// created before schedules existed, is off.
 	EtcdBackup *EtcdBackupSchedule `json:"etcdBackup,omitempty"`
+	// DriftCheck is how often the infrastructure and the machines' configs
+	// are compared with the declared ones, and whether drift is corrected;
+	// absent: the server's default interval, action report.
+	DriftCheck *DriftCheck `json:"driftCheck,omitempty"`
 }
 
 // ControlPlaneSpec says how clients reach the Kubernetes API.
@@ -95,6 +99,9 @@ func (s *TenantSpec) Default() {
 	if s.EtcdBackup != nil {
 		s.EtcdBackup.Default()
 	}
+	if s.DriftCheck != nil {
+		s.DriftCheck.Default()
+	}
 }
 
 // tenantUpdateSpec keeps the backup schedule of an update that leaves it
@@ -137,6 +144,9 @@ func (s *TenantSpec) Validate(f string) []Cause {
 	if s.EtcdBackup != nil {
 		causes = append(causes, s.EtcdBackup.Validate(f+".etcdBackup")...)
 	}
+	if s.DriftCheck != nil {
+		causes = append(causes, s.DriftCheck.Validate(f+".driftCheck")...)
+	}
 	if s.ControlPlane.Endpoint != "" {
 		u, err := url.Parse(s.ControlPlane.Endpoint)
 		if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
@@ -178,6 +188,8 @@ type TenantStatus struct {
 	KubernetesVersion string        `json:"kubernetesVersion,omitempty"`
 	Conditions        []Condition   `json:"conditions,omitempty"`
 	Machines          MachineCounts `json:"machines"`
+	// Drift is what the last drift check found.
+	Drift *DriftStatus `json:"drift,omitempty"`
 }
 
 // MachineCounts summarises a tenant's machines.
@@ -203,6 +215,14 @@ func (s *TenantStatus) Validate(f string) []Cause {
 	}
 	if s.KubernetesVersion != "" {
 		causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+	}
+	if d := s.Drift; d != nil {
+		if len(d.Resources) > MaxDriftResources {
+			causes = append(causes, Cause{Field: f + ".drift.resources", Type: CauseTooLong, Message: fmt.Sprintf("at most %d resources", MaxDriftResources)})
+		}
+		if len(d.Machines) > MaxDriftMachines {
+			causes = append(causes, Cause{Field: f + ".drift.machines", Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxDriftMachines)})
+		}
 	}
 	return causes
 }

@@ -49,7 +49,7 @@ func (c *Config) Validate() error {
 	}{
 		{"Debounce", c.Debounce}, {"MaxDelay", c.MaxDelay}, {"Timeout", c.Timeout},
 		{"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}, {"BootstrapWait", c.BootstrapWait}, {"ObserveWait", c.ObserveWait},
-		{"Tofu.Grace", c.Tofu.Grace},
+		{"Tofu.Grace", c.Tofu.Grace}, {"DriftInterval", c.DriftInterval}, {"DriftMinInterval", c.DriftMinInterval},
 	} {
 		if d.value < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative (got %s)", d.field, d.value))

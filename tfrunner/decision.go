@@ -21,6 +21,9 @@ const (
 	runApply
 	// runDestroy: tofu destroy before the tenant's infrastructure finalizer goes.
 	runDestroy
+	// runDriftCheck: tofu plan and the machines' running configs compared
+	// with the declared ones (drift.go); with action correct, an apply follows.
+	runDriftCheck
 )
 
 func (a runAction) String() string {
@@ -35,6 +38,8 @@ func (a runAction) String() string {
 		return "apply"
 	case runDestroy:
 		return "destroy"
+	case runDriftCheck:
+		return "drift check"
 	}
 	return "unknown"
 }
@@ -93,14 +98,19 @@ func decideRun(f runFacts) runDecision {
 	case f.Terminating:
 		spec.Operation, spec.Trigger = domain.OperationDestroy, domain.TriggerDelete
 		d = runDecision{Action: runDestroy, Reason: "the tenant is being deleted and may have infrastructure"}
+	case len(f.Sources) == 1 && f.Sources[0] == resyncSource:
+		// Queued by the resync alone (Resync queues a live tenant only when
+		// its drift check is due): nothing changed, so the run checks.
+		return runDecision{Action: runDriftCheck, Reason: "the tenant's drift check is due"}
 	case f.Attempt > 1:
 		spec.Trigger = domain.TriggerRetry
-	case len(f.Sources) == 1 && f.Sources[0] == "resync":
-		spec.Trigger = domain.TriggerResync
 	}
 	d.Spec = spec
 	return d
 }
+
+// resyncSource is the source the controller runtime queues resyncs with.
+const resyncSource = "resync"
 
 // runEnd is how a run that started ended.
 type runEnd int

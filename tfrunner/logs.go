@@ -70,6 +70,14 @@ func (l *Logs) Writer(ctx context.Context, tenant, apply string) *LogWriter {
 	return w
 }
 
+// memoryLog is a LogWriter that only keeps what is written (Bytes): the
+// output of a drift check, which is no apply and has no stored log.
+func memoryLog() *LogWriter {
+	w := &LogWriter{stop: make(chan struct{}), stopped: make(chan struct{})}
+	close(w.stopped)
+	return w
+}
+
 // LogWriter collects a run's output, publishing it in chunks as it comes.
 type LogWriter struct {
 	logs          *Logs
@@ -140,6 +148,10 @@ func (w *LogWriter) flusher() {
 }
 
 func (w *LogWriter) flushLocked() {
+	if w.logs == nil {
+		w.pending.Reset()
+		return
+	}
 	for w.pending.Len() > 0 {
 		chunk := w.pending.Next(maxChunkBytes)
 		if _, err := w.logs.js.Publish(w.ctx, logSubjectOf(w.tenant, w.apply), chunk); err != nil && w.err == nil {
@@ -170,6 +182,9 @@ func (w *LogWriter) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.flushLocked()
+	if w.logs == nil {
+		return nil
+	}
 	if _, err := w.logs.obj.PutBytes(w.ctx, logName(w.tenant, w.apply), w.all.Bytes()); err != nil && w.err == nil {
 		w.err = fmt.Errorf("storing the log: %w", err)
 	}

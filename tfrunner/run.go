@@ -51,6 +51,16 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		facts.Generation = t.Metadata.Generation
 	}
 	d := decideRun(facts)
+	var drift *driftFound
+	if d.Action == runDriftCheck {
+		found := w.checkDrift(ctx, tenant, t)
+		if !found.correctInfra {
+			return true
+		}
+		drift = &found
+		d = runDecision{Action: runApply, Reason: "the drift check found the infrastructure changed and corrects it",
+			Spec: driftCheckSpec(t, entry.Sources)}
+	}
 	switch d.Action {
 	case runForget:
 		w.forget(ctx, tenant)
@@ -79,6 +89,10 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	run.apply = name
 	w.mu.Unlock()
 	log = log.With("apply", name)
+	if drift != nil {
+		drift.status.Correction = name
+		w.recordDrift(ctx, tenant, drift.status)
+	}
 
 	logw := w.cfg.Logs.Writer(ctx, tenant, name)
 	rec := w.newApplyRecord(ctx, tenant, name, attempt)
@@ -112,6 +126,9 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	w.updateTenantStatus(wctx, tenant, func(s *domain.TenantStatus, _ int64) {
 		tenantAfterRun(s, end, destroy, name, spec.Generation, res.endpoint, final.Error, w.cfg.Now())
 		kubernetesVersionAfterRun(s, end, destroy, rendered)
+		if end == endSucceeded && !destroy && t != nil {
+			driftAfterApply(s, name, w.driftSchedule(t), w.cfg.Now())
+		}
 		s.Machines = w.machineCounts(tenant)
 	})
 	w.prune(wctx, tenant)
@@ -231,32 +248,7 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in provider
 		return err
 	}
 	defer x.cleanup()
-	used, err := x.stateUses(ctx)
-	if err != nil {
-		return err
-	}
-	in.StateModules = used.Modules
-	in.Modules = w.cfg.Modules
-	for _, n := range used.Providers {
-		if _, ok := in.Providers[n]; !ok {
-			p, err := w.provider(n)
-			if err != nil {
-				return fmt.Errorf("the state holds resources of provider %q, which is needed to remove them: %w", n, err)
-			}
-			in.Providers[n] = p
-		}
-	}
-	if err := checkModules(in.Providers); err != nil {
-		return err
-	}
-	files, err := providers.Generate(in)
-	if err != nil {
-		return err
-	}
-	if err := x.writeConfig(files); err != nil {
-		return err
-	}
-	if err := x.init(ctx, files.Main); err != nil {
+	if err := w.configure(ctx, x, &in); err != nil {
 		return err
 	}
 	gone, err := w.scaleDownTofu(ctx, tenant, in, logw)
@@ -296,6 +288,38 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in provider
 	}
 	w.deleteNodes(ctx, tenant, gone, logw)
 	return nil
+}
+
+// configure writes the configuration of a run into its work dir (the
+// tenant's node groups, plus the providers and modules its state still
+// uses, which tofu needs to remove what they built) and inits tofu.
+func (w *Worker) configure(ctx context.Context, x *execution, in *providers.GenerateInput) error {
+	used, err := x.stateUses(ctx)
+	if err != nil {
+		return err
+	}
+	in.StateModules = used.Modules
+	in.Modules = w.cfg.Modules
+	for _, n := range used.Providers {
+		if _, ok := in.Providers[n]; !ok {
+			p, err := w.provider(n)
+			if err != nil {
+				return fmt.Errorf("the state holds resources of provider %q, which is needed to remove them: %w", n, err)
+			}
+			in.Providers[n] = p
+		}
+	}
+	if err := checkModules(in.Providers); err != nil {
+		return err
+	}
+	files, err := providers.Generate(*in)
+	if err != nil {
+		return err
+	}
+	if err := x.writeConfig(files); err != nil {
+		return err
+	}
+	return x.init(ctx, files.Main)
 }
 
 // destroy removes everything in the tenant's state. The node groups may be

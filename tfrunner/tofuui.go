@@ -16,6 +16,10 @@ type uiWriter struct {
 	buf      []byte
 	summary  domain.ApplyResources
 	errors   []string
+	// plan is a plan's change summary (operation plan) and changes its
+	// planned resource changes, in tofu's order.
+	plan    domain.ApplyResources
+	changes []domain.DriftResource
 }
 
 func (u *uiWriter) Write(p []byte) (int, error) {
@@ -54,6 +58,12 @@ func (u *uiWriter) line(b []byte) {
 			Remove    int    `json:"remove"`
 			Operation string `json:"operation"`
 		} `json:"changes"`
+		Change *struct {
+			Resource struct {
+				Addr string `json:"addr"`
+			} `json:"resource"`
+			Action string `json:"action"`
+		} `json:"change"`
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return
@@ -67,8 +77,17 @@ func (u *uiWriter) line(b []byte) {
 	case "apply_start":
 		u.setPhase(domain.ApplyApplying)
 	case "change_summary":
-		if m.Changes != nil && m.Changes.Operation != "plan" {
-			u.summary = domain.ApplyResources{Added: m.Changes.Add, Changed: m.Changes.Change, Destroyed: m.Changes.Remove}
+		if m.Changes != nil {
+			sum := domain.ApplyResources{Added: m.Changes.Add, Changed: m.Changes.Change, Destroyed: m.Changes.Remove}
+			if m.Changes.Operation == "plan" {
+				u.plan = sum
+			} else {
+				u.summary = sum
+			}
+		}
+	case "planned_change":
+		if c := m.Change; c != nil && c.Resource.Addr != "" {
+			u.changes = append(u.changes, domain.DriftResource{Address: c.Resource.Addr, Action: c.Action})
 		}
 	case "diagnostic":
 		if d := m.Diagnostic; d != nil {

@@ -158,8 +158,18 @@ type Config struct {
 	Concurrency int
 	// Timeout bounds one run; default 30m.
 	Timeout time.Duration
-	// Resync queues every tenant this often, to catch drift; default 10m, <0 off.
+	// Resync is how often the worker looks for tenants whose drift check is
+	// due (and deleted tenants whose destroy failed); default 1m, <0 off.
 	Resync time.Duration
+	// DriftInterval is how often a tenant without spec.driftCheck is
+	// checked for drift; 0: such tenants are not.
+	DriftInterval time.Duration
+	// DriftMinInterval raises a tenant's shorter spec.driftCheck.interval
+	// (a plan costs CPU seconds); default 5m.
+	DriftMinInterval time.Duration
+	// ConfigDrift, when set, compares the machines' running configs with the
+	// declared ones in each drift check.
+	ConfigDrift ConfigDrift
 	// BackoffBase and BackoffMax shape retries of failed runs; default 5s and 5m.
 	BackoffBase, BackoffMax time.Duration
 	// KeepApplies is how many finished applies (with logs) a tenant keeps; default 20.
@@ -185,7 +195,10 @@ func (c *Config) setDefaults() {
 		c.Timeout = 30 * time.Minute
 	}
 	if c.Resync == 0 {
-		c.Resync = 10 * time.Minute
+		c.Resync = time.Minute
+	}
+	if c.DriftMinInterval == 0 {
+		c.DriftMinInterval = 5 * time.Minute
 	}
 	if c.BackoffBase == 0 {
 		c.BackoffBase = 5 * time.Second
@@ -387,20 +400,14 @@ func (w *Worker) affected(ev *domain.Event) []string {
 	return nil
 }
 
-// Resync queues every tenant periodically, so drift (and a failed destroy) is retried.
+// Resync queues the tenants whose drift check is due, and those being
+// deleted with infrastructure (their destroy is retried).
 func (c applyController) Resync(context.Context) ([]string, error) {
-	res, err := c.w.cfg.Cache.List(domain.TenantKind.Kind, projections.ListOptions{})
+	tenants, err := c.w.tenants()
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, raw := range res.Items {
-		var o domain.Object
-		if json.Unmarshal(raw, &o) == nil {
-			out = append(out, o.Metadata.Name)
-		}
-	}
-	return out, nil
+	return c.w.resyncKeys(tenants, c.w.cfg.Now()), nil
 }
 
 // Due debounces: a tenant runs once its changes have been quiet for

@@ -66,7 +66,8 @@ func TestUIWriterReadsTofuJSON(t *testing.T) {
 	// Lines as `tofu apply -json` prints them (OpenTofu 1.10).
 	lines := []string{
 		`{"@level":"info","@message":"OpenTofu 1.10.10","@module":"tofu.ui","type":"version","tofu":"1.10.10","ui":"1.2"}`,
-		`{"@level":"info","@message":"emulated_machine.ng_cp[\"cp-0\"]: Plan to create","type":"planned_change"}`,
+		`{"@level":"info","@message":"emulated_machine.ng_cp[\"cp-0\"]: Plan to create","type":"planned_change","change":{"resource":{"addr":"emulated_machine.ng_cp[\"cp-0\"]","module":"","resource_type":"emulated_machine"},"action":"create"}}`,
+		`{"@level":"info","@message":"emulated_machine.ng_w[\"w-0\"]: Plan to replace","type":"planned_change","change":{"resource":{"addr":"emulated_machine.ng_w[\"w-0\"]"},"action":"replace"}}`,
 		`{"@level":"info","@message":"Plan: 2 to add, 0 to change, 0 to destroy.","type":"change_summary","changes":{"add":2,"change":0,"import":0,"remove":0,"operation":"plan"}}`,
 		`{"@level":"info","@message":"emulated_machine.ng_cp[\"cp-0\"]: Creating...","type":"apply_start"}`,
 		`{"@level":"error","@message":"Error: Could not create emulated machine","type":"diagnostic","diagnostic":{"severity":"error","summary":"Could not create emulated machine","detail":"emulatednode \"x\" already exists","address":"emulated_machine.ng_cp[\"cp-0\"]"}}`,
@@ -84,6 +85,8 @@ func TestUIWriterReadsTofuJSON(t *testing.T) {
 	u.flush()
 	require.Equal(t, []string{domain.ApplyApplying}, phases)
 	require.Equal(t, domain.ApplyResources{Added: 1}, u.summary, "the apply's summary, not the plan's")
+	require.Equal(t, domain.ApplyResources{Added: 2}, u.plan, "the plan's summary")
+	require.Equal(t, []domain.DriftResource{{Address: `emulated_machine.ng_cp["cp-0"]`, Action: "create"}, {Address: `emulated_machine.ng_w["w-0"]`, Action: "replace"}}, u.changes)
 	require.Equal(t, []string{`emulated_machine.ng_cp["cp-0"]: Could not create emulated machine: emulatednode "x" already exists`}, u.errors)
 	require.Contains(t, log.String(), "Apply complete! Resources: 1 added")
 	require.Contains(t, log.String(), "  emulatednode \"x\" already exists", "diagnostic details are logged")

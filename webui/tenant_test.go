@@ -458,3 +458,23 @@ func TestTenantOverviewView(t *testing.T) {
 		require.Contains(t, b.String(), want)
 	}
 }
+
+func TestTenantOverviewShowsDrift(t *testing.T) {
+	now := time.Now()
+	tn := domain.Tenant{Metadata: domain.ObjectMeta{Name: "acme"}, Spec: domain.TenantSpec{TalosVersion: "v1.13.0"}}
+	var b strings.Builder
+	require.NoError(t, tenantOverview(tn).Render(t.Context(), &b))
+	require.NotContains(t, b.String(), `data-testid="tenant-drift"`, "no check, no drift section")
+
+	d := &domain.DriftStatus{CheckedAt: &now, Add: 1, Resources: []domain.DriftResource{{Address: `emulated_machine.ng_workers["workers-0"]`, Action: "create"}},
+		Machines: []domain.MachineDrift{{Name: "cp-0", Reason: "the node runs a config other than the one RezusCloud applied"}}}
+	d.Summary = domain.DriftSummary(d.Add, d.Change, d.Destroy, d.Machines)
+	tn.Status.Drift = d
+	tn.Status.Conditions = []domain.Condition{domain.DriftCondition(d)}
+	b.Reset()
+	require.NoError(t, tenantOverview(tn).Render(t.Context(), &b))
+	for _, want := range []string{`data-condition="Drifted"`, `data-testid="tenant-drift"`, "1 to add, 0 to change, 0 to destroy; cp-0 config differs",
+		"emulated_machine.ng_workers[&#34;workers-0&#34;]", ">create<", "machine cp-0"} {
+		require.Contains(t, b.String(), want)
+	}
+}

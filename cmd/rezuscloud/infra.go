@@ -32,7 +32,9 @@ func infraFlags() []cli.Flag {
 		&cli.IntFlag{Name: "apply-concurrency", Value: 4, EnvVars: []string{"REZUSCLOUD_APPLY_CONCURRENCY"}, Usage: "how many tenants apply at once"},
 		&cli.DurationFlag{Name: "apply-debounce", Value: 2 * time.Second, EnvVars: []string{"REZUSCLOUD_APPLY_DEBOUNCE"}, Usage: "quiet time after a change before a tenant applies"},
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
-		&cli.DurationFlag{Name: "resync", Value: 10 * time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often every tenant is applied again to catch drift (0 disables)"},
+		&cli.DurationFlag{Name: "resync", Value: time.Minute, EnvVars: []string{"REZUSCLOUD_RESYNC"}, Usage: "how often the apply worker looks for tenants whose drift check is due and deleted tenants whose destroy failed (0 disables both)"},
+		&cli.DurationFlag{Name: "drift-interval", Value: time.Hour, EnvVars: []string{"REZUSCLOUD_DRIFT_INTERVAL"}, Usage: "how often a tenant without spec.driftCheck is checked for drift (tofu plan, running configs); 0: only tenants that declare spec.driftCheck are"},
+		&cli.DurationFlag{Name: "drift-min-interval", Value: 5 * time.Minute, EnvVars: []string{"REZUSCLOUD_DRIFT_MIN_INTERVAL"}, Usage: "the shortest drift-check interval a tenant gets (a shorter spec.driftCheck.interval is raised to it)"},
 		&cli.DurationFlag{Name: "remediation-interval", Value: 15 * time.Second, EnvVars: []string{"REZUSCLOUD_REMEDIATION_INTERVAL"}, Usage: "how often the machines of node groups with spec.remediation are probed for replacement"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
 		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
@@ -50,6 +52,8 @@ type infraConfig struct {
 	ApplyDebounce        time.Duration
 	ApplyTimeout         time.Duration
 	Resync               time.Duration
+	// DriftInterval and DriftMinInterval shape drift checks (--drift-*).
+	DriftInterval, DriftMinInterval time.Duration
 	// RemediationInterval is how often groups with remediation are probed.
 	RemediationInterval time.Duration
 	WithEmulator        bool
@@ -75,6 +79,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync, RemediationInterval: c.Duration("remediation-interval"),
+		DriftInterval: c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
 		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),

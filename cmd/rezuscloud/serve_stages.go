@@ -306,6 +306,9 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
+		DriftInterval: cfg.Infra.DriftInterval, DriftMinInterval: cfg.Infra.DriftMinInterval,
+		ConfigDrift: talos.ConfigDriftChecker{Service: s.talosSvc, Nodes: talos.NodeAPI{},
+			Recorder: talos.ConfigRecorder{Store: s.store, Actor: tfrunner.WorkerActor, Hint: s.cache}},
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err

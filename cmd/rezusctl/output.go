@@ -195,12 +195,34 @@ var kindColumns = map[string][]column{
 
 // kindWideColumns follow a kind's own columns with -o wide.
 var kindWideColumns = map[string][]column{
+	"Tenant": {
+		{"DRIFTED", tenantDriftedCell},
+		{"DRIFT", field("status.drift.summary")},
+		{"CHECKED", since("status.drift.checkedAt")},
+	},
 	"Machine": {
 		{"VERSION", field("status.talosVersion")},
 		{"NODE", field("status.node")},
 		{"CONFIG", machineConfigCell},
 		{"SEEN", since("status.lastSeen")},
 	},
+}
+
+// tenantDriftedCell is the status of a tenant's Drifted condition: True,
+// False, or Unknown with the reason (the check failed).
+func tenantDriftedCell(o *domain.Object, _ time.Time) string {
+	var st domain.TenantStatus
+	if len(o.Status) == 0 || json.Unmarshal(o.Status, &st) != nil {
+		return ""
+	}
+	c := domain.FindCondition(st.Conditions, domain.ConditionDrifted)
+	switch {
+	case c == nil:
+		return ""
+	case c.Status == "Unknown":
+		return c.Status + " (" + c.Reason + ")"
+	}
+	return c.Status
 }
 
 // sizeCell shows the byte count at path in binary units (12.5MiB).

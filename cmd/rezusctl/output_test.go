@@ -36,8 +36,8 @@ func sampleObjects() map[string][]*item {
 	}
 	return map[string][]*item{
 		"tenants": {
-			mk("Tenant", "", "acme", `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0"}`, `{"phase":"Ready","machines":{"total":3}}`, map[string]string{"env": "prod", "team": "a"}),
-			mk("Tenant", "", "beta-long-name", `{"talosVersion":"v1.12.1","kubernetesVersion":"v1.35.0"}`, `{"phase":"Pending"}`, nil),
+			mk("Tenant", "", "acme", `{"talosVersion":"v1.13.0","kubernetesVersion":"v1.36.0"}`, `{"phase":"Ready","machines":{"total":3},"conditions":[{"type":"Drifted","status":"True","reason":"InfrastructureDrifted","message":"1 to add, 0 to change, 0 to destroy","lastTransitionTime":"2026-05-01T11:58:00Z"}],"drift":{"checkedAt":"2026-05-01T11:58:00Z","summary":"1 to add, 0 to change, 0 to destroy","add":1,"change":0,"destroy":0}}`, map[string]string{"env": "prod", "team": "a"}),
+			mk("Tenant", "", "beta-long-name", `{"talosVersion":"v1.12.1","kubernetesVersion":"v1.35.0"}`, `{"phase":"Pending","conditions":[{"type":"Drifted","status":"Unknown","reason":"CheckFailed","message":"tofu plan: boom","lastTransitionTime":"2026-05-01T11:58:00Z"}]}`, nil),
 		},
 		"nodegroups": {
 			mk("NodeGroup", "acme", "cp", `{"role":"controlplane","count":3,"provider":"emu"}`, ``, nil),

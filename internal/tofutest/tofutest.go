@@ -235,3 +235,26 @@ func goBin() string {
 	}
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
+
+// EnvTalosctl names a talosctl binary to use instead of the tools dir's.
+const EnvTalosctl = "REZUSCLOUD_TALOSCTL"
+
+// Talosctl finds the real talosctl that `go tool task tools` builds
+// (hack/talosctl.sh): $REZUSCLOUD_TALOSCTL, else bin/talosctl of the tools
+// dir (ToolsDir). A missing one fails the test, as a missing tofu does: a
+// test that did not run must not count as a pass.
+func Talosctl(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(EnvTalosctl)
+	if path == "" {
+		dir, err := ToolsDir()
+		if err != nil {
+			t.Fatalf("finding the tools dir: %v", err)
+		}
+		path = filepath.Join(dir, "bin", "talosctl")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		t.Fatalf("no talosctl executable at %s (set %s to override): run `go tool task tools` (it builds talosctl v1.13.0 into ./.tools)", path, EnvTalosctl)
+	}
+	return path
+}

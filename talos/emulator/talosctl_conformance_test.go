@@ -23,33 +23,9 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
-// envTalosctl names a talosctl binary to use instead of the tools dir's.
-const envTalosctl = "REZUSCLOUD_TALOSCTL"
-
-// talosctlPath finds the real talosctl that `go tool task tools` builds
-// (hack/talosctl.sh): $REZUSCLOUD_TALOSCTL, $REZUS_TOOLS_DIR/bin/talosctl,
-// <repo>/.tools/bin/talosctl. A missing one fails the test, as a missing tofu
-// does: a conformance test that did not run must not count as a pass.
-func talosctlPath(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv(envTalosctl)
-	if path == "" {
-		dir := os.Getenv(tofutest.EnvToolsDir)
-		if dir == "" {
-			dir = ".tools"
-		}
-		if !filepath.IsAbs(dir) {
-			root, err := tofutest.RepoRoot()
-			require.NoError(t, err)
-			dir = filepath.Join(root, dir)
-		}
-		path = filepath.Join(dir, "bin", "talosctl")
-	}
-	if fi, err := os.Stat(path); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("no talosctl executable at %s (set %s to override): run `go tool task tools` (it builds talosctl v1.13.0 into ./.tools)", path, envTalosctl)
-	}
-	return path
-}
+// talosctlPath finds the real talosctl (tofutest.Talosctl); a missing one
+// fails the test.
+func talosctlPath(t *testing.T) string { return tofutest.Talosctl(t) }
 
 // talosctl runs the real talosctl against one emulated node.
 type talosctl struct {

@@ -1,0 +1,194 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// tenantDrift is a tenant's drift status and Drifted condition as the API
+// answers them.
+type tenantDrift struct {
+	Summary   string     `json:"summary"`
+	CheckedAt *time.Time `json:"checkedAt"`
+	Add       int        `json:"add"`
+	Resources []struct {
+		Address, Action string
+	} `json:"resources"`
+	Machines []struct {
+		Name, Reason string
+	} `json:"machines"`
+	Correction string `json:"correction"`
+	Error      string `json:"error"`
+	// Condition is the Drifted condition.
+	Status, Reason, Message string
+}
+
+func (p *proc) drift(tenant string) tenantDrift {
+	var t struct {
+		Status struct {
+			Drift      tenantDrift `json:"drift"`
+			Conditions []struct {
+				Type, Status, Reason, Message string
+			} `json:"conditions"`
+		} `json:"status"`
+	}
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/tenants/"+tenant), &t))
+	d := t.Status.Drift
+	for _, c := range t.Status.Conditions {
+		if c.Type == "Drifted" {
+			d.Status, d.Reason, d.Message = c.Status, c.Reason, c.Message
+		}
+	}
+	return d
+}
+
+// deleteEmulatedNode deletes a node on the emulator's HTTP API, as someone
+// deleting a server in a cloud console would.
+func (p *proc) deleteEmulatedNode(node string) {
+	p.t.Helper()
+	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
+	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
+	req, err := http.NewRequest(http.MethodDelete, endpoint+"/v1/nodes/"+node, nil)
+	require.NoError(p.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(p.t, err)
+	resp.Body.Close()
+	require.Equal(p.t, http.StatusNoContent, resp.StatusCode)
+}
+
+// reconfigureWithTalosctl applies to a machine, with the real talosctl and
+// the tenant's talosconfig, its own config plus a node label: a change made
+// behind RezusCloud's back through the Talos API.
+func reconfigureWithTalosctl(t *testing.T, p *proc, tenant string, m machine) {
+	t.Helper()
+	dir := t.TempDir()
+	tc := filepath.Join(dir, "talosconfig")
+	require.NoError(t, os.WriteFile(tc, p.raw("/api/v1/tenants/"+tenant+"/talosconfig"), 0o600))
+	patch, err := configpatcher.LoadPatch([]byte("machine:\n  nodeLabels:\n    changed-by: talosctl\n"))
+	require.NoError(t, err)
+	out, err := configpatcher.Apply(configpatcher.WithBytes(p.raw("/api/v1/tenants/"+tenant+"/machines/"+m.Metadata.Name+"/config")), []configpatcher.Patch{patch})
+	require.NoError(t, err)
+	b, err := out.Bytes()
+	require.NoError(t, err)
+	file := filepath.Join(dir, "config.yaml")
+	require.NoError(t, os.WriteFile(file, b, 0o600))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	host := m.Spec.Address
+	if h, _, ok := strings.Cut(host, ":"); ok {
+		host = h
+	}
+	cmd := exec.CommandContext(ctx, tofutest.Talosctl(t), "--talosconfig", tc, "--endpoints", m.Spec.Address, "--nodes", host,
+		"apply-config", "--file", file, "--mode", "auto")
+	got, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(got))
+}
+
+// TestDriftIsFoundAndCorrected: two tenants checked every 10 s, one that
+// reports drift and one that corrects it. Behind RezusCloud's back a
+// worker's emulated server is deleted and a control plane is re-configured
+// with the real talosctl. The reporting tenant says Drifted, "1 to add"
+// with the worker's resources and the control plane's config differing,
+// and nothing is changed; the correcting one rebuilds the worker with an
+// apply of trigger drift and has the declared config applied again.
+func TestDriftIsFoundAndCorrected(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir(), "--resync", "1s", "--drift-min-interval", "10s", "--drift-interval", "0", "--emulator-kube", "off")
+	for _, tn := range []struct{ name, action string }{{"seen", "report"}, {"mend", "correct"}} {
+		code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tn.name+`"},"spec":{"driftCheck":{"interval":"10s","action":"`+tn.action+`"}}}`)
+		require.Equal(t, http.StatusCreated, code, body)
+		for _, g := range []string{
+			`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+			`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated"}}`,
+		} {
+			code, body = p.do("POST", "/api/v1/tenants/"+tn.name+"/nodegroups", g)
+			require.Equal(t, http.StatusCreated, code, body)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, tn := range []string{"seen", "mend"} {
+				t.Logf("%s: %s", tn, p.raw("/api/v1/tenants/"+tn))
+			}
+		}
+	})
+	for _, tn := range []string{"seen", "mend"} {
+		p.settled(tn, 2)
+		p.waitConfigs(tn, tn+" configured")
+		p.eventually(time.Minute, tn+" checked and in sync", func() bool {
+			d := p.drift(tn)
+			return d.Reason == "InSync" && d.Status == "False"
+		})
+	}
+	byName := func(tenant string) map[string]machine {
+		out := map[string]machine{}
+		for _, m := range p.machines(tenant) {
+			out[m.Metadata.Name] = m
+		}
+		return out
+	}
+
+	// Report: found, listed, left alone.
+	seen := byName("seen")
+	applies := len(p.applies("seen"))
+	p.deleteEmulatedNode(seen["workers-0"].Spec.Hostname)
+	reconfigureWithTalosctl(t, p, "seen", seen["cp-0"])
+	var d tenantDrift
+	p.eventually(time.Minute, "seen drifted: a server to add and cp-0's config", func() bool {
+		d = p.drift("seen")
+		return d.Status == "True" && len(d.Machines) == 1
+	})
+	require.Equal(t, "Drifted", d.Reason)
+	require.Equal(t, "1 to add, 0 to change, 0 to destroy; cp-0 config differs", d.Summary)
+	require.Equal(t, 1, d.Add)
+	require.Len(t, d.Resources, 1)
+	require.Equal(t, "create", d.Resources[0].Action)
+	require.Contains(t, d.Resources[0].Address, "workers-0")
+	require.Equal(t, "cp-0", d.Machines[0].Name)
+	require.Empty(t, d.Correction)
+	checked := *d.CheckedAt
+	p.eventually(time.Minute, "seen checked again", func() bool { return p.drift("seen").CheckedAt.After(checked) })
+	require.Len(t, p.applies("seen"), applies, "report changes nothing: no apply")
+	require.NotEqual(t, p.machineConfigs("seen")["cp-0"].hash, p.nodeConfigHashes("seen")["cp-0"], "cp-0 still runs talosctl's config")
+	for _, n := range p.emulatorNodes() {
+		require.NotEqual(t, seen["workers-0"].Spec.Hostname, n["name"], "the deleted server stays deleted")
+	}
+
+	// Correct: rebuilt by an apply of trigger drift, config applied again.
+	mend := byName("mend")
+	p.deleteEmulatedNode(mend["workers-0"].Spec.Hostname)
+	p.eventually(2*time.Minute, "mend's worker rebuilt by a drift apply", func() bool {
+		for _, a := range p.applies("mend") {
+			if a.Spec.Trigger == "drift" && a.Status.Phase == "Succeeded" {
+				d = p.drift("mend")
+				return d.Reason == "Applied" && strings.Contains(d.Message, "corrected the drift found (1 to add")
+			}
+		}
+		return false
+	})
+	p.waitConfigs("mend", "the rebuilt worker configured")
+	reconfigureWithTalosctl(t, p, "mend", mend["cp-0"])
+	p.eventually(time.Minute, "mend's cp-0 config drift found", func() bool {
+		d = p.drift("mend")
+		return len(d.Machines) == 1 && d.Machines[0].Name == "cp-0"
+	})
+	p.waitConfigs("mend", "cp-0 back on its declared config")
+	p.eventually(time.Minute, "mend in sync again", func() bool {
+		d = p.drift("mend")
+		return d.Status == "False" && d.Reason == "InSync"
+	})
+}
