@@ -172,6 +172,11 @@ type API struct {
 
 	// talos renders configs and credentials; nil leaves their routes out.
 	talos *talos.Service
+	// dryRunner asks nodes how they would take a config (dry runs' impact).
+	dryRunner talos.DryRunner
+	// dryRunRoutes are the writes that serve ?dryRun=All ("METHOD path");
+	// every other write refuses the parameter rather than write for real.
+	dryRunRoutes map[string]bool
 	// kubeAccess keeps the clusters' RBAC of per-user credentials; nil: not kept.
 	kubeAccess KubeAccess
 
@@ -205,7 +210,7 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos,
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos, dryRunner: d.ConfigDryRun, dryRunRoutes: map[string]bool{},
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
 		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess}
 	if d.Identity != nil {
@@ -282,6 +287,13 @@ func (a *API) routes() {
 		g.GET(item, r.get)
 		g.PUT(item, r.update)
 		g.PATCH(item, r.patch)
+		if k == domain.TenantKind || k == domain.NodeGroupKind || k == domain.ConfigPatchKind {
+			// Their admission has no side effects (a user's stores a
+			// password): what a dry run decides is all it does.
+			a.dryRunRoutes[http.MethodPost+" "+g.prefix+coll] = true
+			a.dryRunRoutes[http.MethodPut+" "+g.prefix+item] = true
+			a.dryRunRoutes[http.MethodPatch+" "+g.prefix+item] = true
+		}
 		g.DELETE(item, r.delete)
 		g.GET(item+"/status", r.get)
 		g.PUT(item+"/status", r.updateStatus)

@@ -34,6 +34,9 @@ type Deps struct {
 	// checks ConfigPatches before they are stored; nil leaves the config,
 	// talosconfig and kubeconfig routes out.
 	Talos *talos.Service
+	// ConfigDryRun asks nodes how they would take a config, for the impact
+	// of a dry run; nil: the Talos API (talos.NodeAPI).
+	ConfigDryRun talos.DryRunner
 
 	// KubeAccess keeps, in each tenant's cluster, the ClusterRoleBindings
 	// of the groups per-user credentials carry (a *kubeclient.Clients, or

@@ -39,6 +39,11 @@ func guardedPath(p string) bool {
 func (a *API) requestHygiene(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		if !safeMethod(r.Method) && r.URL.Query().Has("dryRun") && !a.dryRunRoutes[r.Method+" "+c.Path()] {
+			// A client asking for a dry run must never get a real write.
+			return domain.NewBadRequest("dryRun is not supported on "+r.Method+" "+c.Path(),
+				domain.Cause{Field: "dryRun", Type: domain.CauseNotSupported, Message: "not supported on this route"})
+		}
 		if safeMethod(r.Method) || !guardedPath(r.URL.Path) {
 			return next(c)
 		}

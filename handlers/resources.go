@@ -192,6 +192,10 @@ func (r *resource) maxBody() int64 {
 }
 
 func (r *resource) create(c echo.Context) error {
+	dry, err := dryRunParam(c)
+	if err != nil {
+		return err
+	}
 	obj, err := r.api.readObject(c, "application/json", r.maxBody())
 	if err != nil {
 		return err
@@ -219,6 +223,9 @@ func (r *resource) create(c echo.Context) error {
 		return domain.NewInvalid(r.kind.Kind, ref.Name, causes)
 	}
 	cmd := r.api.command(c, domain.OpCreate, ref, obj)
+	if dry {
+		return r.dryRunCreate(c, cmd)
+	}
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
 		return err
@@ -227,6 +234,10 @@ func (r *resource) create(c echo.Context) error {
 }
 
 func (r *resource) update(c echo.Context) error {
+	dry, err := dryRunParam(c)
+	if err != nil {
+		return err
+	}
 	ref, err := r.ref(c)
 	if err != nil {
 		return err
@@ -245,6 +256,9 @@ func (r *resource) update(c echo.Context) error {
 	cmd := r.api.command(c, domain.OpUpdate, ref, obj)
 	cmd.ExpectedVersion = obj.Metadata.ResourceVersion
 	cmd.Dependents = r.api.dependents(ref)
+	if dry {
+		return r.dryRunUpdate(c, cmd)
+	}
 	res, err := r.api.store.Execute(c.Request().Context(), cmd, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c)})
 	if err != nil {
 		return err
@@ -294,6 +308,10 @@ func (r *resource) patch(c echo.Context) error { return r.doPatch(c, false) }
 func (r *resource) patchStatus(c echo.Context) error { return r.doPatch(c, true) }
 
 func (r *resource) doPatch(c echo.Context, status bool) error {
+	dry, err := dryRunParam(c)
+	if err != nil {
+		return err
+	}
 	ref, err := r.ref(c)
 	if err != nil {
 		return err
@@ -330,31 +348,34 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 		retries = 0
 	}
 	ctx := c.Request().Context()
-	res, err := r.api.store.Update(ctx, ref, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: retries},
-		func(state *domain.Object) ([]domain.Event, error) {
-			if state == nil {
-				return nil, domain.NewNotFound(r.kind.Kind, ref.Name)
-			}
-			if precondition != "" && precondition != state.Metadata.ResourceVersion {
-				return nil, domain.NewConflict(r.kind.Kind, ref.Name, "the object has been modified; please apply your changes to the latest version and try again")
-			}
-			cur, err := json.Marshal(state)
-			if err != nil {
-				return nil, err
-			}
-			merged, err := mergePatch(cur, body)
-			if err != nil {
-				return nil, domain.NewBadRequest("applying the merge patch: " + err.Error())
-			}
-			obj := &domain.Object{}
-			if causes := domain.DecodeStrict(merged, obj, ""); causes != nil {
-				return nil, domain.NewBadRequest("the patched object is not valid JSON for "+r.kind.Kind, causes...)
-			}
-			cmd := r.api.command(c, op, ref, obj)
-			cmd.ExpectedVersion = state.Metadata.ResourceVersion
-			cmd.Dependents = r.api.dependents(ref)
-			return domain.Decide(state, cmd)
-		})
+	decide := func(state *domain.Object) ([]domain.Event, error) {
+		if state == nil {
+			return nil, domain.NewNotFound(r.kind.Kind, ref.Name)
+		}
+		if precondition != "" && precondition != state.Metadata.ResourceVersion {
+			return nil, domain.NewConflict(r.kind.Kind, ref.Name, "the object has been modified; please apply your changes to the latest version and try again")
+		}
+		cur, err := json.Marshal(state)
+		if err != nil {
+			return nil, err
+		}
+		merged, err := mergePatch(cur, body)
+		if err != nil {
+			return nil, domain.NewBadRequest("applying the merge patch: " + err.Error())
+		}
+		obj := &domain.Object{}
+		if causes := domain.DecodeStrict(merged, obj, ""); causes != nil {
+			return nil, domain.NewBadRequest("the patched object is not valid JSON for "+r.kind.Kind, causes...)
+		}
+		cmd := r.api.command(c, op, ref, obj)
+		cmd.ExpectedVersion = state.Metadata.ResourceVersion
+		cmd.Dependents = r.api.dependents(ref)
+		return domain.Decide(state, cmd)
+	}
+	if dry {
+		return r.dryRunPatch(c, ref, decide)
+	}
+	res, err := r.api.store.Update(ctx, ref, eventstore.UpdateOptions{Hint: r.api.cache, MsgID: r.api.msgID(c), Retries: retries}, decide)
 	if err != nil {
 		return err
 	}
@@ -362,6 +383,11 @@ func (r *resource) doPatch(c echo.Context, status bool) error {
 }
 
 func (r *resource) delete(c echo.Context) error {
+	if c.QueryParam("dryRun") != "" {
+		// Refused rather than ignored: a dry run must never delete.
+		return domain.NewBadRequest("dryRun is supported on create, update and patch, not on delete",
+			domain.Cause{Field: "dryRun", Type: domain.CauseNotSupported, Message: "not supported on delete"})
+	}
 	ref, err := r.ref(c)
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func newTalosStack(t *testing.T) *talosStack {
 	s.srv.Close()
 	s.api.StopWatches()
 	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: s.env.Store, Cache: s.cache, Projector: s.projector,
-		Identity: s.identity, Audit: audit, Talos: svc, Backup: handlers.BackupFunc(func(ctx context.Context, w io.Writer) error {
+		Identity: s.identity, Audit: audit, Talos: svc, ConfigDryRun: labelsInPlace{}, Backup: handlers.BackupFunc(func(ctx context.Context, w io.Writer) error {
 			_, err := eventstore.WriteBackup(ctx, s.env.Conn, w, eventstore.BackupConfig{Mode: "online"})
 			return err
 		})})

@@ -70,7 +70,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 	s.logs, err = tfrunner.OpenLogs(ctx, env.Store)
 	require.NoError(t, err)
 	deps := handlers.Deps{Store: env.Store, Cache: s.cache, Projector: projector, Finalizer: fin, Identity: id,
-		Audit: s.audit, Talos: talos.NewService(s.cache, pki), ApplyLogs: s.logs}
+		Audit: s.audit, Talos: talos.NewService(s.cache, pki), ApplyLogs: s.logs, ConfigDryRun: inPlace{}}
 	for _, o := range opts {
 		o(&deps)
 	}

@@ -43,6 +43,8 @@ type patchForm struct {
 	// Targets are names to suggest for target.name: roles, node groups, machines.
 	Targets []string
 	Errors  formErrors
+	// Impact is what the patch would do, shown when asked before the Save.
+	Impact *impactShown
 }
 
 // patchFormFields are the editor's fields as the API names them in causes.
@@ -180,6 +182,14 @@ func (u *UI) createPatch(c echo.Context) error {
 	}
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.ConfigPatchKind.Kind,
 		"metadata": map[string]any{"name": f.Name}, "spec": spec}
+	if wantsImpact(c) {
+		imp, err := u.dryRunImpact(c, http.MethodPost, "/tenants/"+f.Tenant+"/configpatches", obj)
+		if err != nil {
+			return u.patchRefused(c, f, err)
+		}
+		f.Impact = &imp
+		return u.renderPatchForm(c, http.StatusOK, f)
+	}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + f.Tenant + "/configpatches", Body: obj}, nil); err != nil {
 		return u.patchRefused(c, f, err)
 	}
@@ -217,6 +227,14 @@ func (u *UI) updatePatch(c echo.Context) error {
 	meta["resourceVersion"] = f.ResourceVersion
 	cur["metadata"], cur["spec"] = meta, spec
 	delete(cur, "status")
+	if wantsImpact(c) {
+		imp, err := u.dryRunImpact(c, http.MethodPut, patchPath(f.Tenant, f.Name), cur)
+		if err != nil {
+			return u.patchRefused(c, f, err)
+		}
+		f.Impact = &imp
+		return u.renderPatchForm(c, http.StatusOK, f)
+	}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: patchPath(f.Tenant, f.Name), Body: cur}, nil); err != nil {
 		if domain.IsConflict(err) {
 			// Offer the stored version again; the user's text stays in the form.

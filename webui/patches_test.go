@@ -40,6 +40,21 @@ func TestPatchEditorCreatesEditsTogglesDeletes(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.Code)
 	require.Contains(t, page.Body, "<html")
 
+	t.Run("impact before the create", func(t *testing.T) {
+		v := patchValues("labels", "role", "worker", "strategic", "machine:\n  nodeLabels:\n    tier: web\n", true)
+		v.Set("preview", "impact")
+		r := b.hx(http.MethodPost, "/ui/tenants/acme/patches", v)
+		require.Eventually(t, func() bool { // the tenant's PKI comes a moment after it
+			r = b.hx(http.MethodPost, "/ui/tenants/acme/patches", v)
+			return !strings.Contains(r.Body, "impact-unknown")
+		}, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, http.StatusOK, r.Code, r.Body)
+		require.Contains(t, r.Body, `data-impact-machine="w-1" data-impact-action="reconfigure"`)
+		require.NotContains(t, r.Body, `data-impact-machine="cp-1"`, "the control plane is not a worker")
+		require.Contains(t, r.Body, "tier: web", "the editor keeps the text for the Save")
+		require.Equal(t, http.StatusNotFound, b.get("/ui/tenants/acme/patches/labels/edit").Code, "nothing created")
+	})
+
 	t.Run("refusals are shown next to their fields", func(t *testing.T) {
 		tests := []struct {
 			name   string

@@ -355,6 +355,8 @@ type nodeGroupEditForm struct {
 	// Taints are one a line, key=value:Effect.
 	Taints string
 	Errors formErrors
+	// Impact is what the edit would do, shown when asked before the Save.
+	Impact *impactShown
 }
 
 var nodeGroupEditFields = []string{"spec.count", "spec.talosVersion", "spec.labels",
@@ -450,6 +452,17 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	meta := ng.Metadata
 	meta.ResourceVersion = f.ResourceVersion
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind, "metadata": meta, "spec": spec}
+	if wantsImpact(c) {
+		imp, err := u.dryRunImpact(c, http.MethodPut, path, obj)
+		if err != nil {
+			return again(err)
+		}
+		f.Impact = &imp
+		if isHTMX(c) {
+			return render(c, http.StatusOK, nodeGroupEditFormView(viewerOf(c), f))
+		}
+		return render(c, http.StatusOK, NodeGroupEditPage(u, viewerOf(c), f))
+	}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: path, Body: obj}, nil); err != nil {
 		return again(err)
 	}

@@ -203,6 +203,26 @@ func TestNodeGroupEdit(t *testing.T) {
 			"spec.labels": {"tier=web, zone=a"}, "spec.updateStrategy.maxParallelism": {"2"}, "spec.providerConfig": {`{"installDisk": "/dev/vdb"}`}}
 	}
 
+	t.Run("impact before the save", func(t *testing.T) {
+		v := valid()
+		v.Set("spec.labels", "tier=api")
+		v.Set("spec.talosVersion", "")
+		v.Set("spec.count", "2")
+		v.Set("preview", "impact")
+		var p page
+		require.Eventually(t, func() bool { // the tenant's PKI comes a moment after it
+			p = edit.hx(http.MethodPost, "/ui/tenants/acme/nodegroups/workers", v)
+			return !strings.Contains(p.Body, "impact-unknown")
+		}, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-testid="impact-summary">0 rebooted (drained first), 1 reconfigured in place, 0 created, 0 destroyed, 1 unchanged<`)
+		require.Contains(t, p.Body, `data-impact-machine="w1" data-impact-action="reconfigure"`)
+		require.Contains(t, p.Body, "config changes, no reboot")
+		require.Contains(t, p.Body, `name="spec.labels" value="tier=api"`, "the form keeps the edit for the Save")
+		require.Empty(t, s.nodeGroup("acme", "workers").Spec.Labels, "nothing saved")
+		require.Equal(t, rv, s.nodeGroup("acme", "workers").Metadata.ResourceVersion)
+	})
+
 	t.Run("api refusal next to the field", func(t *testing.T) {
 		v := valid()
 		v.Set("spec.count", "-1")

@@ -192,3 +192,87 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 		return d.Status == "False" && d.Reason == "InSync"
 	})
 }
+
+// impactOf sends a write as a dry run and returns its impact by machine,
+// checking that nothing was stored.
+func (p *proc) impactOf(method, path, body string) (string, map[string]map[string]any) {
+	p.t.Helper()
+	var before []byte
+	if method != http.MethodPost {
+		before = p.raw(path)
+	}
+	req, err := http.NewRequest(method, p.url+path+"?dryRun=All", strings.NewReader(body))
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if method == http.MethodPatch {
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+	}
+	resp, err := p.client.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Impact struct {
+			Summary  string           `json:"summary"`
+			Machines []map[string]any `json:"machines"`
+		} `json:"impact"`
+		ImpactError string `json:"impactError"`
+	}
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&out))
+	require.Less(p.t, resp.StatusCode, 300)
+	require.Empty(p.t, out.ImpactError)
+	if before != nil {
+		require.JSONEq(p.t, string(before), string(p.raw(path)), "a dry run stores nothing")
+	}
+	by := map[string]map[string]any{}
+	for _, m := range out.Impact.Machines {
+		by[m["machine"].(string)] = m
+	}
+	return out.Impact.Summary, by
+}
+
+// TestImpactBeforeChange: dry runs of writes to a running cluster (1 control
+// plane, 2 workers on emulated nodes) say what each would do, with Talos's
+// own answer to a dry-run apply: a node label on the workers changes their
+// configs in place and leaves the control plane alone; a new install disk is
+// taken in place but used only at the next install; a kernel sysctl
+// reboots (drained first); a lower count destroys the highest worker.
+func TestImpactBeforeChange(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir(), "--emulator-kube", "off")
+	createCluster(t, p, "imp", 2)
+	p.settled("imp", 3)
+	p.waitConfigs("imp", "imp configured")
+
+	sum, by := p.impactOf(http.MethodPatch, "/api/v1/tenants/imp/nodegroups/workers", `{"spec":{"labels":{"tier":"web"}}}`)
+	require.Equal(t, "0 rebooted (drained first), 2 reconfigured in place, 0 created, 0 destroyed, 1 unchanged", sum)
+	for _, w := range []string{"workers-0", "workers-1"} {
+		require.Equal(t, "reconfigure", by[w]["action"], w)
+		require.Equal(t, true, by[w]["configChanges"], w)
+		require.Equal(t, false, by[w]["reboot"], w)
+	}
+	require.Equal(t, "none", by["cp-0"]["action"])
+
+	_, by = p.impactOf(http.MethodPost, "/api/v1/tenants/imp/configpatches",
+		configPatchFor("disk", "machine:\n  install:\n    disk: /dev/vdb\n", "nodeGroup", "workers"))
+	require.Equal(t, "reconfigure", by["workers-0"]["action"])
+	require.Contains(t, by["workers-0"]["details"], "machine.install changes: Talos uses it at the next install or upgrade")
+	require.Equal(t, "none", by["cp-0"]["action"])
+
+	sum, by = p.impactOf(http.MethodPost, "/api/v1/tenants/imp/configpatches",
+		configPatchFor("sysctl", "machine:\n  sysctls:\n    vm.max_map_count: \"262144\"\n", "nodeGroup", "workers"))
+	require.Equal(t, "2 rebooted (drained first), 0 reconfigured in place, 0 created, 0 destroyed, 1 unchanged", sum)
+	require.Equal(t, true, by["workers-1"]["drain"])
+
+	sum, by = p.impactOf(http.MethodPatch, "/api/v1/tenants/imp/nodegroups/workers", `{"spec":{"count":1}}`)
+	require.Equal(t, "0 rebooted (drained first), 0 reconfigured in place, 0 created, 1 destroyed, 2 unchanged", sum)
+	require.Equal(t, "destroy", by["workers-1"]["action"])
+	require.Equal(t, "none", by["workers-0"]["action"])
+	require.Len(t, p.machines("imp"), 3, "nothing was destroyed")
+}
+
+func configPatchFor(name, patch, kind, target string) string {
+	spec, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name},
+		"spec": map[string]any{"patch": patch, "target": map[string]any{"kind": kind, "name": target}}})
+	return string(spec)
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -28,7 +30,9 @@ func (r *rezusctl) diffCommand() *cli.Command {
 		Description: "Each object is shown as apply would leave it (merged) against what the server has (live), with\n" +
 			"the fields the server manages left out: resourceVersion, uid, generation, timestamps and status.\n" +
 			"The document's spec is defaulted the way the server does, so a field left to its default is not a\n" +
-			"difference. Exit status: 0 no differences, 1 differences, 2 an error (as kubectl diff).\n\n" +
+			"difference. After a changed tenant, node group or config patch, '#' lines say what the change would\n" +
+			"do to the machines (the server's dry run, ?dryRun=All: configs changing in place or with a reboot,\n" +
+			"machines created or destroyed). Exit status: 0 no differences, 1 differences, 2 an error (as kubectl diff).\n\n" +
 			"  rezusctl diff -f cluster.yaml\n  rezusctl diff -f manifests/ && echo up to date",
 		Flags: manifestFlags(),
 		// A usage error must not read as "there are differences".
@@ -98,7 +102,86 @@ func (a applier) diff(ctx context.Context, d document) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return diffDocument(k, tenant, d, live)
+	text, err := diffDocument(k, tenant, d, live)
+	if err != nil || text == "" || !impactKinds[k.Kind] {
+		return text, err
+	}
+	imp, err := a.impact(ctx, d, k, tenant, live)
+	switch {
+	case err != nil:
+		// The diff stands; what it would do is unknown, and said so (a
+		// node group of a tenant the same manifests create, say).
+		imp = &domain.ChangeImpact{Summary: "unknown: " + err.Error()}
+	case imp == nil:
+		// A server without the Talos service computes no impact.
+		return text, nil
+	}
+	return text + impactText(k, tenant, d.Name, imp), nil
+}
+
+// impactKinds are the kinds whose dry run says what a change does to the
+// machines.
+var impactKinds = map[string]bool{"Tenant": true, "NodeGroup": true, "ConfigPatch": true}
+
+// impact asks the server what applying d would do to the machines: the
+// write apply would send, as a dry run (?dryRun=All), which stores nothing.
+func (a applier) impact(ctx context.Context, d document, k kind, tenant string, live *domain.Object) (*domain.ChangeImpact, error) {
+	meta := map[string]any{"resourceVersion": nil}
+	method, path := http.MethodPost, k.collectionPath(tenant)
+	if live != nil {
+		meta["resourceVersion"] = live.Metadata.ResourceVersion
+		if !d.hasMeta("finalizers") && len(live.Metadata.Finalizers) > 0 {
+			meta["finalizers"] = live.Metadata.Finalizers
+		}
+		method, path = http.MethodPut, k.itemPath(tenant, d.Name)
+	}
+	if k.TenantScoped {
+		meta["tenant"] = tenant
+	}
+	body, err := d.setMeta(k.Kind, domain.APIVersion, meta)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Impact      *domain.ChangeImpact `json:"impact"`
+		ImpactError string               `json:"impactError"`
+	}
+	if err := a.cl.call(ctx, request{method: method, path: path, query: url.Values{"dryRun": {"All"}}, body: body}, &out); err != nil {
+		return nil, err
+	}
+	if out.Impact == nil && out.ImpactError != "" {
+		// The diff stands; what it would do is unknown, and said so.
+		return &domain.ChangeImpact{Summary: "unknown: " + out.ImpactError}, nil
+	}
+	return out.Impact, nil
+}
+
+// impactText is the impact as comment lines after an object's diff: the
+// summary, then each machine the change touches.
+func impactText(k kind, tenant, name string, imp *domain.ChangeImpact) string {
+	path := k.Singular + "/" + name
+	if tenant != "" {
+		path = k.Singular + "/" + tenant + "/" + name
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# impact of %s: %s\n", path, imp.Summary)
+	for _, m := range imp.Machines {
+		if m.Action == domain.ImpactNone {
+			continue
+		}
+		what := m.Action
+		switch {
+		case m.Action == domain.ImpactReconfigure:
+			what = "config changes, no reboot"
+		case m.Action == domain.ImpactReboot:
+			what = "config changes, reboot (drained first)"
+		}
+		if m.Details != "" {
+			what += ": " + m.Details
+		}
+		fmt.Fprintf(&b, "#   %s (%s): %s\n", m.Machine, m.NodeGroup, what)
+	}
+	return b.String()
 }
 
 // diffView is what diff compares of an object: what apply writes, in a fixed

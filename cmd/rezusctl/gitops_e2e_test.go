@@ -76,8 +76,11 @@ func TestDiffAndPruneEndToEnd(t *testing.T) {
 		{
 			name: "diff a commit later: the changed count only, exit 1",
 			args: []string{"diff", "-f", "testdata/gitops/changed.yaml"}, code: 1,
-			stdout:   []string{"--- live/nodegroup/gitops/alpha\n+++ merged/nodegroup/gitops/alpha\n", "-  count: 1\n+  count: 3\n"},
-			noStdout: []string{"tenant/gitops", "beta"},
+			stdout: []string{"--- live/nodegroup/gitops/alpha\n+++ merged/nodegroup/gitops/alpha\n", "-  count: 1\n+  count: 3\n",
+				// The server's dry run: two more machines, and nothing else touched.
+				"# impact of nodegroup/gitops/alpha: 0 rebooted (drained first), 0 reconfigured in place, 2 created, 0 destroyed, 0 unchanged\n",
+				"#   alpha-1 (alpha): create: a new machine with a fresh config\n", "#   alpha-2 (alpha): create"},
+			noStdout: []string{"tenant/gitops", "beta", "alpha-0"},
 		},
 		{
 			name: "diff of a document the server would refuse: exit 2",

@@ -1,0 +1,112 @@
+package domain
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Impact before change: a dry run (?dryRun=All) of a write to a tenant, node
+// group or config patch answers, besides the object as it would be stored,
+// what the change would do to each machine.
+
+// The actions a change takes on a machine.
+const (
+	ImpactNone        = "none"
+	ImpactReconfigure = "reconfigure"
+	ImpactReboot      = "reboot"
+	ImpactCreate      = "create"
+	ImpactDestroy     = "destroy"
+)
+
+// ChangeImpact is what a change would do to a tenant's machines.
+type ChangeImpact struct {
+	// Summary counts the machines by action.
+	Summary  string          `json:"summary"`
+	Machines []MachineImpact `json:"machines"`
+}
+
+// MachineImpact is what a change would do to one machine.
+type MachineImpact struct {
+	Machine   string `json:"machine"`
+	NodeGroup string `json:"nodeGroup"`
+	// Action is none, reconfigure (in place), reboot, create or destroy.
+	Action string `json:"action"`
+	// ConfigChanges says whether the machine's rendered config changes.
+	ConfigChanges bool `json:"configChanges"`
+	// Reboot says whether Talos reboots the machine to take the config (its
+	// own answer to a dry-run apply); Drain whether it is drained first.
+	Reboot bool `json:"reboot"`
+	Drain  bool `json:"drain"`
+	// Details says more: why a reboot is unknown, what a section changes.
+	Details string `json:"details,omitempty"`
+}
+
+// ImpactFacts are what the decision about one machine looks at.
+type ImpactFacts struct {
+	// Exists: the machine is there now; Wanted: its node group still wants
+	// it after the change.
+	Exists, Wanted bool
+	// ConfigChanges: its rendered config differs after the change.
+	ConfigChanges bool
+	// Reboot is Talos's answer to a dry-run apply of the new config (nil: not
+	// asked or no answer).
+	Reboot *bool
+	// Unanswered says why Reboot is nil for a changing config ("" when asked).
+	Unanswered string
+	// InstallChanges: the config's machine.install section changes.
+	InstallChanges bool
+}
+
+// DecideMachineImpact decides what a change does to one machine: a machine a
+// group no longer wants is drained and destroyed; one it newly wants is
+// created with a fresh config; a changed config is applied in place or with
+// a reboot as Talos answers a dry run (a reboot drains first, as the config
+// controller does); a config Talos was not asked about is reported as such.
+func DecideMachineImpact(f ImpactFacts) MachineImpact {
+	m := MachineImpact{ConfigChanges: f.ConfigChanges}
+	switch {
+	case !f.Exists && f.Wanted:
+		m.Action, m.Details = ImpactCreate, "a new machine with a fresh config"
+		return m
+	case f.Exists && !f.Wanted:
+		m.Action, m.Drain, m.Details = ImpactDestroy, true, "drained, its Node deleted, then destroyed"
+		return m
+	case !f.Exists:
+		m.Action = ImpactNone
+		return m
+	case !f.ConfigChanges:
+		m.Action = ImpactNone
+		return m
+	case f.Reboot == nil:
+		m.Action = ImpactReconfigure
+		m.Details = "whether Talos reboots it is unknown: " + f.Unanswered
+	case *f.Reboot:
+		m.Action, m.Reboot, m.Drain = ImpactReboot, true, true
+	default:
+		m.Action = ImpactReconfigure
+	}
+	if f.InstallChanges {
+		if m.Details != "" {
+			m.Details += "; "
+		}
+		m.Details += "machine.install changes: Talos uses it at the next install or upgrade, not now"
+	}
+	return m
+}
+
+// ImpactSummary counts machines by action: "1 rebooted (drained first), 2
+// reconfigured in place, 0 created, 1 destroyed, 3 unchanged".
+func ImpactSummary(ms []MachineImpact) string {
+	n := map[string]int{}
+	for _, m := range ms {
+		n[m.Action]++
+	}
+	parts := []string{
+		fmt.Sprintf("%d rebooted (drained first)", n[ImpactReboot]),
+		fmt.Sprintf("%d reconfigured in place", n[ImpactReconfigure]),
+		fmt.Sprintf("%d created", n[ImpactCreate]),
+		fmt.Sprintf("%d destroyed", n[ImpactDestroy]),
+		fmt.Sprintf("%d unchanged", n[ImpactNone]),
+	}
+	return strings.Join(parts, ", ")
+}
