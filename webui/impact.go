@@ -1,7 +1,6 @@
 package webui
 
 import (
-
 	"github.com/labstack/echo/v4"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -68,5 +67,3 @@ func touched(imp *domain.ChangeImpact) []domain.MachineImpact {
 	}
 	return out
 }
-
-
