@@ -120,23 +120,11 @@ func (r *resource) dryRunCreate(c echo.Context, cmd domain.Command) error {
 
 // dryRunUpdate answers PUT ?dryRun=All.
 func (r *resource) dryRunUpdate(c echo.Context, cmd domain.Command) error {
-	rec, err := r.api.store.Load(c.Request().Context(), cmd.Ref)
-	if err != nil {
-		return err
-	}
-	var state *domain.Object
-	var seq uint64
-	if rec != nil {
-		state, seq = rec.State(), rec.Seq
-	}
-	events, err := domain.Decide(state, cmd)
-	if err != nil {
-		return err
-	}
-	return r.dryRunAnswer(c, http.StatusOK, state, seq, events)
+	return r.dryRunPatch(c, cmd.Ref, func(state *domain.Object) ([]domain.Event, error) { return domain.Decide(state, cmd) })
 }
 
-// dryRunPatch answers PATCH ?dryRun=All: decide is the patch's decision.
+// dryRunPatch answers PATCH (and PUT) ?dryRun=All: decide is the write's
+// decision on the stored state, which is read as the write would read it.
 func (r *resource) dryRunPatch(c echo.Context, ref domain.Ref, decide func(*domain.Object) ([]domain.Event, error)) error {
 	rec, err := r.api.store.Load(c.Request().Context(), ref)
 	if err != nil {
