@@ -56,6 +56,8 @@ type apply struct {
 		EndTime   *time.Time `json:"endTime"`
 		Error     string     `json:"error"`
 		Holder    string     `json:"holder"`
+		// TofuMilliseconds is the time spent in tofu processes.
+		TofuMilliseconds int64 `json:"tofuMilliseconds"`
 		Resources struct {
 			Added, Changed, Destroyed int
 		} `json:"resources"`

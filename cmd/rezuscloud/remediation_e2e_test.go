@@ -146,6 +146,14 @@ func TestDeadWorkersAreReplaced(t *testing.T) {
 	require.False(t, newNode.Spec.Unschedulable)
 	require.Len(t, p.remediations(tenant), 1, "exactly one replacement")
 	t.Logf("figures: from the fault to a Ready replacement %s (unhealthyAfter 5s, probe interval 1s)", took.Round(100*time.Millisecond))
+	for _, a := range p.applies(tenant) {
+		if a.Metadata.Name == rem.Status.Apply && a.Status.EndTime != nil {
+			wall := a.Status.EndTime.Sub(*a.Status.StartTime)
+			tofu := time.Duration(a.Status.TofuMilliseconds) * time.Millisecond
+			t.Logf("figures: the replacing apply took %s, tofu %s of it: overhead beyond tofu %s (drain, Node deletion, observing the new machine)",
+				wall.Round(10*time.Millisecond), tofu.Round(10*time.Millisecond), (wall - tofu).Round(10*time.Millisecond))
+		}
+	}
 
 	// Two of three unreachable with maxUnhealthy 1: nothing is replaced.
 	w0, w2 := after["workers-0"], after["workers-2"]

@@ -107,6 +107,14 @@ func TestBrowserNodeGroupTaintsAndDelete(t *testing.T) {
 	  const e = document.querySelector('#nodegroup-taints ~ [data-field-error="spec.taints"]');
 	  return {ok: !!e && e.textContent.includes('NoSchedule'), state: e ? e.textContent : 'no error'}; })()`)
 	b.setValue("#nodegroup-taints", "dedicated=gpu:NoSchedule")
+	// Show impact: the same write as a dry run, answered in the form; nothing saved.
+	b.click("[data-testid=impact-nodegroup]")
+	b.waitJS("the impact shows before the save", 10*time.Second, `(() => {
+	  const s = document.querySelector('[data-testid=impact-summary], [data-testid=impact-unknown]');
+	  const kept = document.querySelector('#nodegroup-taints');
+	  return {ok: !!s && s.textContent.includes('unchanged') && kept && kept.value === 'dedicated=gpu:NoSchedule',
+	          state: s ? s.textContent : 'no impact panel'}; })()`)
+	require.NotContains(t, mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")["spec"], "taints", "a dry run saves nothing")
 	b.click("[data-testid=save-nodegroup]")
 	b.waitPath("/ui/tenants/acme", 10*time.Second)
 	ng := mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")

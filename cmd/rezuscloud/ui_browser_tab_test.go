@@ -173,9 +173,19 @@ func (b *tab) click(sel string) {
 	// clicking it (the page's stream re-sends every fragment on connect): a
 	// click on a node that is gone is tried again on the new one, as a user
 	// would click again.
+	//
+	// A click lands where the element was when its box was measured: a live
+	// fragment above it that grows (a condition row added to the overview)
+	// moves it between the two, and the click hits something else. So the
+	// element's box must be still for two looks 50 ms apart first.
+	steady := chromedp.Poll[chromedp.Void](`(() => { const e = document.querySelector(`+jsString(sel)+`);
+	  if (!e) return false;
+	  const r = e.getBoundingClientRect(), k = [r.x, r.y, r.width, r.height].join(',');
+	  const same = window.__rezusClickBox === k; window.__rezusClickBox = k; return same; })()`,
+		chromedp.WithPollingInterval(50*time.Millisecond))
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
-		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+		err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.ScrollIntoView(chromedp.CSS(sel)), steady, chromedp.Click(chromedp.CSS(sel)))
 		cancel()
 		if err == nil || attempt == 5 || !staleNode(err) {
 			b.check(err, "clicking "+sel)
