@@ -58,7 +58,7 @@ type apply struct {
 		Holder    string     `json:"holder"`
 		// TofuMilliseconds is the time spent in tofu processes.
 		TofuMilliseconds int64 `json:"tofuMilliseconds"`
-		Resources struct {
+		Resources        struct {
 			Added, Changed, Destroyed int
 		} `json:"resources"`
 	} `json:"status"`
