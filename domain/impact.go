@@ -23,6 +23,20 @@ type ChangeImpact struct {
 	// Summary counts the machines by action.
 	Summary  string          `json:"summary"`
 	Machines []MachineImpact `json:"machines"`
+	// Plan is tofu's plan of the change (node groups and tenants built by
+	// tofu); PlanError says why there is none when one was asked.
+	Plan      *ImpactPlan `json:"plan,omitempty"`
+	PlanError string      `json:"planError,omitempty"`
+}
+
+// ImpactPlan is what `tofu plan` says a change would do to the
+// infrastructure: counts as tofu counts them, and each resource change.
+type ImpactPlan struct {
+	Summary   string          `json:"summary"`
+	Add       int             `json:"add"`
+	Change    int             `json:"change"`
+	Destroy   int             `json:"destroy"`
+	Resources []DriftResource `json:"resources,omitempty"`
 }
 
 // MachineImpact is what a change would do to one machine.

@@ -174,6 +174,8 @@ type API struct {
 	talos *talos.Service
 	// dryRunner asks nodes how they would take a config (dry runs' impact).
 	dryRunner talos.DryRunner
+	// planChange plans a dry run's change with tofu (nil: no plan).
+	planChange ChangePlanner
 	// dryRunRoutes are the writes that serve ?dryRun=All ("METHOD path");
 	// every other write refuses the parameter rather than write for real.
 	dryRunRoutes map[string]bool
@@ -210,7 +212,7 @@ func New(cfg Config, d Deps) *API {
 		d.Log = slog.Default()
 	}
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
-		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos, dryRunner: d.ConfigDryRun, dryRunRoutes: map[string]bool{},
+		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos, dryRunner: d.ConfigDryRun, planChange: d.PlanChange, dryRunRoutes: map[string]bool{},
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
 		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess}
 	if d.Identity != nil {

@@ -37,6 +37,9 @@ type Deps struct {
 	// ConfigDryRun asks nodes how they would take a config, for the impact
 	// of a dry run; nil: the Talos API (talos.NodeAPI).
 	ConfigDryRun talos.DryRunner
+	// PlanChange plans a dry run's tenant or node group change with tofu
+	// (tfrunner.Worker.PlanChange); nil: impacts carry no plan.
+	PlanChange ChangePlanner
 
 	// KubeAccess keeps, in each tenant's cluster, the ClusterRoleBindings
 	// of the groups per-user credentials carry (a *kubeclient.Clients, or

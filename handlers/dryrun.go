@@ -20,6 +20,10 @@ import (
 // and config patches, its "impact": what the change would do to each
 // machine (talos.Service.Impact).
 
+// ChangePlanner plans a pending change of a tenant or node group with tofu
+// (tfrunner.Worker.PlanChange).
+type ChangePlanner func(ctx context.Context, tenant string, ch talos.Change) (*domain.ImpactPlan, error)
+
 // dryRunParam reads ?dryRun: false when absent, true for All; any other
 // value is refused rather than taken as a write.
 func dryRunParam(c echo.Context) (bool, error) {
@@ -105,6 +109,13 @@ func (r *resource) impact(ctx context.Context, next *domain.Object) (*domain.Cha
 	imp, err := a.talos.Impact(ctx, tenant, ch, nodes)
 	if err != nil {
 		return nil, err
+	}
+	if a.planChange != nil && ch.Patch == nil {
+		// Config patches change configs, which tofu leaves to the config
+		// controller (user data is ignored after day 0): no plan for them.
+		if imp.Plan, err = a.planChange(ctx, tenant, ch); err != nil {
+			imp.PlanError = err.Error()
+		}
 	}
 	return &imp, nil
 }

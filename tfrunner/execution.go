@@ -43,10 +43,15 @@ func (x *execution) tofu(ctx context.Context, out io.Writer, args ...string) err
 // prepare makes the work dir and the environment of a run: nothing inherited
 // from the server's environment, only what tofu and the providers need.
 func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWriter, spent *time.Duration) (x *execution, err error) {
+	return w.prepareIn(ctx, tenant, apply, filepath.Join(w.cfg.WorkDir, "tenants", tenant), true, logw, spent)
+}
+
+// prepareIn is prepare in dir; a run that takes the state lock (owns) first
+// releases a stale one, a dry run's plan (which takes none) must not.
+func (w *Worker) prepareIn(ctx context.Context, tenant, apply, dir string, owns bool, logw *LogWriter, spent *time.Duration) (x *execution, err error) {
 	if _, err := w.cfg.Tofu.Path(); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(w.cfg.WorkDir, "tenants", tenant)
 	home := filepath.Join(w.cfg.WorkDir, "home")
 	cache := filepath.Join(w.cfg.WorkDir, "plugin-cache")
 	for _, d := range []string{dir, home, cache} {
@@ -62,8 +67,10 @@ func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *LogWri
 	if err := writeIfChanged(cliPath, []byte(cli), 0o600); err != nil {
 		return nil, err
 	}
-	if err := w.recoverLock(ctx, tenant, apply, logw); err != nil {
-		return nil, err
+	if owns {
+		if err := w.recoverLock(ctx, tenant, apply, logw); err != nil {
+			return nil, err
+		}
 	}
 	user, pass, err := w.cfg.Credentials.IssueStateCredentials(ctx, tenant, apply, w.cfg.Timeout+5*time.Minute)
 	if err != nil {

@@ -25,6 +25,13 @@ type runInputs struct {
 // inputs gathers what Generate needs: the tenant's node groups with their
 // machines' rendered configs, and the providers they name.
 func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (providers.GenerateInput, runInputs, error) {
+	return w.inputsWith(ctx, tenant, t, talos.Change{})
+}
+
+// inputsWith is inputs with a pending change in place of the stored object
+// (a dry run's plan): a node group or config patch replaced or added; a
+// tenant is passed as t.
+func (w *Worker) inputsWith(ctx context.Context, tenant string, t *domain.Tenant, ch talos.Change) (providers.GenerateInput, runInputs, error) {
 	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return providers.GenerateInput{}, runInputs{}, err
@@ -32,6 +39,12 @@ func (w *Worker) inputs(ctx context.Context, tenant string, t *domain.Tenant) (p
 	patches, err := projections.List[domain.ConfigPatch](w.cfg.Cache, domain.ConfigPatchKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
 		return providers.GenerateInput{}, runInputs{}, err
+	}
+	if ng := ch.NodeGroup; ng != nil {
+		groups = append(slices.DeleteFunc(groups, func(g domain.NodeGroup) bool { return g.Metadata.Name == ng.Metadata.Name }), *ng)
+	}
+	if cp := ch.Patch; cp != nil {
+		patches = append(slices.DeleteFunc(patches, func(p domain.ConfigPatch) bool { return p.Metadata.Name == cp.Metadata.Name }), *cp)
 	}
 	machines, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {

@@ -237,6 +237,8 @@ type Worker struct {
 
 	// initMu serialises `tofu init`, which shares the plugin cache.
 	initMu sync.Mutex
+	// planSlots bound the dry-run plans running at once (PlanChange).
+	planSlots chan struct{}
 
 	mu      sync.Mutex
 	running map[string]*activeRun // by tenant
@@ -258,7 +260,7 @@ var errCanceledByUser = errors.New("canceled by a user")
 // NewWorker returns a worker; Run starts it.
 func NewWorker(cfg Config) *Worker {
 	cfg.setDefaults()
-	w := &Worker{cfg: cfg, running: map[string]*activeRun{}}
+	w := &Worker{cfg: cfg, running: map[string]*activeRun{}, planSlots: make(chan struct{}, maxPlans)}
 	resync := max(cfg.Resync, 0)
 	w.rt = controller.New(controller.Config{
 		Store: cfg.Store, Lease: WorkerLease, Holder: cfg.Holder,

@@ -215,6 +215,13 @@ func (p *proc) impactOf(method, path, body string) (string, map[string]map[strin
 		Impact struct {
 			Summary  string           `json:"summary"`
 			Machines []map[string]any `json:"machines"`
+			Plan     *struct {
+				Summary   string `json:"summary"`
+				Resources []struct {
+					Address, Action string
+				} `json:"resources"`
+			} `json:"plan"`
+			PlanError string `json:"planError"`
 		} `json:"impact"`
 		ImpactError string `json:"impactError"`
 	}
@@ -227,6 +234,15 @@ func (p *proc) impactOf(method, path, body string) (string, map[string]map[strin
 	by := map[string]map[string]any{}
 	for _, m := range out.Impact.Machines {
 		by[m["machine"].(string)] = m
+	}
+	require.Empty(p.t, out.Impact.PlanError)
+	if pl := out.Impact.Plan; pl != nil {
+		// tofu's plan, as a pseudo-machine entry: "plan" → summary and resources.
+		res := []string{}
+		for _, r := range pl.Resources {
+			res = append(res, r.Action+" "+r.Address)
+		}
+		by["plan"] = map[string]any{"summary": pl.Summary, "resources": res}
 	}
 	return out.Impact.Summary, by
 }
@@ -268,6 +284,15 @@ func TestImpactBeforeChange(t *testing.T) {
 	require.Equal(t, "0 rebooted (drained first), 0 reconfigured in place, 0 created, 1 destroyed, 2 unchanged", sum)
 	require.Equal(t, "destroy", by["workers-1"]["action"])
 	require.Equal(t, "none", by["workers-0"]["action"])
+	// tofu's own plan of the change names the resources that go.
+	require.Regexp(t, `^0 to add, 0 to change, [1-9]\d* to destroy$`, by["plan"]["summary"])
+	for _, r := range by["plan"]["resources"].([]string) {
+		require.True(t, strings.HasPrefix(r, "delete "), r)
+		require.Contains(t, r, "workers-1", "only workers-1's resources go")
+	}
+	// The label change plans nothing: tofu leaves configs to the config controller.
+	_, by = p.impactOf(http.MethodPatch, "/api/v1/tenants/imp/nodegroups/workers", `{"spec":{"labels":{"tier":"api"}}}`)
+	require.Equal(t, "0 to add, 0 to change, 0 to destroy", by["plan"]["summary"])
 	require.Len(t, p.machines("imp"), 3, "nothing was destroyed")
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
@@ -248,6 +249,11 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 		EtcdBackups: s.etcdBackups,
 		KubeAccess:  kubeAccess{clients: s.kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
+		// The apply worker is made by startWorkers, before the server
+		// answers any request.
+		PlanChange: func(ctx context.Context, tenant string, ch talos.Change) (*domain.ImpactPlan, error) {
+			return s.worker.PlanChange(ctx, tenant, ch)
+		},
 	}
 	if err := apiDeps.Validate(); err != nil {
 		return err

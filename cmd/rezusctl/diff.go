@@ -165,6 +165,15 @@ func impactText(k kind, tenant, name string, imp *domain.ChangeImpact) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# impact of %s: %s\n", path, imp.Summary)
+	switch {
+	case imp.Plan != nil:
+		fmt.Fprintf(&b, "#   tofu plan: %s\n", imp.Plan.Summary)
+		for _, r := range imp.Plan.Resources {
+			fmt.Fprintf(&b, "#     %s: %s\n", r.Address, r.Action)
+		}
+	case imp.PlanError != "":
+		fmt.Fprintf(&b, "#   tofu plan: unknown: %s\n", imp.PlanError)
+	}
 	for _, m := range imp.Machines {
 		if m.Action == domain.ImpactNone {
 			continue
