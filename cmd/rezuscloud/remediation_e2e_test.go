@@ -248,9 +248,9 @@ func TestRemediationSurvivesKillNine(t *testing.T) {
 // plane (real etcd) whose control planes declare remediation. cp-2's node
 // stops answering: its etcd member is removed through a healthy one, tofu
 // replaces the machine, and the new cp-2 joins etcd again (three members,
-// through the Talos API as talosctl asks) and registers its Node. cp-1
-// stops answering during that replacement: it is not touched until cp-2's
-// is done, then replaced the same way. The Kubernetes API answers writes
+// through the Talos API as talosctl asks) and registers its Node. cp-1's
+// services go unhealthy during that replacement: it is not touched until
+// cp-2's is done, then replaced the same way. The Kubernetes API answers writes
 // throughout but for leader elections.
 func TestDeadControlPlaneIsReplaced(t *testing.T) {
 	t.Parallel()
@@ -297,18 +297,26 @@ func TestDeadControlPlaneIsReplaced(t *testing.T) {
 	secondDown, touchedEarly := false, ""
 	p.eventually(5*time.Minute, "cp-2 replaced", func() bool {
 		rs := p.remediations(tenant)
-		if len(rs) > 1 {
+		i := slices.IndexFunc(rs, func(r remediationObj) bool { return r.Spec.Machine == "cp-2" })
+		if i < 0 {
+			return false
+		}
+		rem = rs[i]
+		final := rem.Status.Phase == "Succeeded" || rem.Status.Phase == "Failed"
+		if len(rs) > 1 && !final {
 			touchedEarly = fmt.Sprintf("%d remediations while cp-2's ran: %+v", len(rs), rs)
 			return true
 		}
-		if len(rs) != 1 {
-			return false
-		}
-		rem = rs[0]
-		if !secondDown && (rem.Status.Phase == "Replacing" || rem.Status.Phase == "Joining") {
-			// A second control plane dies during the replacement: it must
-			// wait until the first is done (one control plane at a time).
-			p.setFaults(ms["cp-1"].Spec.Hostname, `{"unreachable":true}`)
+		removed := slices.ContainsFunc(rem.Status.Steps, func(s remediationStep) bool { return s.Name == "EtcdMemberRemoved" })
+		if !secondDown && removed && rem.Status.Phase != "Succeeded" && rem.Status.Phase != "Failed" {
+			// A second control plane goes unhealthy during the
+			// replacement, once cp-2's member is out: it must wait until
+			// the first is done (one control plane at a time). Its
+			// services report unhealthy while its etcd still runs, so the
+			// new cp-2 can join. (A second *dead* control plane — etcd
+			// down too — is two of three members gone: no quorum, nothing
+			// can be replaced, and the replacement refuses, saying so.)
+			p.setFaults(ms["cp-1"].Spec.Hostname, `{"unhealthy":true}`)
 			secondDown = true
 		}
 		return rem.Status.Phase == "Succeeded" || rem.Status.Phase == "Failed"
