@@ -30,6 +30,8 @@ type tenantSpecForm struct {
 	// declared when the form was filled, for the note on upgrades.
 	DeclaredTalos, DeclaredKubernetes string
 	Errors                            formErrors
+	// Impact is what the edit would do, shown when asked before the Save.
+	Impact *impactShown
 }
 
 // tenantSpecFields are the form's fields as the API names them in causes.
@@ -99,6 +101,17 @@ func (u *UI) updateTenantSpec(c echo.Context) error {
 	meta := t.Metadata
 	meta.ResourceVersion, meta.Labels = f.ResourceVersion, labels
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.TenantKind.Kind, "metadata": meta, "spec": spec}
+	if wantsImpact(c) {
+		imp, err := u.dryRunImpact(c, http.MethodPut, path, obj)
+		if err != nil {
+			return again(err)
+		}
+		f.Impact = &imp
+		if isHTMX(c) {
+			return render(c, http.StatusOK, tenantSpecFormView(viewerOf(c), f))
+		}
+		return render(c, http.StatusOK, TenantEditPage(u, viewerOf(c), f))
+	}
 	var updated domain.Tenant
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: path, Body: obj}, &updated); err != nil {
 		return again(err)

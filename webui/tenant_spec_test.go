@@ -3,7 +3,9 @@ package webui
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,6 +63,22 @@ func TestTenantSpecEdit(t *testing.T) {
 		require.Contains(t, p.Body, `data-field-error="spec.kubernetesVersion"`)
 		require.Contains(t, p.Body, `value="http://x/path"`) // what was typed is kept
 		require.Empty(t, s.tenant("acme").Spec.ControlPlane.Endpoint)
+	})
+
+	t.Run("impact before the save", func(t *testing.T) {
+		// A new endpoint reaches every machine's config (cluster.controlPlane.endpoint).
+		v := valid()
+		v.Set("preview", "impact")
+		p := edit.hx(http.MethodPost, "/ui/tenants/acme/spec", v)
+		require.Eventually(t, func() bool { // the tenant's PKI comes a moment after it
+			p = edit.hx(http.MethodPost, "/ui/tenants/acme/spec", v)
+			return !strings.Contains(p.Body, "impact-unknown")
+		}, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-testid="impact-summary">0 rebooted (drained first), 2 reconfigured in place`)
+		require.Contains(t, p.Body, `data-impact-machine="cp1" data-impact-action="reconfigure"`)
+		require.Contains(t, p.Body, `value="https://10.0.0.5:6443"`, "the form keeps the edit for the Save")
+		require.Empty(t, s.tenant("acme").Spec.ControlPlane.Endpoint, "nothing saved")
 	})
 
 	t.Run("bad labels", func(t *testing.T) {
