@@ -54,6 +54,9 @@ type TenantSpec struct {
 	// are compared with the declared ones, and whether drift is corrected;
 	// absent: the server's default interval, action report.
 	DriftCheck *DriftCheck `json:"driftCheck,omitempty"`
+	// Maintenance is when disruptive work that is not urgent (Talos and
+	// Kubernetes upgrades) may start; absent: any time.
+	Maintenance *Maintenance `json:"maintenance,omitempty"`
 }
 
 // ControlPlaneSpec says how clients reach the Kubernetes API.
@@ -102,6 +105,9 @@ func (s *TenantSpec) Default() {
 	if s.DriftCheck != nil {
 		s.DriftCheck.Default()
 	}
+	if s.Maintenance != nil {
+		s.Maintenance.Default()
+	}
 }
 
 // tenantUpdateSpec keeps the backup schedule of an update that leaves it
@@ -146,6 +152,9 @@ func (s *TenantSpec) Validate(f string) []Cause {
 	}
 	if s.DriftCheck != nil {
 		causes = append(causes, s.DriftCheck.Validate(f+".driftCheck")...)
+	}
+	if s.Maintenance != nil {
+		causes = append(causes, s.Maintenance.Validate(f+".maintenance")...)
 	}
 	if s.ControlPlane.Endpoint != "" {
 		u, err := url.Parse(s.ControlPlane.Endpoint)

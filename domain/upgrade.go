@@ -81,6 +81,10 @@ type UpgradeSpec struct {
 	// CancelRequested is set by POST .../cancel: the run stops after the
 	// machine it is upgrading. It cannot be unset.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// Now starts machines outside the tenant's maintenance windows (an
+	// explicit override, recorded with the Upgrade's creation in the audit
+	// log); otherwise each machine starts only inside a window.
+	Now bool `json:"now,omitempty"`
 }
 
 // Default fills in maxParallelism 1, a leading "v" and the node groups in order.
@@ -183,6 +187,17 @@ type UpgradeStatus struct {
 	Reason    string     `json:"reason,omitempty"`
 	StartTime *time.Time `json:"startTime,omitempty"`
 	EndTime   *time.Time `json:"endTime,omitempty"`
+	// MaintenanceOpensAt is set while the run waits, no machine under
+	// way, for the tenant's maintenance window that opens then.
+	MaintenanceOpensAt *time.Time `json:"maintenanceOpensAt,omitempty"`
+}
+
+// HoldsBack reports whether the run holds back the tenant's applies and
+// config changes: it is not over and is not waiting between machines for
+// a maintenance window (a wait may last days; what the run changes is
+// only ever the machine under way).
+func (s *UpgradeStatus) HoldsBack() bool {
+	return !s.Final() && !(s.MaintenanceOpensAt != nil && s.Current == "")
 }
 
 // Final reports whether the run is over.

@@ -51,6 +51,7 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-parallelism", Usage: "workers upgraded at once (control planes always go one at a time)", Value: 1},
 			&cli.StringFlag{Name: "name", Usage: "`NAME` of the upgrade (default: generated)"},
 			&cli.BoolFlag{Name: "no-drain", Usage: "do not cordon and drain each machine's Node before it reboots (by default every machine is drained, PodDisruptionBudgets honoured, unless its node group says drain: false)"},
+			&cli.BoolFlag{Name: "now", Usage: "start machines outside the tenant's maintenance windows (spec.maintenance); recorded with the upgrade in the audit log"},
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "follow the upgrade until it ends"},
 			&cli.StringFlag{Name: "follow", Usage: "follow the existing upgrade `NAME` instead of creating one"},
 			&cli.DurationFlag{Name: "timeout", Usage: "give up waiting after this long (0: no limit)"},
@@ -143,7 +144,7 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 	if name == "" {
 		name = generatedUpgradeName(target)
 	}
-	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism"), NoDrain: c.Bool("no-drain")}
+	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism"), NoDrain: c.Bool("no-drain"), Now: c.Bool("now")}
 	if target.kubernetes {
 		spec.KubernetesVersion = target.version
 	} else {

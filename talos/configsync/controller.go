@@ -137,7 +137,8 @@ func (r runtimeController) keys(ev *domain.Event) []string {
 		}
 		return []string{o.Metadata.Tenant}
 	case domain.UpgradeKind.Kind:
-		// The end of an upgrade (or its removal) releases the tenant it held back.
+		// The end of an upgrade, its removal, or its wait for a maintenance
+		// window releases the tenant it held back.
 		if ev.Action == domain.ActionDeleted {
 			return []string{o.Metadata.Tenant}
 		}
@@ -145,7 +146,7 @@ func (r runtimeController) keys(ev *domain.Event) []string {
 			return nil
 		}
 		var st domain.UpgradeStatus
-		if json.Unmarshal(o.Status, &st) != nil || !st.Final() {
+		if json.Unmarshal(o.Status, &st) != nil || st.HoldsBack() {
 			return nil
 		}
 		return []string{o.Metadata.Tenant}

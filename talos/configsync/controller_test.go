@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // Patches in the config kubelet's and sysctls' sections: the first is
@@ -266,4 +269,57 @@ func TestAControlPlaneDownHoldsTheRollout(t *testing.T) {
 	e.Fault("cp-2", emulator.Faults{})
 	e.eventuallyAllChanged(before, "the patch once cp-2 is back")
 	e.waitConverged("cp-2 back")
+}
+
+// A tenant with a maintenance window: a config taken in place is applied
+// while the window is closed; one that reboots its machines waits (the
+// machines say until when); once the clock enters the window (and a change
+// queues the tenant), it goes too.
+func TestRebootingConfigsWaitForTheMaintenanceWindow(t *testing.T) {
+	e := newEnv(t, 1, 1, 1)
+	tenant := domain.TenantRef(e.Tenant)
+	tn := talostest.GetAs[domain.Tenant](t, e.Cache, tenant)
+	tn.Spec.Maintenance = &domain.Maintenance{Windows: []domain.MaintenanceWindow{{Days: []string{"Sat"}, Start: "02:00", Duration: "1h", TimeZone: "UTC"}}}
+	spec, err := json.Marshal(tn.Spec)
+	require.NoError(t, err)
+	obj := &domain.Object{Metadata: tn.Metadata, Spec: spec}
+	e.Execute(domain.Command{Op: domain.OpUpdate, Ref: tenant, Object: obj})
+
+	// The clock runs (the controller runtime's debounce needs it to), from
+	// a Wednesday noon.
+	var mu sync.Mutex
+	offset := time.Until(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
+	e.start(func(c *configsync.Config) {
+		c.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(offset) }
+	})
+	e.waitConverged("the first pass")
+
+	// In place: not disruptive, no wait.
+	before := e.nodeHashes()
+	e.patch("verbose-kubelet", inPlacePatch, true)
+	e.eventuallyAllChanged(before, "the in-place patch outside the window")
+	e.waitConverged("the in-place patch")
+
+	before = e.nodeHashes()
+	e.patch("sysctl", rebootPatch, true)
+	require.Eventually(t, func() bool {
+		for _, m := range e.machines() {
+			c := domain.FindCondition(m.Status.Conditions, domain.ConditionConfigApplied)
+			if c == nil || !strings.Contains(c.Message, "Waiting for maintenance window (opens Sat 02:00 UTC)") {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 5*time.Millisecond, "both machines wait for the window")
+	require.Equal(t, before, e.nodeHashes(), "no rebooting config was applied outside the window")
+
+	// The clock enters the window; the pass it scheduled for then (an hour
+	// or days away on the real clock) is not waited for: a change queues
+	// the tenant, and the window is open.
+	mu.Lock()
+	offset = time.Until(time.Date(2026, 12, 5, 2, 5, 0, 0, time.UTC))
+	mu.Unlock()
+	e.patch("verbose-kubelet", inPlacePatch, false)
+	e.eventuallyAllChanged(before, "the rebooting patch in the window")
+	e.waitConverged("in the window")
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
@@ -32,6 +34,14 @@ type pass struct {
 	// controlPlanes are every control plane a wave may apply to, to check
 	// the others are up before one is given a config.
 	controlPlanes []*domain.Machine
+	// maintenance is the tenant's windows; windowOpen whether one is open
+	// now, else opens when the next one does. A config that would reboot
+	// its machine waits for a window (in-place ones do not).
+	maintenance *domain.Maintenance
+	windowOpen  bool
+	opens       time.Time
+	// deferred is set when a machine's config waits for a window.
+	deferred atomic.Bool
 }
 
 // reconcile brings a tenant's machines to their rendered configs. Done when
@@ -79,7 +89,8 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 		}
 	}
 	waves := planWaves(groups, machines)
-	p := &pass{c: c, tenant: tenant, bundle: bundle, log: log}
+	p := &pass{c: c, tenant: tenant, bundle: bundle, log: log, maintenance: t.Spec.Maintenance}
+	p.windowOpen, p.opens = domain.MaintenanceOpen(t.Spec.Maintenance, c.cfg.Now())
 	ok = true
 	// Decide for every machine first, so that the machines a rollout has
 	// not reached yet say so (pending) while it runs.
@@ -121,6 +132,11 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 			break
 		}
 	}
+	if ok && p.deferred.Load() {
+		wait := max(p.opens.Sub(c.cfg.Now()), time.Second)
+		log.Info("config controller: configs that reboot wait for the maintenance window", "opens", p.opens)
+		return controller.Later(wait)
+	}
 	if !ok {
 		log.Info("config controller: a machine does not hold its config; retrying", "attempt", attempt)
 		return controller.Retry()
@@ -136,7 +152,7 @@ func upgradeInFlight(cache *projections.Cache, tenant string) (string, bool) {
 		return "", false
 	}
 	for _, u := range ups {
-		if !u.Status.Final() {
+		if u.Status.HoldsBack() {
 			return u.Metadata.Name, true
 		}
 	}
@@ -242,6 +258,23 @@ func (p *pass) wave(ctx context.Context, w wave, items []item) waveEnd {
 	return end
 }
 
+// waitsForWindow holds a config that would reboot its machine while the
+// tenant's maintenance window is closed (Talos's dry-run answer decides):
+// the machine says so and the pass comes again when the window opens. A
+// node that does not answer the dry run is not held here: the apply says why.
+func (p *pass) waitsForWindow(ctx context.Context, it item) bool {
+	if p.windowOpen {
+		return false
+	}
+	dry, err := p.c.cfg.Nodes.ApplyConfigDryRun(ctx, p.bundle, it.m.Spec.Address, it.cfg)
+	if err != nil || !dry.Reboot() {
+		return false
+	}
+	p.deferred.Store(true)
+	p.record(p.c.rec.Pending(ctx, it.ref, "its config reboots it: "+domain.MaintenanceWaiting(p.maintenance, p.opens)))
+	return true
+}
+
 // applied is how a machine took its config: waited is true when the
 // controller already waited for the rebooted machine to be back (a drained
 // one, to uncordon it).
@@ -255,6 +288,11 @@ type applied struct {
 // the Node is uncordoned once the machine is back (back: why it is not).
 func (p *pass) apply(ctx context.Context, it item) (res applied, good bool, back error) {
 	c := p.c
+	if p.waitsForWindow(ctx, it) {
+		// Not applied: nothing rebooted, nothing to wait for.
+		res.waited = true
+		return res, true, nil
+	}
 	d, node, ok := p.drainBeforeReboot(ctx, it)
 	if !ok {
 		return res, false, nil

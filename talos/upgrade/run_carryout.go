@@ -21,7 +21,7 @@ func (r *upgradeRun) carryOut(ctx context.Context) error {
 		if err != nil || name == "" {
 			break
 		}
-		if r.entry(name).Phase == domain.StepPending && r.stopping(ctx) {
+		if r.entry(name).Phase == domain.StepPending && (r.stopping(ctx) || !r.awaitMaintenance(ctx)) {
 			break
 		}
 		if err := r.step(ctx, name); err != nil {
@@ -145,7 +145,7 @@ func (r *upgradeRun) workers(ctx context.Context) error {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil || (r.entry(name).Phase == domain.StepPending && r.stopping(ctx)) {
+		if ctx.Err() != nil || (r.entry(name).Phase == domain.StepPending && (r.stopping(ctx) || !r.awaitMaintenance(ctx))) {
 			break
 		}
 		wg.Add(1)

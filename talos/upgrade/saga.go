@@ -187,11 +187,16 @@ func New(cfg Config) *Saga {
 // Leading reports whether this replica holds the saga's lease.
 func (s *Saga) Leading() bool { return s.rt.Leading() }
 
-// ActiveUpgrade reports whether the tenant has an upgrade that has not
-// finished (running or waiting to); see Active.
+// ActiveUpgrade reports whether the tenant has an upgrade that holds back
+// its applies: one not finished, unless it waits between machines for a
+// maintenance window (domain.UpgradeStatus.HoldsBack).
 func (s *Saga) ActiveUpgrade(tenant string) bool {
-	_, ok := Active(s.cfg.Cache, tenant)
-	return ok
+	for _, u := range unfinishedUpgrades(s.cfg.Cache, tenant) {
+		if u.Status.HoldsBack() {
+			return true
+		}
+	}
+	return false
 }
 
 // Active names the tenant's oldest upgrade that has not finished

@@ -15,6 +15,13 @@ import (
 // stage and the node's answer now (nextAction), so it is safe to run again
 // after a restart. It returns an error only when the saga could not go on.
 func (r *upgradeRun) step(ctx context.Context, name string) error {
+	if _, err := r.machine(name); domain.IsNotFound(err) && r.entry(name).Phase == domain.StepPending {
+		// Removed before its turn (a scale-down while the run waited for a
+		// maintenance window): there is nothing left to upgrade.
+		return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+			e.Phase, e.Finished, e.Message = domain.StepDone, r.now(), "the machine was removed before its turn"
+		})
+	}
 	if r.spec.Kubernetes() {
 		return r.kubernetesStep(ctx, name)
 	}
