@@ -86,6 +86,14 @@ func (t Tofu) CLIConfig(pluginCache string) (string, error) {
 	var sb strings.Builder
 	if pluginCache != "" {
 		fmt.Fprintf(&sb, "plugin_cache_dir = %s\n", strconv.Quote(pluginCache))
+		// A new work dir has no lock file; without this, tofu 1.10 then
+		// installs the provider into the shared cache again, over the entry
+		// other tenants' running plans and applies read (CI saw "could not
+		// read package directory … no such file or directory"). With it, an
+		// entry already there is linked as it is. The lock file records
+		// this platform's checksum only, which suits work dirs that never
+		// leave this server.
+		sb.WriteString("plugin_cache_may_break_dependency_lock_file = true\n")
 	}
 	if t.Mirror == "" {
 		return sb.String(), nil

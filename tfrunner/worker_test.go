@@ -28,7 +28,7 @@ func TestCLIConfig(t *testing.T) {
 		notWant []string
 		err     string
 	}{
-		{"no mirror: every provider from its registry", Tofu{}, []string{`plugin_cache_dir = "/cache"`}, []string{"provider_installation"}, ""},
+		{"no mirror: every provider from its registry", Tofu{}, []string{`plugin_cache_dir = "/cache"`, "plugin_cache_may_break_dependency_lock_file = true"}, []string{"provider_installation"}, ""},
 		{"mirror: its providers from it, the rest direct", Tofu{Mirror: mirror}, []string{
 			`path    = "` + mirror + `"`,
 			`include = ["registry.opentofu.org/rezuscloud/emulated", "registry.opentofu.org/terraform-provider-openstack/openstack"]`,
