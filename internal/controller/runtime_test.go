@@ -506,8 +506,14 @@ func TestEventsForAQueuedKeyAreAbsorbed(t *testing.T) {
 	h.consumed(t)
 	require.Greater(t, h.queueWrites(t), writes)
 	f.release("a")
-	require.Eventually(t, func() bool { return !h.clock.Waiting().IsZero() }, 10*time.Second, 5*time.Millisecond)
-	h.clock.Advance(h.clock.Waiting().Sub(h.clock.Now()))
+	// The follow-up waits for its debounce, or (the event's own debounce
+	// over by the time the run ended, on a loaded host) starts at once:
+	// either way it comes. CI once timed out here waiting for the wait
+	// alone (not reproduced in 70 local runs, under load too).
+	require.Eventually(t, func() bool { return !h.clock.Waiting().IsZero() || len(f.started) > 0 }, 10*time.Second, 5*time.Millisecond)
+	if w := h.clock.Waiting(); len(f.started) == 0 && !w.IsZero() {
+		h.clock.Advance(w.Sub(h.clock.Now()))
+	}
 	s = recv(t, f.started, "the follow-up")
 	require.Equal(t, "Tenant/a@7", s.entry.Sources[len(s.entry.Sources)-1])
 	f.release("a")
