@@ -45,6 +45,9 @@ var allowedLayers = map[string][]string{
 	// The remediation controller probes through the health service (its
 	// Prober) and leaves the replacement to the apply worker.
 	"talos/remediation": {"domain", "eventstore", "projections", "internal/controller"},
+	// The rollout controller reads config progress through talos and
+	// probes through an interface of its own.
+	"talos/rollout": {"domain", "eventstore", "projections", "internal/controller", "talos"},
 	// etcd's snapshot format, which the emulator writes and the backups
 	// read: a leaf, so both can use it.
 	"talos/etcdsnapshot": {},
@@ -60,7 +63,7 @@ var allowedLayers = map[string][]string{
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot", "talos/remediation"}
+var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot", "talos/remediation", "talos/rollout"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},

@@ -45,7 +45,7 @@ func roleAllows(role string, p permission) bool {
 }
 
 // adminKinds can be changed by admins only.
-var adminKinds = map[string]bool{"users": true, "providers": true, "groupbindings": true}
+var adminKinds = map[string]bool{"users": true, "providers": true, "groupbindings": true, "rollouts": true}
 
 // requiredPermission is the policy for one route (echo's route pattern) and method.
 func requiredPermission(method, route string) permission {

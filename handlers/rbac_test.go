@@ -54,7 +54,8 @@ func expectedAllowed(role, method, route string) bool {
 		return role != domain.RoleView // terraform state holds the tenant's secrets
 	case read:
 		return true
-	case strings.HasPrefix(route, "/api/v1/users"), strings.HasPrefix(route, "/api/v1/providers"), strings.HasPrefix(route, "/api/v1/groupbindings"):
+	case strings.HasPrefix(route, "/api/v1/users"), strings.HasPrefix(route, "/api/v1/providers"), strings.HasPrefix(route, "/api/v1/groupbindings"),
+		strings.HasPrefix(route, "/api/v1/rollouts"): // a rollout changes many tenants at once
 		return role == domain.RoleAdmin
 	default:
 		return role != domain.RoleView

@@ -36,6 +36,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "drift-interval", Value: time.Hour, EnvVars: []string{"REZUSCLOUD_DRIFT_INTERVAL"}, Usage: "how often a tenant without spec.driftCheck is checked for drift (tofu plan, running configs); 0: only tenants that declare spec.driftCheck are"},
 		&cli.DurationFlag{Name: "drift-min-interval", Value: 5 * time.Minute, EnvVars: []string{"REZUSCLOUD_DRIFT_MIN_INTERVAL"}, Usage: "the shortest drift-check interval a tenant gets (a shorter spec.driftCheck.interval is raised to it)"},
 		&cli.DurationFlag{Name: "remediation-interval", Value: 15 * time.Second, EnvVars: []string{"REZUSCLOUD_REMEDIATION_INTERVAL"}, Usage: "how often the machines of node groups with spec.remediation are probed for replacement"},
+		&cli.DurationFlag{Name: "rollout-interval", Value: 5 * time.Second, EnvVars: []string{"REZUSCLOUD_ROLLOUT_INTERVAL"}, Usage: "how often a rollout under way looks at its tenants again (their health during a soak, a config patch taken) when no event moves it"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
 		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
 		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
@@ -56,8 +57,10 @@ type infraConfig struct {
 	DriftInterval, DriftMinInterval time.Duration
 	// RemediationInterval is how often groups with remediation are probed.
 	RemediationInterval time.Duration
-	WithEmulator        bool
-	EmulatorListen      string
+	// RolloutInterval is how often a rollout under way is looked at again.
+	RolloutInterval time.Duration
+	WithEmulator    bool
+	EmulatorListen  string
 	// EmulatorKube is on, off or auto (--emulator-kube); KubeTools holds
 	// the binaries it runs.
 	EmulatorKube, KubeTools string
@@ -79,7 +82,8 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync, RemediationInterval: c.Duration("remediation-interval"),
-		DriftInterval: c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
+		RolloutInterval: c.Duration("rollout-interval"),
+		DriftInterval:   c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
 		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),

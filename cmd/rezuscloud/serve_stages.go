@@ -27,6 +27,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/talos/remediation"
+	"github.com/rezuscloud/rezuscloud/talos/rollout"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
 	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
@@ -360,6 +361,13 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	}
 	remediations := remediation.New(remediationCfg)
 	g.Go(func() error { return remediations.Run(gctx) })
+	// Rollouts of one change across many tenants, in waves.
+	rolloutCfg := rollout.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Configs: s.talosSvc, Holder: s.holder, Log: log, Interval: cfg.Infra.RolloutInterval}
+	if err := rolloutCfg.Validate(); err != nil {
+		return err
+	}
+	rollouts := rollout.New(rolloutCfg)
+	g.Go(func() error { return rollouts.Run(gctx) })
 	if cfg.Infra.WithEmulator {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {

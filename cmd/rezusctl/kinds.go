@@ -39,6 +39,7 @@ var builtinKinds = []kind{
 	{Kind: "EtcdBackup", Plural: "etcdbackups", Singular: "etcdbackup", Short: []string{"eb", "backups"}, TenantScoped: true},
 	{Kind: "Restore", Plural: "restores", Singular: "restore", TenantScoped: true},
 	{Kind: "Remediation", Plural: "remediations", Singular: "remediation", Short: []string{"rem"}, TenantScoped: true},
+	{Kind: "Rollout", Plural: "rollouts", Singular: "rollout", Short: []string{"ro"}},
 }
 
 // allKinds is builtinKinds plus whatever else domain registers (upgrades,

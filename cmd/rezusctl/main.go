@@ -169,6 +169,7 @@ func (r *rezusctl) app() *cli.App {
 			r.completionCommand(),
 			r.bootCommand(),
 			r.upgradeCommand(),
+			r.rolloutCommand(),
 			r.backupCommand(),
 			r.restoreCommand(),
 			r.logsCommand(),

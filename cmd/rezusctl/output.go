@@ -171,6 +171,12 @@ var kindColumns = map[string][]column{
 		{"APPLY", field("status.apply")},
 		{"REASON", field("spec.reason")},
 	},
+	"Rollout": {
+		{"CHANGE", rolloutChangeCell},
+		{"PHASE", field("status.phase")},
+		{"DONE", rolloutDoneCell},
+		{"FAILED", field("status.counts.failed")},
+	},
 	"Restore": {
 		{"BACKUP", field("spec.backup")},
 		{"PHASE", field("status.phase")},

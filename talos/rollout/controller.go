@@ -1,0 +1,235 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/internal/controller"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// Controller is the rollout controller; New builds it, Run runs it.
+type Controller struct {
+	cfg Config
+	rt  *controller.Runtime
+	sw  eventstore.StatusWriter
+}
+
+// New returns the controller of cfg (see Config.Validate); Run starts it.
+func New(cfg Config) *Controller {
+	cfg.setDefaults()
+	c := &Controller{cfg: cfg}
+	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
+	c.rt = controller.New(controller.Config{
+		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
+		Consumer: jetstream.ConsumerConfig{
+			Durable: Consumer, Description: "queues the rollouts under way",
+			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 30 * time.Second, MaxAckPending: 256,
+		},
+		Kinds: []*domain.KindInfo{domain.RolloutKind, domain.UpgradeKind},
+		Queue: Queue, QueueDescription: "rollouts under way", MaxSources: 16,
+		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.Interval, time.Minute),
+		Resync: time.Minute, Clock: cfg.Clock, Log: cfg.Log,
+	}, runtimeController{c})
+	return c
+}
+
+// Run works while this replica holds the controller's lease, until ctx ends.
+func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
+
+// Leading reports whether this replica holds the controller's lease.
+func (c *Controller) Leading() bool { return c.rt.Leading() }
+
+type runtimeController struct{ c *Controller }
+
+// Lead queues every rollout that is not over.
+func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
+	if err := r.c.cfg.Cache.Sync(ctx); err != nil {
+		return nil, err
+	}
+	names, err := r.c.open()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if err := q.Add(ctx, n, "lead"); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// Resync queues them again, in case a run ended with Done too early.
+func (r runtimeController) Resync(context.Context) ([]string, error) { return r.c.open() }
+
+func (c *Controller) open() ([]string, error) {
+	ros, err := projections.List[domain.Rollout](c.cfg.Cache, domain.RolloutKind, projections.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ro := range ros {
+		if !ro.Status.Finished() {
+			out = append(out, ro.Metadata.Name)
+		}
+	}
+	return out, nil
+}
+
+// Keys queues a rollout on a change of its own (not the controller's status
+// writes) and on any event of an Upgrade it wrote.
+func (r runtimeController) Keys(ctx context.Context, ev *domain.Event, seq uint64) ([]string, error) {
+	if ev.Object == nil {
+		return nil, nil
+	}
+	var key string
+	switch ev.Object.Kind {
+	case domain.RolloutKind.Kind:
+		if ev.Actor == Actor || ev.Action == domain.ActionDeleted {
+			return nil, nil
+		}
+		key = ev.Object.Metadata.Name
+	default:
+		key = ev.Object.Metadata.Labels[domain.LabelRollout]
+	}
+	if key == "" {
+		return nil, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := r.c.cfg.Cache.WaitFor(wctx, seq); err != nil {
+		return nil, err
+	}
+	return []string{key}, nil
+}
+
+// Due runs a rollout as soon as it is queued.
+func (runtimeController) Due(_ string, e controller.Entry) time.Time { return e.Last }
+
+// Reconcile takes one step of the rollout.
+func (r runtimeController) Reconcile(ctx context.Context, name string, _ controller.Entry, _ int) controller.Result {
+	return r.c.reconcile(ctx, name)
+}
+
+func (c *Controller) reconcile(ctx context.Context, name string) controller.Result {
+	log := c.cfg.Log.With("rollout", name)
+	ref := domain.ObjectRef(domain.RolloutKind, "", name)
+	ro, ok, err := projections.Get[domain.Rollout](c.cfg.Cache, ref)
+	if err != nil {
+		log.Warn("rollout: reading", "err", err)
+		return controller.Retry()
+	}
+	if !ok || ro.Status.Finished() || ro.Metadata.DeletionTimestamp != nil {
+		return controller.Done()
+	}
+	var selected []string
+	if ro.Status.StartedAt == nil {
+		if selected, err = c.selected(&ro.Spec); err != nil {
+			log.Warn("rollout: selecting tenants", "err", err)
+			return controller.Retry()
+		}
+	}
+	obs := c.observe(ctx, ro, selected)
+	now := c.cfg.Clock.Now()
+	var d domain.RolloutDecision
+	_, err = eventstore.UpdateStatus(ctx, c.sw, ref, func(obj *domain.Object, st *domain.RolloutStatus) (bool, error) {
+		var spec domain.RolloutSpec
+		if err := json.Unmarshal(obj.Spec, &spec); err != nil {
+			return false, err
+		}
+		before, _ := json.Marshal(st)
+		d = domain.DecideRollout(domain.RolloutInput{Spec: spec, Generation: obj.Metadata.Generation, Status: *st,
+			Selected: selected, Observed: obs, Now: now})
+		after, _ := json.Marshal(&d.Status)
+		*st = d.Status
+		return !bytes.Equal(before, after), nil
+	})
+	if err != nil {
+		if domain.IsNotFound(err) {
+			return controller.Done()
+		}
+		log.Warn("rollout: recording the status", "err", err)
+		return controller.Retry()
+	}
+	if d.Status.Phase != ro.Status.Phase || (d.Status.Halt != nil && ro.Status.Halt == nil) {
+		log.Info("rollout: "+strings.ToLower(d.Status.Phase), "message", d.Status.Message)
+	}
+	// Write what the stored status says runs: the new starts, and any
+	// Running tenant whose change is not found (a restart between the
+	// status and the change). Writes are idempotent by name.
+	failed := false
+	for _, t := range d.Status.Tenants {
+		if t.State != domain.RolloutTenantRunning || obs[t.Name].Change != "" && !startedNow(d.Start, t.Name) {
+			continue
+		}
+		if err := c.write(ctx, ro, t); err != nil {
+			log.Warn("rollout: writing a tenant's change", "tenant", t.Name, "err", err)
+			failed = true
+		}
+	}
+	for _, tenant := range d.Cancel {
+		if err := c.cancel(ctx, ro, tenant, attemptOf(d.Status.Tenants, tenant)); err != nil {
+			log.Warn("rollout: canceling a tenant's upgrade", "tenant", tenant, "err", err)
+			failed = true
+		}
+	}
+	switch {
+	case failed:
+		return controller.Retry()
+	case d.Status.Finished():
+		return controller.Done()
+	}
+	next := c.cfg.Interval
+	if !d.RecheckAt.IsZero() {
+		next = min(next, max(d.RecheckAt.Sub(now), 100*time.Millisecond))
+	}
+	return controller.Later(next)
+}
+
+func startedNow(starts []domain.RolloutStart, tenant string) bool {
+	for _, s := range starts {
+		if s.Tenant == tenant {
+			return true
+		}
+	}
+	return false
+}
+
+func attemptOf(ts []domain.RolloutTenantStatus, tenant string) int {
+	for _, t := range ts {
+		if t.Name == tenant {
+			return t.Attempt
+		}
+	}
+	return 0
+}
+
+// selected are the tenants the rollout's selector picks, not being
+// deleted, in name order.
+func (c *Controller) selected(spec *domain.RolloutSpec) ([]string, error) {
+	sel, err := domain.ParseSelector(spec.TenantSelector)
+	if err != nil {
+		return nil, err
+	}
+	tenants, err := projections.List[domain.Tenant](c.cfg.Cache, domain.TenantKind, projections.ListOptions{Selector: sel})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(tenants))
+	for _, t := range tenants {
+		if t.Metadata.DeletionTimestamp == nil {
+			out = append(out, t.Metadata.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -1,0 +1,173 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
+)
+
+// observe reads what the decision needs of each tenant: for a waiting one
+// whether it is gone or at the target, for a running one how its change
+// goes, and for a done one of the wave under way its health since. Tenants
+// in waves passed are not looked at.
+func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected []string) map[string]domain.RolloutObservation {
+	obs := make(map[string]domain.RolloutObservation, max(len(ro.Status.Tenants), len(selected)))
+	if ro.Status.StartedAt == nil {
+		for _, name := range selected {
+			obs[name] = c.observeWaiting(ctx, ro, name)
+		}
+		return obs
+	}
+	cur := ro.Status.CurrentWave()
+	var probe []domain.RolloutTenantStatus
+	for _, t := range ro.Status.Tenants {
+		switch t.State {
+		case domain.RolloutTenantWaiting:
+			if t.Wave == cur || t.Wave == cur+1 {
+				obs[t.Name] = c.observeWaiting(ctx, ro, t.Name)
+			} else if c.gone(t.Name) {
+				obs[t.Name] = domain.RolloutObservation{Gone: true}
+			}
+		case domain.RolloutTenantRunning:
+			obs[t.Name] = c.observeRunning(ctx, ro, t)
+		case domain.RolloutTenantDone:
+			if t.Wave == cur && t.FinishedAt != nil {
+				probe = append(probe, t)
+			}
+		}
+	}
+	c.probe(ctx, probe, obs)
+	return obs
+}
+
+func (c *Controller) gone(tenant string) bool {
+	t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant))
+	return err == nil && (!ok || t.Metadata.DeletionTimestamp != nil)
+}
+
+// observeWaiting says whether a tenant is gone or runs the change already.
+func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, tenant string) domain.RolloutObservation {
+	t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant))
+	if err != nil {
+		return domain.RolloutObservation{}
+	}
+	if !ok || t.Metadata.DeletionTimestamp != nil {
+		return domain.RolloutObservation{Gone: true}
+	}
+	ch := ro.Spec.Change
+	switch {
+	case ch.TalosVersion != "":
+		machines, err := projections.List[domain.Machine](c.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+		at := err == nil && len(machines) > 0 && !slices.ContainsFunc(machines, func(m domain.Machine) bool {
+			return m.Metadata.DeletionTimestamp == nil && m.Status.TalosVersion != ch.TalosVersion
+		})
+		return domain.RolloutObservation{AtTarget: at}
+	case ch.KubernetesVersion != "":
+		return domain.RolloutObservation{AtTarget: t.Status.KubernetesVersion == ch.KubernetesVersion}
+	case ch.ConfigPatch != nil:
+		p, ok, err := projections.Get[domain.ConfigPatch](c.cfg.Cache, domain.ObjectRef(domain.ConfigPatchKind, tenant, ch.ConfigPatch.Name))
+		if err != nil || !ok || !samePatch(&p.Spec, &ch.ConfigPatch.Spec) {
+			return domain.RolloutObservation{}
+		}
+		prog, err := c.cfg.Configs.ConfigProgress(ctx, tenant, time.Time{})
+		return domain.RolloutObservation{AtTarget: err == nil && len(prog.Pending) == 0}
+	}
+	return domain.RolloutObservation{}
+}
+
+// observeRunning reads how a running tenant's change goes.
+func (c *Controller) observeRunning(ctx context.Context, ro *domain.Rollout, rt domain.RolloutTenantStatus) domain.RolloutObservation {
+	if c.gone(rt.Name) {
+		return domain.RolloutObservation{Gone: true}
+	}
+	if p := ro.Spec.Change.ConfigPatch; p != nil {
+		cp, ok, err := projections.Get[domain.ConfigPatch](c.cfg.Cache, domain.ObjectRef(domain.ConfigPatchKind, rt.Name, p.Name))
+		if err != nil || !ok || !samePatch(&cp.Spec, &p.Spec) {
+			return domain.RolloutObservation{}
+		}
+		since := rt.StartedAt
+		if since == nil {
+			since = ro.Status.StartedAt
+		}
+		prog, err := c.cfg.Configs.ConfigProgress(ctx, rt.Name, *since)
+		switch {
+		case err != nil:
+			return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: "reading its configs: " + err.Error()}
+		case len(prog.Failed) > 0:
+			var parts []string
+			for _, m := range prog.Pending {
+				if msg, bad := prog.Failed[m]; bad {
+					parts = append(parts, m+": "+msg)
+				}
+			}
+			return domain.RolloutObservation{Change: domain.RolloutTenantFailed, Message: "the config did not apply: " + strings.Join(parts, "; ")}
+		case len(prog.Pending) > 0:
+			return domain.RolloutObservation{Change: domain.RolloutTenantRunning,
+				Message: fmt.Sprintf("%d of %d machines take the patch: %s", len(prog.Pending), prog.Machines, strings.Join(firstN(prog.Pending, 5), ", "))}
+		}
+		return domain.RolloutObservation{Change: domain.RolloutTenantDone, Message: fmt.Sprintf("every machine (%d) holds the patch", prog.Machines)}
+	}
+	up, ok, err := projections.Get[domain.Upgrade](c.cfg.Cache, domain.ObjectRef(domain.UpgradeKind, rt.Name, upgradeName(ro.Metadata.Name, rt.Attempt)))
+	if err != nil || !ok {
+		return domain.RolloutObservation{}
+	}
+	st := up.Status
+	switch st.Phase {
+	case domain.UpgradeSucceeded:
+		return domain.RolloutObservation{Change: domain.RolloutTenantDone, Message: "upgrade " + up.Metadata.Name + " succeeded"}
+	case domain.UpgradeFailed, domain.UpgradeCanceled:
+		msg := "upgrade " + up.Metadata.Name + " " + strings.ToLower(st.Phase)
+		if st.Reason != "" {
+			msg += ": " + st.Reason
+		}
+		return domain.RolloutObservation{Change: domain.RolloutTenantFailed, Message: msg}
+	}
+	msg := "upgrade " + up.Metadata.Name + " " + strings.ToLower(st.Phase)
+	if st.Reason != "" {
+		msg += ": " + st.Reason
+	}
+	return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: msg}
+}
+
+// probe asks the health of the done tenants of the wave under way (a probe
+// younger than the health service's cache TTL counts) and records it where
+// the probe began after the tenant's change finished.
+func (c *Controller) probe(ctx context.Context, ts []domain.RolloutTenantStatus, obs map[string]domain.RolloutObservation) {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, c.cfg.Probes)
+	)
+	for _, t := range ts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h, err := c.cfg.Prober.Probe(ctx, t.Name, false)
+			if err != nil || !h.ObservedAt.After(*t.FinishedAt) {
+				return
+			}
+			o := domain.RolloutObservation{Change: domain.RolloutTenantDone, Health: h.State}
+			if len(h.Reasons) > 0 {
+				o.HealthReason = strings.Join(firstN(h.Reasons, 3), "; ")
+			}
+			mu.Lock()
+			obs[t.Name] = o
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
