@@ -3,6 +3,8 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -216,6 +218,42 @@ func validateWaves(waves []RolloutWave, f string) []Cause {
 		causes = append(causes, Cause{Field: fmt.Sprintf("%s[%d]", f, n-1), Type: CauseInvalid, Message: "the last wave must be {percent: 100}, so that every selected tenant is reached"})
 	}
 	return causes
+}
+
+// ParseWaves reads waves written as "1,25%,100%": a count of tenants, or a
+// percentage of all the rollout's tenants reached by the end of the wave;
+// each wave gets maxParallel (0: the whole wave).
+func ParseWaves(s string, maxParallel int) ([]RolloutWave, error) {
+	var out []RolloutWave
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		w := RolloutWave{MaxParallel: maxParallel}
+		pct, isPct := strings.CutSuffix(part, "%")
+		n, err := strconv.Atoi(pct)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("waves: %q is neither a tenant count nor a percentage (e.g. 1,25%%,100%%)", part)
+		}
+		if isPct {
+			w.Percent = n
+		} else {
+			w.Tenants = n
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// FormatWaves writes waves as ParseWaves reads them.
+func FormatWaves(waves []RolloutWave) string {
+	parts := make([]string, len(waves))
+	for i, w := range waves {
+		if w.Percent > 0 {
+			parts[i] = strconv.Itoa(w.Percent) + "%"
+		} else {
+			parts[i] = strconv.Itoa(w.Tenants)
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // SoakDuration is spec.soak as a duration.

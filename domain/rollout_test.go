@@ -285,3 +285,14 @@ func TestRolloutTenantsAreFixedAtTheStart(t *testing.T) {
 	s.step()
 	assert.Len(t, s.st.Tenants, 2)
 }
+
+func TestParseWaves(t *testing.T) {
+	w, err := ParseWaves("1, 25%,100%", 3)
+	require.NoError(t, err)
+	assert.Equal(t, []RolloutWave{{Tenants: 1, MaxParallel: 3}, {Percent: 25, MaxParallel: 3}, {Percent: 100, MaxParallel: 3}}, w)
+	assert.Equal(t, "1,25%,100%", FormatWaves(w))
+	for _, bad := range []string{"", "a", "0", "1,,100%", "-5%"} {
+		_, err := ParseWaves(bad, 0)
+		assert.Error(t, err, bad)
+	}
+}

@@ -46,7 +46,11 @@ type viewer struct {
 // Pages of one tenant ask CanWriteTenant instead: bindings add roles there.
 func (v viewer) CanWrite() bool { return handlers.CanWrite(v.access.Global()) }
 
-// CanAdmin: only global admins manage users and providers.
+// CanReadGlobal: a global role of any rank reads cluster-wide kinds
+// (rollouts); tenant bindings alone do not.
+func (v viewer) CanReadGlobal() bool { return domain.RoleRank(v.access.Global()) > 0 }
+
+// CanAdmin: only global admins manage users, providers and rollouts.
 func (v viewer) CanAdmin() bool { return handlers.CanAdmin(v.access.Global()) }
 
 // Scoped reports whether the user has tenant bindings.

@@ -202,6 +202,7 @@ func (u *UI) routes() {
 	u.machineRoutes(p)
 	u.settingsRoutes(p)
 	u.providerRoutes(p)
+	u.rolloutRoutes(p)
 }
 
 // serveStatic serves the embedded assets with an ETag, so browsers revalidate

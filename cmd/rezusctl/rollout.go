@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -197,35 +196,13 @@ func rolloutSpecOf(c *cli.Context, name string) (domain.RolloutSpec, error) {
 		return spec, errors.New("give one change: --talos-version, --kubernetes-version or --patch-file")
 	}
 	spec.TenantSelector = c.String("selector")
-	waves, err := parseWaves(c.String("waves"), c.Int("max-parallel"))
+	waves, err := domain.ParseWaves(c.String("waves"), c.Int("max-parallel"))
 	if err != nil {
 		return spec, err
 	}
 	spec.Waves = waves
 	spec.Soak = c.Duration("soak").String()
 	return spec, nil
-}
-
-// parseWaves reads "1,25%,100%": a count of tenants, or a percentage of all
-// the rollout's tenants reached by the end of the wave.
-func parseWaves(s string, maxParallel int) ([]domain.RolloutWave, error) {
-	var out []domain.RolloutWave
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		w := domain.RolloutWave{MaxParallel: maxParallel}
-		pct, isPct := strings.CutSuffix(part, "%")
-		n, err := strconv.Atoi(pct)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--waves: %q is neither a tenant count nor a percentage (e.g. 1,25%%,100%%)", part)
-		}
-		if isPct {
-			w.Percent = n
-		} else {
-			w.Tenants = n
-		}
-		out = append(out, w)
-	}
-	return out, nil
 }
 
 func writeRolloutTable(w io.Writer, ros []domain.Rollout) {
