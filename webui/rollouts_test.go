@@ -54,7 +54,7 @@ func TestRolloutPages(t *testing.T) {
 	now := time.Now().UTC()
 	st := domain.RolloutStatus{Phase: domain.RolloutHalted, Message: "halted at tenant t3: its change failed: upgrade refused",
 		StartedAt: &now,
-		Waves: []domain.RolloutWaveStatus{{Size: 1, State: domain.RolloutWaveDone}, {Size: 2, State: domain.RolloutWaveRunning}, {Size: 3, State: domain.RolloutWaveWaiting}},
+		Waves:     []domain.RolloutWaveStatus{{Size: 1, State: domain.RolloutWaveDone}, {Size: 2, State: domain.RolloutWaveRunning}, {Size: 3, State: domain.RolloutWaveWaiting}},
 		Tenants: []domain.RolloutTenantStatus{{Name: "t1", State: "Done"}, {Name: "t2", Wave: 1, State: "Done"}, {Name: "t3", Wave: 1, State: "Failed", Attempt: 1, Message: "upgrade refused"},
 			{Name: "t4", Wave: 2, State: "Waiting"}, {Name: "t5", Wave: 2, State: "Waiting"}, {Name: "t6", Wave: 2, State: "Waiting"}},
 		Halt:   &domain.RolloutHalt{Number: 1, Tenant: "t3", Reason: "its change failed: upgrade refused", At: now},
