@@ -16,9 +16,9 @@ func (u *UI) dashboardRoutes(p *pages) {
 
 func (u *UI) dashboardFragments() []fragment {
 	return []fragment{
-		{Event: "tenants", Render: func(c echo.Context) (templ.Component, error) {
-			ts, err := listOf[domain.Tenant](u, c.Request(), "/tenants")
-			return dashTenants(ts), err
+		{Event: "fleet", Render: func(c echo.Context) (templ.Component, error) {
+			f, err := u.fleet(c)
+			return dashFleet(f), err
 		}},
 		{Event: "applies", Render: func(c echo.Context) (templ.Component, error) {
 			as, err := u.recentApplies(c.Request(), "")
@@ -74,6 +74,33 @@ func (u *UI) dashboard(c echo.Context) error {
 	return render(c, http.StatusOK, DashboardPage(u, viewerOf(c), comps, seen))
 }
 
+// dashboardLive re-renders on the kinds the dashboard shows (and group
+// bindings, which change the tenants a user sees); machines, node groups
+// and the rest reach it through their tenant's status. At fleet size that
+// spares a re-render for each machine's status write.
 func (u *UI) dashboardLive(c echo.Context) error {
-	return u.live(c, allSubjects(), u.dashboardFragments()...)
+	subjects := make([]string, 0, 5)
+	for _, k := range []*domain.KindInfo{domain.TenantKind, domain.ApplyKind, domain.UpgradeKind, domain.RolloutKind, domain.GroupBindingKind} {
+		subjects = append(subjects, domain.SubjectFilter(k, "", ""))
+	}
+	return u.live(c, subjects, u.dashboardFragments()...)
+}
+
+// fleet summarises the tenants the user may see, and the rollouts under
+// way for a user with a global role.
+func (u *UI) fleet(c echo.Context) (fleetView, error) {
+	ts, err := listOf[domain.Tenant](u, c.Request(), "/tenants")
+	if err != nil {
+		return fleetView{}, err
+	}
+	var ros []domain.Rollout
+	v := viewerOf(c)
+	if v.CanReadGlobal() {
+		if ros, err = listOf[domain.Rollout](u, c.Request(), "/rollouts"); err != nil {
+			return fleetView{}, err
+		}
+	}
+	f := summarizeFleet(ts, ros)
+	f.CanReadRollouts = v.CanReadGlobal()
+	return f, nil
 }

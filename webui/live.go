@@ -289,8 +289,6 @@ func withUser(subjects []string, user string) []string {
 	return append(slices.Clip(subjects), domain.SubjectFilter(domain.UserKind, "", user))
 }
 
-// allSubjects is every resource event.
-func allSubjects() []string { return []string{domain.SubjectPrefix + ".>"} }
 
 // fragmentDigest is a short digest of a rendered fragment: FNV-1a 64 in
 // base 36 of the fragment as the browser receives it, an SSE event's data

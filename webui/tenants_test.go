@@ -183,7 +183,7 @@ func TestDashboard(t *testing.T) {
 	admin := s.signIn("ada", "admin")
 	res := admin.get("/ui/")
 	require.Equal(t, http.StatusOK, res.Code)
-	for _, want := range []string{`sse-connect="/ui/live/dashboard?seen=tenants%3A`, `sse-swap="tenants"`, `sse-swap="applies"`, `sse-swap="upgrades"`, `sse-swap="audit"`, `data-tenant="alpha"`, "POST /api/v1/auth/login"} {
+	for _, want := range []string{`sse-connect="/ui/live/dashboard?seen=fleet%3A`, `sse-swap="fleet"`, `data-testid="fleet-tenants">1<`, `data-testid="fleet-rollouts"`, `sse-swap="applies"`, `sse-swap="upgrades"`, `sse-swap="audit"`, `data-tenant="alpha"`, "POST /api/v1/auth/login"} {
 		assert.Contains(t, res.Body, want)
 	}
 	// The audit log is for admins.
@@ -201,7 +201,8 @@ func TestDashboard(t *testing.T) {
 			created = true
 			s.createTenant("beta", nil)
 		}
-		return strings.Contains(events["tenants"], `data-tenant="beta"`) && strings.Contains(events["audit"], "/api/v1/tenants")
+		return strings.Contains(events["fleet"], `data-tenant="beta"`) && strings.Contains(events["fleet"], `data-testid="fleet-tenants">2<`) &&
+			strings.Contains(events["audit"], "/api/v1/tenants")
 	})
 	assert.True(t, ok, "events: %v", events)
 
