@@ -289,7 +289,6 @@ func withUser(subjects []string, user string) []string {
 	return append(slices.Clip(subjects), domain.SubjectFilter(domain.UserKind, "", user))
 }
 
-
 // fragmentDigest is a short digest of a rendered fragment: FNV-1a 64 in
 // base 36 of the fragment as the browser receives it, an SSE event's data
 // (its lines as writeEvent frames them, joined with "\n"). static/live.js
