@@ -33,6 +33,7 @@ func newApp() *cli.App {
 			abCommand(),
 			appliesCommand(),
 			driftCommand(),
+			fleetCommand(),
 		},
 	}
 }

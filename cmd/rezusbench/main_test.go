@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
 // TestMain lets a test run this binary's main in a child process.
@@ -59,4 +61,21 @@ func TestServerBinary(t *testing.T) {
 	out, err = runSelf(t, "api", "--duration", "1ms")
 	require.Error(t, err)
 	require.Contains(t, out, "pass --server")
+}
+
+// TestFleetBenchRuns runs the fleet bench in a small form: 12 tenants of 3
+// machines built through the API and tofu, one health sweep, and a rollout
+// of a Talos patch version in three waves to completion, every machine on
+// it after. It asserts completion, not time.
+func TestFleetBenchRuns(t *testing.T) {
+	server := buildServer(t)
+	tofu, mirror := tofutest.Tools(t)
+	out, err := runSelf(t, "--server", server, "fleet", "--tenants", "12", "--parallel", "6", "--waves", "1,50%,100%", "--soak", "1s",
+		"--tofu", tofu, "--provider-mirror", mirror, "--timeout", "15m")
+	require.NoError(t, err, out)
+	for _, want := range []string{"fleet: 12 tenants x (1 control plane + 2 workers) = 36 machines", "built: 36 machines running",
+		"health sweep: 12 tenants (36 machines) probed in", "12 Ready", "rollout: Talos v1.13.1 to 12 tenants in",
+		"every machine (36) reports v1.13.1", "settled:"} {
+		require.Contains(t, out, want)
+	}
 }

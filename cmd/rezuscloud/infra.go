@@ -29,6 +29,7 @@ func infraFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "tofu", EnvVars: []string{"REZUSCLOUD_TOFU"}, Value: "tofu", Usage: "the OpenTofu binary (a path, or a name on PATH)"},
 		&cli.StringFlag{Name: "provider-mirror", EnvVars: []string{"REZUSCLOUD_PROVIDER_MIRROR"}, Usage: "a provider filesystem mirror for offline installs (`go tool task tools` builds one in .tools/mirror); empty installs from the registries"},
+		&cli.IntFlag{Name: "upgrade-concurrency", Value: 16, EnvVars: []string{"REZUSCLOUD_UPGRADE_CONCURRENCY"}, Usage: "how many tenants upgrade at once (a run mostly waits on its machines' reboots; a fleet rollout starts many)"},
 		&cli.IntFlag{Name: "apply-concurrency", Value: 4, EnvVars: []string{"REZUSCLOUD_APPLY_CONCURRENCY"}, Usage: "how many tenants apply at once"},
 		&cli.DurationFlag{Name: "apply-debounce", Value: 2 * time.Second, EnvVars: []string{"REZUSCLOUD_APPLY_DEBOUNCE"}, Usage: "quiet time after a change before a tenant applies"},
 		&cli.DurationFlag{Name: "apply-timeout", Value: 30 * time.Minute, EnvVars: []string{"REZUSCLOUD_APPLY_TIMEOUT"}, Usage: "how long one apply may run"},
@@ -59,8 +60,10 @@ type infraConfig struct {
 	RemediationInterval time.Duration
 	// RolloutInterval is how often a rollout under way is looked at again.
 	RolloutInterval time.Duration
-	WithEmulator    bool
-	EmulatorListen  string
+	// UpgradeConcurrency is how many tenants upgrade at once.
+	UpgradeConcurrency int
+	WithEmulator       bool
+	EmulatorListen     string
 	// EmulatorKube is on, off or auto (--emulator-kube); KubeTools holds
 	// the binaries it runs.
 	EmulatorKube, KubeTools string
@@ -82,8 +85,8 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync, RemediationInterval: c.Duration("remediation-interval"),
-		RolloutInterval: c.Duration("rollout-interval"),
-		DriftInterval:   c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
+		RolloutInterval: c.Duration("rollout-interval"), UpgradeConcurrency: c.Int("upgrade-concurrency"),
+		DriftInterval: c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
 		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+func fleetCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "fleet",
+		Usage: "build a fleet of tenants through the API and tofu, sweep its health once, and roll a Talos version across it in waves",
+		Description: "Starts `rezuscloud serve --with-emulator --emulator-kube off` as a child process (light emulated\n" +
+			"nodes), creates --tenants tenants of 1 control plane and --workers workers each through the API\n" +
+			"(tofu builds them), waits until every machine is running, probes every tenant's health once\n" +
+			"(--sweep-concurrency at a time), then creates a Rollout of --to over all of them (--waves,\n" +
+			"--parallel tenants at once, --soak) and waits until it succeeds. It reports the time of each\n" +
+			"phase, the rollout's wall clock against what the emulator's delays make the least it can take,\n" +
+			"and the server's RSS (with the in-process emulator) and CPU seconds (with its tofu children).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "tenants", Value: 1000, Usage: "tenants to build"},
+			&cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per tenant (each has one control plane too)"},
+			&cli.StringFlag{Name: "to", Value: "v1.13.1", Usage: "the Talos version the rollout moves every tenant to"},
+			&cli.StringFlag{Name: "waves", Value: "1,10%,100%", Usage: "the rollout's waves"},
+			&cli.IntFlag{Name: "parallel", Value: 100, Usage: "tenants of a wave upgraded at once (and the server's --upgrade-concurrency)"},
+			&cli.DurationFlag{Name: "soak", Value: 5 * time.Second, Usage: "the soak after each wave"},
+			&cli.IntFlag{Name: "apply-concurrency", Value: 4, Usage: "the server's --apply-concurrency"},
+			&cli.IntFlag{Name: "sweep-concurrency", Value: 16, Usage: "tenants probed at once in the health sweep"},
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Hour, Usage: "give up after this long"},
+			&cli.StringFlag{Name: "profile", Usage: "write the server's CPU and heap profiles to `PREFIX`.cpu and PREFIX.heap"},
+			&cli.StringFlag{Name: "tofu", EnvVars: []string{"REZUSCLOUD_TOFU"}, Value: ".tools/bin/tofu", Usage: "the tofu binary"},
+			&cli.StringFlag{Name: "provider-mirror", EnvVars: []string{"REZUSCLOUD_PROVIDER_MIRROR"}, Value: ".tools/mirror", Usage: "the provider mirror"},
+		},
+		Action: runBenchFleet,
+	}
+}
+
+// fleetEmulatedDelay is what the emulator (its defaults, in-process) makes
+// one machine's Talos upgrade take at the least: the shutdown after the
+// call is accepted, the upgrade (pulling the installer), the reboot and
+// the services starting.
+const fleetEmulatedDelay = 1500*time.Millisecond + 3*time.Second + 2*time.Second + time.Second
+
+func runBenchFleet(c *cli.Context) error {
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	n, workers, parallel := c.Int("tenants"), c.Int("workers"), c.Int("parallel")
+	waves, err := domain.ParseWaves(c.String("waves"), parallel)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "rezus-bench-fleet-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	exe, err := serverBinary(c)
+	if err != nil {
+		return err
+	}
+	env, stop, err := startBenchServer(ctx, exe, dir, c.String("profile"), "", "--with-emulator", "--emulator-kube", "off",
+		"--tofu", c.String("tofu"), "--provider-mirror", c.String("provider-mirror"), "--apply-debounce", "500ms", "--resync", "0",
+		"--drift-interval", "0", "--apply-concurrency", strconv.Itoa(c.Int("apply-concurrency")),
+		"--upgrade-concurrency", strconv.Itoa(parallel), "--rollout-interval", "2s")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := env.waitFor(ctx, 60*time.Second, func() (bool, error) {
+		code, _, err := env.request(ctx, http.MethodGet, "/api/v1/providers/emulated", "", "")
+		return code == http.StatusOK, err
+	}); err != nil {
+		return fmt.Errorf("the emulated provider was not registered: %w", err)
+	}
+	machines := n * (1 + workers)
+	fmt.Printf("fleet: %d tenants x (1 control plane + %d workers) = %d machines, light emulator in-process, %d CPUs\n", n, workers, machines, runtime.NumCPU())
+	cpu0, _ := cpuTicks(env.pid)
+
+	// Build.
+	start := time.Now()
+	for i := range n {
+		name := fleetTenant(i)
+		if err := env.expect(ctx, http.StatusCreated, "/api/v1/tenants", `{"metadata":{"name":"`+name+`","labels":{"fleet":"bench"}},"spec":{"talosVersion":"v1.13.0"}}`); err != nil {
+			return err
+		}
+		for _, g := range []string{`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+			fmt.Sprintf(`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":%d,"provider":"emulated"}}`, workers)} {
+			if err := env.expect(ctx, http.StatusCreated, "/api/v1/tenants/"+name+"/nodegroups", g); err != nil {
+				return err
+			}
+		}
+	}
+	created := time.Since(start)
+	last := time.Now()
+	if err := env.waitFor(ctx, c.Duration("timeout"), func() (bool, error) {
+		ready, failed, err := fleetMachines(ctx, env)
+		if err == nil && failed != "" {
+			err = fmt.Errorf("an apply failed: %s", failed)
+		}
+		if time.Since(last) > 30*time.Second {
+			last = time.Now()
+			fmt.Printf("  building: %d of %d machines running after %s\n", ready, machines, time.Since(start).Round(time.Second))
+		}
+		return ready == machines, err
+	}); err != nil {
+		return fmt.Errorf("building the fleet: %w", err)
+	}
+	built := time.Since(start)
+	cpu1, _ := cpuTicks(env.pid)
+	rss, hwm := procRSS(env.pid)
+	fmt.Printf("  built: %d machines running %s after the first create (the %d creates took %s)\n", machines, built.Round(time.Second), 3*n, created.Round(time.Millisecond))
+	fmt.Printf("    server CPU %.0f s (with tofu), RSS %d MiB (peak %d MiB)\n", float64(cpu1-cpu0)/clockTicks, rss>>20, hwm>>20)
+
+	// One health sweep: every tenant probed anew, some at a time.
+	sweepStart := time.Now()
+	readyTenants, err := fleetSweep(ctx, env, n, c.Int("sweep-concurrency"))
+	if err != nil {
+		return err
+	}
+	sweep := time.Since(sweepStart)
+	fmt.Printf("  health sweep: %d tenants (%d machines) probed in %s, %d Ready\n", n, machines, sweep.Round(time.Millisecond), readyTenants)
+	if readyTenants != n {
+		return fmt.Errorf("the sweep found %d of %d tenants Ready", readyTenants, n)
+	}
+
+	// The rollout.
+	spec := domain.RolloutSpec{Change: domain.RolloutChange{TalosVersion: c.String("to")}, TenantSelector: "fleet=bench", Waves: waves, Soak: c.Duration("soak").String()}
+	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "fleet-bench"}, "spec": spec})
+	cpu2, _ := cpuTicks(env.pid)
+	rolloutStart := time.Now()
+	if err := env.expect(ctx, http.StatusCreated, "/api/v1/rollouts", string(raw)); err != nil {
+		return err
+	}
+	var ro domain.Rollout
+	last = time.Now()
+	if err := env.waitFor(ctx, c.Duration("timeout"), func() (bool, error) {
+		code, b, err := env.request(ctx, http.MethodGet, "/api/v1/rollouts/fleet-bench", "", "")
+		if err != nil || code != http.StatusOK {
+			return false, err
+		}
+		if err := json.Unmarshal(b, &ro); err != nil {
+			return false, err
+		}
+		if time.Since(last) > 30*time.Second {
+			last = time.Now()
+			fmt.Printf("  rolling out: %s after %s\n", ro.Status.Message, time.Since(rolloutStart).Round(time.Second))
+		}
+		switch ro.Status.Phase {
+		case domain.RolloutHalted, domain.RolloutAborted:
+			return false, fmt.Errorf("the rollout stopped: %s", ro.Status.Message)
+		}
+		return ro.Status.Phase == domain.RolloutSucceeded, nil
+	}); err != nil {
+		return fmt.Errorf("rolling out: %w", err)
+	}
+	rollout := time.Since(rolloutStart)
+	cpu3, _ := cpuTicks(env.pid)
+	rss, hwm = procRSS(env.pid)
+	least := fleetLeast(&spec, n, 1+workers, c.Duration("soak"))
+	fmt.Printf("  rollout: %s to %d tenants in %s (%d waves: %s); the emulator's delays make at least %s (%d machines a tenant one after another, %s each), overhead %s (%.0f%%)\n",
+		spec.Change.Description(), ro.Status.Counts.Done, rollout.Round(time.Second), len(waves), domain.FormatWaves(waves),
+		least.Round(time.Second), 1+workers, fleetEmulatedDelay, (rollout - least).Round(time.Second), 100*float64(rollout-least)/float64(least))
+	fmt.Printf("    server CPU %.0f s during the rollout; RSS %d MiB (peak %d MiB over the whole run, emulator included)\n",
+		float64(cpu3-cpu2)/clockTicks, rss>>20, hwm>>20)
+	running, _, err := fleetMachinesAt(ctx, env, c.String("to"))
+	if err != nil {
+		return err
+	}
+	if running != machines {
+		return fmt.Errorf("%d of %d machines report %s after the rollout", running, machines, c.String("to"))
+	}
+	fmt.Printf("  every machine (%d) reports %s\n", machines, c.String("to"))
+	// Each upgrade wrote its version into the tenant's spec, which the apply
+	// worker plans and applies (it changes nothing): part of the cost.
+	settleStart := time.Now()
+	var applies int
+	if err := env.waitFor(ctx, c.Duration("timeout"), func() (bool, error) {
+		total, open, failed, err := fleetApplies(ctx, env)
+		applies = total
+		if err == nil && failed != "" {
+			err = fmt.Errorf("an apply failed: %s", failed)
+		}
+		return open == 0, err
+	}); err != nil {
+		return fmt.Errorf("settling: %w", err)
+	}
+	cpu4, _ := cpuTicks(env.pid)
+	fmt.Printf("  settled: the applies of the version written back ran %s after the rollout (%d applies in all, %.1f a tenant); server CPU %.0f s\n",
+		time.Since(settleStart).Round(time.Second), applies, float64(applies)/float64(n), float64(cpu4-cpu3)/clockTicks)
+	fmt.Printf("  in all: %.0f CPU-s of the server and its tofu processes\n", float64(cpu4-cpu0)/clockTicks)
+	return nil
+}
+
+// fleetApplies counts the applies, those not finished, and names a failed one.
+func fleetApplies(ctx context.Context, env *benchEnv) (total, open int, failed string, err error) {
+	code, b, err := env.request(ctx, http.MethodGet, "/api/v1/applies", "", "")
+	if err != nil || code != http.StatusOK {
+		return 0, 0, "", err
+	}
+	var l struct{ Items []domain.Apply }
+	if err := json.Unmarshal(b, &l); err != nil {
+		return 0, 0, "", err
+	}
+	for _, a := range l.Items {
+		switch {
+		case a.Status.Phase == domain.ApplyFailed && failed == "":
+			failed = a.Metadata.Tenant + "/" + a.Metadata.Name + ": " + a.Status.Error
+		case a.Status.EndTime == nil:
+			open++
+		}
+	}
+	return len(l.Items), open, failed, nil
+}
+
+func fleetTenant(i int) string { return fmt.Sprintf("f%04d", i) }
+
+// fleetLeast is the least a rollout can take on the emulator: per wave, its
+// tenants in rounds of the wave's parallelism, each round a tenant's
+// machines one after another, then the soak.
+func fleetLeast(spec *domain.RolloutSpec, n, perTenant int, soak time.Duration) time.Duration {
+	var d time.Duration
+	for i, size := range spec.WaveSizes(n) {
+		if size == 0 {
+			continue
+		}
+		p := spec.Waves[i].MaxParallel
+		if p == 0 {
+			p = size
+		}
+		rounds := (size + p - 1) / p
+		d += time.Duration(rounds*perTenant)*fleetEmulatedDelay + soak
+	}
+	return d
+}
+
+// fleetMachines counts the machines running and ready, and names a failed
+// apply if there is one.
+func fleetMachines(ctx context.Context, env *benchEnv) (int, string, error) {
+	ready, _, err := fleetMachinesAt(ctx, env, "")
+	if err != nil {
+		return 0, "", err
+	}
+	_, _, failed, err := fleetApplies(ctx, env)
+	return ready, failed, err
+}
+
+// fleetMachinesAt counts the machines running and ready (at version, when given).
+func fleetMachinesAt(ctx context.Context, env *benchEnv, version string) (int, int, error) {
+	code, b, err := env.request(ctx, http.MethodGet, "/api/v1/machines", "", "")
+	if err != nil {
+		return 0, 0, err
+	}
+	if code != http.StatusOK {
+		return 0, 0, fmt.Errorf("GET /api/v1/machines: %d", code)
+	}
+	var l struct{ Items []domain.Machine }
+	if err := json.Unmarshal(b, &l); err != nil {
+		return 0, 0, err
+	}
+	ready := 0
+	for _, m := range l.Items {
+		if m.Status.Ready && (version == "" || m.Status.TalosVersion == version) {
+			ready++
+		}
+	}
+	return ready, len(l.Items), nil
+}
+
+// fleetSweep probes every tenant's health anew, some at a time, and counts
+// the Ready ones.
+func fleetSweep(ctx context.Context, env *benchEnv, n, concurrency int) (int, error) {
+	var (
+		mu       sync.Mutex
+		ready    int
+		firstErr error
+		wg       sync.WaitGroup
+		next     = make(chan int)
+	)
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				code, b, err := env.request(ctx, http.MethodGet, "/api/v1/tenants/"+fleetTenant(i)+"/health?refresh=true", "", "")
+				var h domain.TenantHealth
+				if err == nil && code != http.StatusOK {
+					err = fmt.Errorf("health of %s: %d %s", fleetTenant(i), code, b)
+				}
+				if err == nil {
+					err = json.Unmarshal(b, &h)
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if h.State == domain.HealthReady {
+					ready++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return ready, firstErr
+}
