@@ -2,7 +2,6 @@ package talos
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -35,7 +34,14 @@ func (s *Service) ConfigProgress(ctx context.Context, tenant string, since time.
 		p.Machines++
 		cfg, err := desired.Config(&m, "")
 		if err != nil {
-			return ConfigProgress{}, fmt.Errorf("rendering the config of %s: %w", m.Metadata.Name, err)
+			// A config that does not render (a patch machinery refuses) will
+			// not be taken: it counts as failed at once.
+			p.Pending = append(p.Pending, m.Metadata.Name)
+			if p.Failed == nil {
+				p.Failed = map[string]string{}
+			}
+			p.Failed[m.Metadata.Name] = "rendering its config: " + err.Error()
+			continue
 		}
 		if m.Status.ConfigUpToDate && m.Metadata.Annotations[domain.AnnotationConfigHash] == ConfigHash(cfg) {
 			continue
