@@ -15,6 +15,12 @@ const rolloutHealthUnknown = ""
 type RolloutObservation struct {
 	// Gone: the tenant is deleted or being deleted.
 	Gone bool
+	// Looked: a waiting tenant was looked at for AtTarget. The controller
+	// looks only at the first waiting tenants of the wave under way (as
+	// many as may start, and some): a waiting tenant not looked at is not
+	// started this round, nor any after it, so the cost of a round stays
+	// with the wave's parallelism, not the fleet's size.
+	Looked bool
 	// AtTarget: the tenant runs the change already; it needs no work.
 	AtTarget bool
 	// Change is the state of the tenant's Upgrade or config change for its
@@ -255,8 +261,9 @@ func (st *RolloutStatus) advance(spec *RolloutSpec, obs map[string]RolloutObserv
 	return starts
 }
 
-// startIn starts wave w's waiting tenants within its parallelism (not while
-// paused); a tenant at the target already is Done at once.
+// startIn starts wave w's waiting tenants in order within its parallelism
+// (not while paused), up to the first one not looked at; a tenant at the
+// target already is Done at once, without taking a place.
 func (st *RolloutStatus) startIn(w int, spec *RolloutSpec, obs map[string]RolloutObservation, now time.Time) []RolloutStart {
 	if spec.Paused {
 		return nil
@@ -277,11 +284,15 @@ func (st *RolloutStatus) startIn(w int, spec *RolloutSpec, obs map[string]Rollou
 		if t.Wave != w || t.State != RolloutTenantWaiting {
 			continue
 		}
-		if obs[t.Name].AtTarget && t.Attempt == 0 {
-			t.State, t.Message, t.FinishedAt = RolloutTenantDone, "at the target already", ptrTime(now)
-			continue
-		}
 		if running >= limit {
+			break
+		}
+		o := obs[t.Name]
+		if !o.Looked {
+			break
+		}
+		if o.AtTarget && t.Attempt == 0 {
+			t.State, t.Message, t.FinishedAt = RolloutTenantDone, "at the target already", ptrTime(now)
 			continue
 		}
 		t.Attempt++

@@ -80,10 +80,12 @@ type rolloutSim struct {
 	obs  map[string]RolloutObservation
 	now  time.Time
 	sel  []string
+	// unlooked are tenants the controller did not look at.
+	unlooked map[string]bool
 }
 
 func newRolloutSim(t *testing.T, n int, spec RolloutSpec) *rolloutSim {
-	s := &rolloutSim{t: t, spec: spec, obs: map[string]RolloutObservation{}, now: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)}
+	s := &rolloutSim{t: t, spec: spec, obs: map[string]RolloutObservation{}, unlooked: map[string]bool{}, now: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)}
 	s.spec.Default()
 	require.Empty(t, s.spec.Validate("spec"))
 	for i := range n {
@@ -94,6 +96,13 @@ func newRolloutSim(t *testing.T, n int, spec RolloutSpec) *rolloutSim {
 }
 
 func (s *rolloutSim) step() RolloutDecision {
+	for _, name := range s.sel {
+		o := s.obs[name]
+		if !s.unlooked[name] {
+			o.Looked = true
+		}
+		s.obs[name] = o
+	}
 	d := DecideRollout(RolloutInput{Spec: s.spec, Generation: 1, Status: s.st, Selected: s.sel, Observed: s.obs, Now: s.now})
 	require.Empty(s.t, d.Status.Validate("status"))
 	s.st = d.Status
@@ -295,4 +304,14 @@ func TestParseWaves(t *testing.T) {
 		_, err := ParseWaves(bad, 0)
 		assert.Error(t, err, bad)
 	}
+}
+
+// A waiting tenant the controller did not look at is not started, nor any
+// after it in the wave: the order holds and a round's cost stays bounded.
+func TestRolloutStartsOnlyLookedAtTenants(t *testing.T) {
+	s := newRolloutSim(t, 5, RolloutSpec{Change: RolloutChange{TalosVersion: "v1.13.1"}, Waves: []RolloutWave{{Percent: 100}}, Soak: "0s"})
+	s.unlooked["t3"] = true
+	assert.Equal(t, []string{"t1#1", "t2#1"}, starts(s.step()))
+	delete(s.unlooked, "t3")
+	assert.Equal(t, []string{"t3#1", "t4#1", "t5#1"}, starts(s.step()))
 }

@@ -25,11 +25,16 @@ func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected [
 		return obs
 	}
 	cur := ro.Status.CurrentWave()
+	// The waiting tenants of the wave under way that may start this round
+	// are looked at in full (and as many again, for those at the target
+	// already); the rest only for whether they are gone.
+	look := lookAhead(ro, cur)
 	var probe []domain.RolloutTenantStatus
 	for _, t := range ro.Status.Tenants {
 		switch t.State {
 		case domain.RolloutTenantWaiting:
-			if t.Wave == cur || t.Wave == cur+1 {
+			if t.Wave == cur && look > 0 {
+				look--
 				obs[t.Name] = c.observeWaiting(ctx, ro, t.Name)
 			} else if c.gone(t.Name) {
 				obs[t.Name] = domain.RolloutObservation{Gone: true}
@@ -46,6 +51,24 @@ func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected [
 	return obs
 }
 
+// lookAhead is how many waiting tenants of wave w are looked at: twice the
+// places free in it, and at least 16.
+func lookAhead(ro *domain.Rollout, w int) int {
+	if w >= len(ro.Status.Waves) || w >= len(ro.Spec.Waves) {
+		return 0
+	}
+	limit := ro.Spec.Waves[w].MaxParallel
+	if limit == 0 {
+		limit = ro.Status.Waves[w].Size
+	}
+	for _, t := range ro.Status.Tenants {
+		if t.Wave == w && t.State == domain.RolloutTenantRunning {
+			limit--
+		}
+	}
+	return max(2*limit, 16)
+}
+
 func (c *Controller) gone(tenant string) bool {
 	t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant))
 	return err == nil && (!ok || t.Metadata.DeletionTimestamp != nil)
@@ -58,7 +81,7 @@ func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, ten
 		return domain.RolloutObservation{}
 	}
 	if !ok || t.Metadata.DeletionTimestamp != nil {
-		return domain.RolloutObservation{Gone: true}
+		return domain.RolloutObservation{Gone: true, Looked: true}
 	}
 	ch := ro.Spec.Change
 	switch {
@@ -67,16 +90,16 @@ func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, ten
 		at := err == nil && len(machines) > 0 && !slices.ContainsFunc(machines, func(m domain.Machine) bool {
 			return m.Metadata.DeletionTimestamp == nil && m.Status.TalosVersion != ch.TalosVersion
 		})
-		return domain.RolloutObservation{AtTarget: at}
+		return domain.RolloutObservation{Looked: err == nil, AtTarget: at}
 	case ch.KubernetesVersion != "":
-		return domain.RolloutObservation{AtTarget: t.Status.KubernetesVersion == ch.KubernetesVersion}
+		return domain.RolloutObservation{Looked: true, AtTarget: t.Status.KubernetesVersion == ch.KubernetesVersion}
 	case ch.ConfigPatch != nil:
 		p, ok, err := projections.Get[domain.ConfigPatch](c.cfg.Cache, domain.ObjectRef(domain.ConfigPatchKind, tenant, ch.ConfigPatch.Name))
 		if err != nil || !ok || !samePatch(&p.Spec, &ch.ConfigPatch.Spec) {
-			return domain.RolloutObservation{}
+			return domain.RolloutObservation{Looked: err == nil}
 		}
 		prog, err := c.cfg.Configs.ConfigProgress(ctx, tenant, time.Time{})
-		return domain.RolloutObservation{AtTarget: err == nil && len(prog.Pending) == 0}
+		return domain.RolloutObservation{Looked: err == nil, AtTarget: err == nil && len(prog.Pending) == 0}
 	}
 	return domain.RolloutObservation{}
 }
