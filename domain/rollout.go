@@ -66,7 +66,10 @@ const (
 // Bounds of a rollout.
 const (
 	MaxRolloutWaves   = 20
-	MaxRolloutTenants = 5000
+	// MaxRolloutTenants keeps a rollout's status (every tenant's part, each
+	// message clipped to MaxRolloutMessage) well inside one event (2 MiB).
+	MaxRolloutTenants = 2000
+	MaxRolloutMessage = 240
 	MaxRolloutSoak    = 7 * 24 * time.Hour
 	// LabelRollout names the rollout on the Upgrades and ConfigPatches it writes.
 	LabelRollout = "rezuscloud.io/rollout"

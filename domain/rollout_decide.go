@@ -182,11 +182,11 @@ func (st *RolloutStatus) observe(obs map[string]RolloutObservation, now time.Tim
 		case o.Gone:
 			t.State, t.Message, t.FinishedAt = RolloutTenantSkipped, "deleted during its change", ptrTime(now)
 		case o.Change == RolloutTenantDone:
-			t.State, t.Message, t.FinishedAt = RolloutTenantDone, o.Message, ptrTime(now)
+			t.State, t.Message, t.FinishedAt = RolloutTenantDone, clipMessage(o.Message, MaxRolloutMessage), ptrTime(now)
 		case o.Change == RolloutTenantFailed:
-			t.State, t.Message, t.FinishedAt = RolloutTenantFailed, o.Message, ptrTime(now)
+			t.State, t.Message, t.FinishedAt = RolloutTenantFailed, clipMessage(o.Message, MaxRolloutMessage), ptrTime(now)
 		default:
-			t.Message = o.Message
+			t.Message = clipMessage(o.Message, MaxRolloutMessage)
 		}
 	}
 }

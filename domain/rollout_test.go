@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -314,4 +315,14 @@ func TestRolloutStartsOnlyLookedAtTenants(t *testing.T) {
 	assert.Equal(t, []string{"t1#1", "t2#1"}, starts(s.step()))
 	delete(s.unlooked, "t3")
 	assert.Equal(t, []string{"t3#1", "t4#1", "t5#1"}, starts(s.step()))
+}
+
+// A tenant's message is clipped, so that 2,000 tenants' parts fit an event.
+func TestRolloutMessagesAreClipped(t *testing.T) {
+	s := newRolloutSim(t, 1, RolloutSpec{Change: RolloutChange{TalosVersion: "v1.13.1"}, Waves: []RolloutWave{{Percent: 100}}})
+	s.step()
+	s.obs["t1"] = RolloutObservation{Change: RolloutTenantRunning, Message: strings.Repeat("é", 4096)}
+	s.step()
+	assert.LessOrEqual(t, len(s.st.Tenants[0].Message), MaxRolloutMessage)
+	assert.True(t, utf8.ValidString(s.st.Tenants[0].Message))
 }
