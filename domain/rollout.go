@@ -65,7 +65,7 @@ const (
 
 // Bounds of a rollout.
 const (
-	MaxRolloutWaves   = 20
+	MaxRolloutWaves = 20
 	// MaxRolloutTenants keeps a rollout's status (every tenant's part, each
 	// message clipped to MaxRolloutMessage) well inside one event (2 MiB).
 	MaxRolloutTenants = 2000
