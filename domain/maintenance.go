@@ -27,6 +27,12 @@ var maintenanceDays = []string{"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}
 // any time.
 type Maintenance struct {
 	Windows []MaintenanceWindow `json:"windows,omitempty"`
+	// OpenUntil opens the windows now, until then: an explicit override
+	// for everything that waits for a window — config changes that reboot,
+	// non-urgent replacements, upgrades — (`rezusctl maintenance open TENANT
+	// --for 2h`; the write is in the audit log like every write). One
+	// upgrade alone is let through by its spec.now instead.
+	OpenUntil *time.Time `json:"openUntil,omitempty"`
 }
 
 // MaintenanceWindow opens at Start on each of Days, in TimeZone, for Duration.
@@ -100,7 +106,7 @@ func parseClock(s string) (h, m int, ok bool) {
 // the next window opens (zero when none ever does, which a valid spec never
 // gives). A window that opened the day before and is still open counts.
 func MaintenanceOpen(m *Maintenance, now time.Time) (open bool, next time.Time) {
-	if m == nil || len(m.Windows) == 0 {
+	if m == nil || len(m.Windows) == 0 || (m.OpenUntil != nil && now.Before(*m.OpenUntil)) {
 		return true, time.Time{}
 	}
 	for _, w := range m.Windows {

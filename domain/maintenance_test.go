@@ -56,6 +56,8 @@ func TestMaintenanceOpen(t *testing.T) {
 		{"Saturday 01:00 UTC is 02:00 Berlin: open", weekend, at(time.UTC, 2026, 12, 5, 1, 0), true, time.Time{}},
 		{"a Friday window still open after midnight", late, at(time.UTC, 2026, 12, 5, 1, 30), true, time.Time{}},
 		{"summer time: 02:00 Berlin is 00:00 UTC", weekend, at(time.UTC, 2026, 7, 4, 0, 30), true, time.Time{}},
+		{"opened by hand until 14:00: open at noon", openUntil(weekend, at(time.UTC, 2026, 12, 2, 14, 0)), at(time.UTC, 2026, 12, 2, 12, 0), true, time.Time{}},
+		{"opened by hand until 14:00: closed again at 14:00", openUntil(weekend, at(time.UTC, 2026, 12, 2, 14, 0)), at(time.UTC, 2026, 12, 2, 14, 0), false, at(berlin, 2026, 12, 5, 2, 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			open, next := MaintenanceOpen(tc.m, tc.now)
@@ -65,4 +67,10 @@ func TestMaintenanceOpen(t *testing.T) {
 	}
 	_, next := MaintenanceOpen(weekend, at(time.UTC, 2026, 12, 2, 12, 0))
 	require.Equal(t, "Waiting for maintenance window (opens Sat 02:00 CET)", MaintenanceWaiting(weekend, next))
+}
+
+func openUntil(m *Maintenance, until time.Time) *Maintenance {
+	c := *m
+	c.OpenUntil = &until
+	return &c
 }

@@ -23,6 +23,10 @@ type RemediationPolicy struct {
 	// StartupTimeout is how long a new or replaced machine may take to
 	// become healthy for the first time; default 10m.
 	StartupTimeout string `json:"startupTimeout,omitempty"`
+	// WaitForMaintenance marks the group's replacements not urgent: one
+	// starts only inside the tenant's maintenance windows (spec.maintenance).
+	// Default false: a dead machine is replaced at once.
+	WaitForMaintenance bool `json:"waitForMaintenance,omitempty"`
 }
 
 // Remediation bounds.

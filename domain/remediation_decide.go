@@ -43,7 +43,13 @@ type RemediationInput struct {
 	// EtcdVoters and EtcdHealthy are the tenant's etcd members (voting) and
 	// how many of them are healthy, for a control-plane group.
 	EtcdVoters, EtcdHealthy int
-	Now                     time.Time
+	// WindowOpen is whether the tenant's maintenance window is open (true
+	// without windows); WindowOpens is when it opens next and WindowWaiting
+	// says so in words. Read only for a policy that waits for maintenance.
+	WindowOpen    bool
+	WindowOpens   time.Time
+	WindowWaiting string
+	Now           time.Time
 }
 
 // Reasons of a group's RemediationAllowed condition.
@@ -54,6 +60,7 @@ const (
 	RemediationReasonBackoff      = "Backoff"
 	RemediationReasonInProgress   = "InProgress"
 	RemediationReasonControlPlane = "ControlPlaneInProgress"
+	RemediationReasonMaintenance  = "WaitingForMaintenance"
 	ConditionRemediationAllowed   = "RemediationAllowed"
 )
 
@@ -86,8 +93,9 @@ type RemediationDecision struct {
 // maxUnhealthy are due (a partition must not destroy a cluster), while
 // another remediation of the group, or of a control plane of the tenant,
 // is going on, during the backoff after a failure, or when removing the
-// control plane's etcd member would lose quorum. The machine due longest
-// goes first.
+// control plane's etcd member would lose quorum, or, for a group whose
+// replacements are not urgent (waitForMaintenance), while the tenant's
+// maintenance window is closed. The machine due longest goes first.
 func DecideRemediation(in RemediationInput) RemediationDecision {
 	unhealthyAfter, startupTimeout := in.Policy.Durations()
 	type due struct {
@@ -173,6 +181,14 @@ func DecideRemediation(in RemediationInput) RemediationDecision {
 			d.Message = fmt.Sprintf("removing %s's etcd member would lose quorum (%d of %d members healthy)", first.m.Name, in.EtcdHealthy, in.EtcdVoters)
 			return d
 		}
+	}
+	if in.Policy.WaitForMaintenance && !in.WindowOpen {
+		d.AllowedReason = RemediationReasonMaintenance
+		d.Message = fmt.Sprintf("%s is due for replacement (unhealthy since %s); not urgent: %s", first.m.Name, first.since.UTC().Format(time.RFC3339), in.WindowWaiting)
+		if !in.WindowOpens.IsZero() {
+			d.RecheckAt = in.WindowOpens
+		}
+		return d
 	}
 	d.Replace, d.Since, d.Reason = first.m.Name, first.since, first.m.Reason
 	d.Message = fmt.Sprintf("replacing %s, unhealthy since %s", first.m.Name, first.since.UTC().Format(time.RFC3339))

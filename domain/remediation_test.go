@@ -93,6 +93,18 @@ func TestDecideRemediation(t *testing.T) {
 			in.Failures, in.LastFailure = 2, now.Add(-10*time.Minute)
 			return in
 		}(), replace: "w-1", reason: RemediationReasonAllowed, allowed: true},
+		{name: "not urgent: waits for the maintenance window", in: func() RemediationInput {
+			in := workers(healthy("w-0"), sick("w-1", time.Hour))
+			in.Policy.WaitForMaintenance, in.WindowOpens, in.WindowWaiting = true, now.Add(3*time.Hour), "Waiting for maintenance window (opens Sat 02:00 UTC)"
+			return in
+		}(), reason: RemediationReasonMaintenance, allowed: true, recheck: now.Add(3 * time.Hour)},
+		{name: "not urgent, window open: replaced", in: func() RemediationInput {
+			in := workers(healthy("w-0"), sick("w-1", time.Hour))
+			in.Policy.WaitForMaintenance, in.WindowOpen = true, true
+			return in
+		}(), replace: "w-1", reason: RemediationReasonAllowed, allowed: true},
+		{name: "urgent (the default) does not wait for a closed window", in: workers(healthy("w-0"), sick("w-1", time.Hour)),
+			replace: "w-1", reason: RemediationReasonAllowed, allowed: true},
 		{name: "a dead control plane of three is replaced", in: cps(3, 2, healthy("cp-0"), healthy("cp-1"), sick("cp-2", time.Hour)),
 			replace: "cp-2", reason: RemediationReasonAllowed, allowed: true},
 		{name: "a control plane whose member is healthy would lose quorum", in: func() RemediationInput {

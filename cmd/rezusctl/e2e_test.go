@@ -410,6 +410,65 @@ mv "$1.new" "$1"
 		assert.Contains(t, out, domain.EventMachineConfigApplied)
 	})
 
+	t.Run("rollouts and maintenance", func(t *testing.T) {
+		tc := tc.with(t)
+		// Bad waves are the server's 422, on the field.
+		r := tc.run("rollout", "create", "bad", "--talos-version", "v1.13.1", "--waves", "1,50%")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "the last wave must be {percent: 100}")
+		r = tc.run("rollout", "create", "bad", "--waves", "1,100%")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "give one change")
+
+		assert.Equal(t, "rollout/none created: Talos v1.13.1\n", tc.ok("rollout", "create", "none", "--talos-version", "v1.13.1", "--selector", "team=nobody", "--waves", "1,50%,100%", "--soak", "1m"))
+		require.Eventually(t, func() bool {
+			return strings.Contains(tc.ok("rollout", "get", "none"), "no tenant matches the selector")
+		}, 30*time.Second, 100*time.Millisecond)
+		lines := strings.Split(strings.TrimSpace(tc.ok("rollout", "get")), "\n")
+		assert.Equal(t, []string{"NAME", "CHANGE", "PHASE", "WAVE", "DONE", "FAILED", "MESSAGE"}, strings.Fields(lines[0]))
+		assert.Equal(t, []string{"none", "Talos", "v1.13.1", "Succeeded"}, strings.Fields(lines[1])[:4])
+		r = tc.run("rollout", "pause", "none")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "rollout none is Succeeded: it cannot be changed any more")
+		assert.Equal(t, []string{"NAME", "CHANGE", "PHASE", "DONE", "FAILED", "AGE"}, strings.Fields(strings.Split(tc.ok("get", "rollouts"), "\n")[0]))
+
+		// One that reaches acme, soaking for an hour once acme is done (or
+		// halted, if acme's upgrade cannot run here): pause, resume, abort.
+		tc.ok("rollout", "create", "acme-only", "--talos-version", "v1.13.1", "--waves", "100%", "--soak", "1h")
+		spec := func() domain.RolloutSpec {
+			var ro domain.Rollout
+			require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "rollout", "acme-only", "-o", "json")), &ro))
+			return ro.Spec
+		}
+		assert.Equal(t, "rollout/acme-only: pause requested\n", tc.ok("rollout", "pause", "acme-only"))
+		assert.True(t, spec().Paused)
+		assert.Equal(t, "rollout/acme-only: resume requested\n", tc.ok("rollout", "resume", "acme-only"))
+		assert.False(t, spec().Paused)
+		assert.Equal(t, "rollout/acme-only: abort requested\n", tc.ok("rollout", "abort", "acme-only"))
+		require.Eventually(t, func() bool {
+			return strings.Contains(tc.ok("rollout", "describe", "acme-only"), "Phase:       Aborted")
+		}, 30*time.Second, 100*time.Millisecond)
+		out := tc.ok("rollout", "describe", "acme-only")
+		assert.Contains(t, out, "Change:      Talos v1.13.1")
+		assert.Contains(t, out, "Wave 1:")
+
+		// Maintenance opened by hand, then closed.
+		out = tc.ok("maintenance", "open", "acme", "--for", "2h")
+		assert.Contains(t, out, "tenant/acme: maintenance open until ")
+		var tn domain.Tenant
+		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "tenant", "acme", "-o", "json")), &tn))
+		require.NotNil(t, tn.Spec.Maintenance)
+		require.NotNil(t, tn.Spec.Maintenance.OpenUntil)
+		assert.WithinDuration(t, time.Now().Add(2*time.Hour), *tn.Spec.Maintenance.OpenUntil, time.Minute)
+		assert.Equal(t, "tenant/acme: maintenance windows as declared\n", tc.ok("maintenance", "close", "acme"))
+		tn = domain.Tenant{}
+		require.NoError(t, json.Unmarshal([]byte(tc.ok("get", "tenant", "acme", "-o", "json")), &tn))
+		assert.True(t, tn.Spec.Maintenance == nil || tn.Spec.Maintenance.OpenUntil == nil)
+		r = tc.run("maintenance", "open", "acme", "--for", "200h")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "between 1s and 168h")
+	})
+
 	t.Run("delete --wait", func(t *testing.T) {
 		tc := tc.with(t)
 		assert.Equal(t, "nodegroup/workers deleted\n", tc.ok("delete", "ng", "workers", "--wait"))

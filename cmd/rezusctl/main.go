@@ -170,6 +170,7 @@ func (r *rezusctl) app() *cli.App {
 			r.bootCommand(),
 			r.upgradeCommand(),
 			r.rolloutCommand(),
+			r.maintenanceCommand(),
 			r.backupCommand(),
 			r.restoreCommand(),
 			r.logsCommand(),

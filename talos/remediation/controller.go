@@ -166,10 +166,20 @@ func (c *Controller) reconcile(ctx context.Context, tenant string) controller.Re
 	}
 	now := c.cfg.Clock.Now()
 	rems = c.finishJoined(ctx, tenant, groups, machines, rems, now)
+	var maintenance *domain.Maintenance
+	if t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant)); err == nil && ok {
+		maintenance = t.Spec.Maintenance
+	}
+	windowOpen, opens := domain.MaintenanceOpen(maintenance, now)
 	next := c.cfg.Interval
 	for i := range groups {
 		ng := &groups[i]
-		d := domain.DecideRemediation(groupInput(ng, machines, rems, h, now))
+		in := groupInput(ng, machines, rems, h, now)
+		in.WindowOpen, in.WindowOpens = windowOpen, opens
+		if !windowOpen {
+			in.WindowWaiting = domain.MaintenanceWaiting(maintenance, opens)
+		}
+		d := domain.DecideRemediation(in)
 		c.writeAllowed(ctx, ng, d)
 		if d.Replace != "" {
 			rem, err := c.start(ctx, tenant, ng, d, now)
