@@ -124,8 +124,14 @@ func (c *cosiServer) Watch(req *v1alpha1api.WatchRequest, stream grpc.ServerStre
 	return srv.Watch(req, stream)
 }
 
+// cosiHistory builds each node's in-memory COSI collections with a small
+// watch history that grows on demand: COSI's default (100 entries made at
+// once, for every resource type of every namespace) was 105 KiB a node, 72 %
+// of a 3,000-node emulator's heap in the 1,000-tenant fleet run.
+var cosiHistory = inmem.NewStateWithOptions(inmem.WithHistoryInitialCapacity(8), inmem.WithHistoryMaxCapacity(100), inmem.WithHistoryGap(2))
+
 func newNodeState() (*nodeState, error) {
-	st := state.WrapCore(namespaced.NewState(inmem.Build))
+	st := state.WrapCore(namespaced.NewState(func(ns resource.Namespace) state.CoreState { return cosiHistory(ns) }))
 	ctx := context.Background()
 	nsr, rr := registry.NewNamespaceRegistry(st), registry.NewResourceRegistry(st)
 	if err := nsr.RegisterDefault(ctx); err != nil {
