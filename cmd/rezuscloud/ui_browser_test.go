@@ -86,13 +86,13 @@ func TestBrowser(t *testing.T) {
 		page.open(tenantPage, "#machines")
 		page.markNoReload()
 		dash := admin.on(t)
-		row := `#dash-tenants tr[data-tenant="` + tenant + `"]`
-		dash.open("/ui/", row)
+		machines := `#dash-fleet [data-testid=fleet-machines]`
+		dash.open("/ui/", machines)
 		dash.markNoReload()
-		dash.waitJS("the dashboard row of "+tenant+" reaches 2/2 machines ready, live", 3*time.Minute,
-			`(() => { const c = document.querySelector('`+row+` td[data-testid=machines-ready]');
-			  const s = c ? c.textContent.trim() : 'no row';
-			  return {ok: s === '2/2', state: s}; })()`)
+		dash.waitJS("the dashboard's fleet reaches 2/2 machines ready, live", 3*time.Minute,
+			`(() => { const c = document.querySelector('`+machines+`');
+			  const s = c ? c.textContent.replace(/\s+/g, ' ').trim() : 'no fleet';
+			  return {ok: s === '2/2 ready', state: s}; })()`)
 		dash.expectNoReload()
 		page.waitMachines(2, true, 3*time.Minute)
 		page.expectNoReload()
@@ -111,6 +111,28 @@ func TestBrowser(t *testing.T) {
 
 	t.Run("5b_declare_kubernetes_version", func(t *testing.T) {
 		admin.on(t).declareKubernetes(tenantPage, 3)
+	})
+
+	t.Run("5c_rollout_page", func(t *testing.T) {
+		// A rollout started from its page reaches the tenant, which runs
+		// the target already: the wave's tile turns Done live.
+		b := admin.on(t)
+		b.open("/ui/rollouts", "form[data-testid=rollout-create]")
+		b.setValue(`form[data-testid=rollout-create] input[name="metadata.name"]`, "to-1-13-1")
+		b.setValue(`form[data-testid=rollout-create] input[name=version]`, "v1.13.1")
+		b.setValue(`form[data-testid=rollout-create] input[name="spec.waves"]`, "100%")
+		b.setValue(`form[data-testid=rollout-create] input[name="spec.soak"]`, "1s")
+		b.click(`form[data-testid=rollout-create] button[data-testid=create-rollout]`)
+		b.waitJS("htmx redirects to the rollout's page", 30*time.Second,
+			`({ok: location.pathname === '/ui/rollouts/to-1-13-1', state: location.pathname + ' ' +
+			  ((document.querySelector('[data-testid=form-error]') || {}).textContent || '').trim()})`)
+		b.markNoReload()
+		b.waitJS("the tenant's tile is Done and the rollout Succeeded, live", time.Minute,
+			`(() => { const tile = document.querySelector('[data-testid=rollout-waves] [data-tenant="`+tenant+`"]');
+			  const phase = document.querySelector('[data-testid=rollout-summary] [data-phase]');
+			  const s = (tile ? tile.dataset.state : 'no tile') + ' ' + (phase ? phase.dataset.phase : 'no phase');
+			  return {ok: s === 'Done Succeeded', state: s}; })()`)
+		b.expectNoReload()
 	})
 
 	if shots != "" {
