@@ -57,13 +57,15 @@ var allowedLayers = map[string][]string{
 	// .tf.json generator and state projection. Pure, so the API and the web
 	// UI validate and describe with the generator's own rules.
 	"tfrunner/providers": {"domain"},
+	// The Image Factory client: schematics in, nothing of ours but domain.
+	"talos/factory": {"domain"},
 }
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
 // helpers too), and talos's health probes, upgrade saga and config
 // controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot", "talos/remediation", "talos/rollout"}
+var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot", "talos/remediation", "talos/rollout", "talos/factory"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},
@@ -90,6 +92,9 @@ var domainThirdParty = []string{
 	"k8s.io/apimachinery/pkg/selection",
 	"k8s.io/apimachinery/pkg/util/validation",
 	"sigs.k8s.io/json",
+	// The Image Factory's own YAML library: a schematic's ID is the hash of
+	// its encoding, so it must be the factory's.
+	"go.yaml.in/yaml/v4",
 }
 
 // domainIndirect is what domainThirdParty brings along: domain may depend on

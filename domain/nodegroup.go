@@ -62,6 +62,11 @@ type NodeGroupSpec struct {
 	// Remediation, when set, has unhealthy machines replaced automatically
 	// (domain.DecideRemediation gives the rules); absent, never.
 	Remediation *RemediationPolicy `json:"remediation,omitempty"`
+	// Schematic is the Image Factory schematic of the group's machines,
+	// instead of the tenant's (the whole schematic, not a merge); absent:
+	// the tenant's. A change re-images the machines in place through the
+	// upgrade saga. It cannot go with providerConfig.installImage.
+	Schematic *Schematic `json:"schematic,omitempty"`
 }
 
 // DefaultDrainTimeout is a node group's drainTimeout when it names none.
@@ -110,6 +115,9 @@ func (s *NodeGroupSpec) Default() {
 			s.TalosVersion = canonicalVersion(s.TalosVersion)
 		}
 	}
+	if s.Schematic != nil {
+		s.Schematic.Default()
+	}
 }
 
 // Validate reports every bad field.
@@ -129,6 +137,13 @@ func (s *NodeGroupSpec) Validate(f string) []Cause {
 	pc, c := canonicalObject(s.ProviderConfig, f+".providerConfig")
 	causes = append(causes, c...)
 	s.ProviderConfig = pc
+	if s.Schematic != nil {
+		causes = append(causes, s.Schematic.Validate(f+".schematic")...)
+		if in, err := ReadInstallSettings(s.ProviderConfig); err == nil && in.InstallImage != "" {
+			causes = append(causes, Cause{Field: f + ".schematic", Type: CauseForbidden,
+				Message: "providerConfig.installImage names the installer already; declare the schematic or the image, not both"})
+		}
+	}
 	if s.TalosVersion != "" {
 		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
 	}

@@ -57,6 +57,10 @@ type TenantSpec struct {
 	// Maintenance is when disruptive work that is not urgent (Talos and
 	// Kubernetes upgrades) may start; absent: any time.
 	Maintenance *Maintenance `json:"maintenance,omitempty"`
+	// Schematic is the Image Factory schematic (system extensions, extra
+	// kernel arguments, META) of every node group that declares none of its
+	// own; absent: the factory's vanilla image.
+	Schematic *Schematic `json:"schematic,omitempty"`
 }
 
 // ControlPlaneSpec says how clients reach the Kubernetes API.
@@ -101,6 +105,9 @@ func (s *TenantSpec) Default() {
 	}
 	if s.EtcdBackup != nil {
 		s.EtcdBackup.Default()
+	}
+	if s.Schematic != nil {
+		s.Schematic.Default()
 	}
 	if s.DriftCheck != nil {
 		s.DriftCheck.Default()
@@ -155,6 +162,9 @@ func (s *TenantSpec) Validate(f string) []Cause {
 	}
 	if s.Maintenance != nil {
 		causes = append(causes, s.Maintenance.Validate(f+".maintenance")...)
+	}
+	if s.Schematic != nil {
+		causes = append(causes, s.Schematic.Validate(f+".schematic")...)
 	}
 	if s.ControlPlane.Endpoint != "" {
 		u, err := url.Parse(s.ControlPlane.Endpoint)

@@ -64,5 +64,5 @@ func (d *Desired) Config(m *domain.Machine, kubernetesVersion string) ([]byte, e
 		return nil, fmt.Errorf("machine %s: %w", m.Metadata.Name, domain.NewNotFound(domain.NodeGroupKind.Kind, m.Spec.NodeGroup))
 	}
 	return Render(RenderInput{Tenant: d.view.tenant, NodeGroup: ng, Machine: m, ControlPlaneAddress: d.view.firstControlPlane(),
-		Patches: d.view.patches, Bundle: d.view.bundle, KubernetesVersion: kubernetesVersion})
+		Patches: d.view.patches, Bundle: d.view.bundle, KubernetesVersion: kubernetesVersion, ImageFactory: d.view.factory})
 }

@@ -93,11 +93,11 @@ func (s *Service) Impact(ctx context.Context, tenant string, ch Change, nodes Dr
 		f := domain.ImpactFacts{Exists: true, Wanted: wanted(ngNext)}
 		var nextCfg []byte
 		if f.Wanted && ng != nil {
-			before, err := Render(RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: &m, ControlPlaneAddress: cp, Patches: v.patches, Bundle: v.bundle})
+			before, err := Render(RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: &m, ControlPlaneAddress: cp, Patches: v.patches, Bundle: v.bundle, ImageFactory: v.factory})
 			if err != nil {
 				return domain.ChangeImpact{}, fmt.Errorf("machine %s: rendering its config: %w", m.Metadata.Name, err)
 			}
-			nextCfg, err = Render(RenderInput{Tenant: nextTenant, NodeGroup: ngNext, Machine: &m, ControlPlaneAddress: cp, Patches: nextPatches, Bundle: v.bundle})
+			nextCfg, err = Render(RenderInput{Tenant: nextTenant, NodeGroup: ngNext, Machine: &m, ControlPlaneAddress: cp, Patches: nextPatches, Bundle: v.bundle, ImageFactory: v.factory})
 			if err != nil {
 				return domain.ChangeImpact{}, domain.NewInvalid(domain.MachineKind.Kind, m.Metadata.Name,
 					[]domain.Cause{{Field: "spec", Type: domain.CauseInvalid, Message: "machine " + m.Metadata.Name + "'s config does not render with the change: " + err.Error()}})

@@ -39,6 +39,9 @@ type RenderInput struct {
 	// Kubernetes upgrade renders a machine's next and previous configs);
 	// empty means KubernetesVersionOf(Tenant).
 	KubernetesVersion string
+	// ImageFactory is the Image Factory URL the installer comes from when
+	// the node group names no installImage; "" is the public one.
+	ImageFactory string
 }
 
 // KubernetesVersionOf is the Kubernetes version a tenant's configs carry: the
@@ -124,7 +127,11 @@ func render(in RenderInput) (config.Provider, error) {
 		pc.InstallDisk = domain.DefaultInstallDisk
 	}
 	if pc.InstallImage == "" {
-		pc.InstallImage = domain.DefaultInstallImage(version)
+		factory := in.ImageFactory
+		if factory == "" {
+			factory = domain.DefaultImageFactory
+		}
+		pc.InstallImage = domain.FactoryInstaller(factory, domain.EffectiveSchematic(&in.Tenant.Spec, &in.NodeGroup.Spec), version)
 	}
 	nw := in.Tenant.Spec.Network
 	gen, err := generate.NewInput(in.Tenant.Metadata.Name, endpoint, strings.TrimPrefix(in.kubernetesVersion(), "v"),

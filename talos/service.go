@@ -15,11 +15,29 @@ import (
 type Service struct {
 	cache *projections.Cache
 	pki   *PKI
+	// factory is the Image Factory URL the installers come from ("": the
+	// public one).
+	factory string
 }
 
 // NewService returns a Service reading objects from cache and bundles from pki.
 func NewService(cache *projections.Cache, pki *PKI) *Service {
 	return &Service{cache: cache, pki: pki}
+}
+
+// WithImageFactory makes the configs name installers of the Image Factory at
+// url (serve --image-factory) and returns s.
+func (s *Service) WithImageFactory(url string) *Service {
+	s.factory = url
+	return s
+}
+
+// ImageFactory is the Image Factory URL the configs' installers come from.
+func (s *Service) ImageFactory() string {
+	if s.factory == "" {
+		return domain.DefaultImageFactory
+	}
+	return s.factory
 }
 
 // PKI returns the service's PKI.
@@ -31,6 +49,7 @@ type tenantView struct {
 	machines []domain.Machine
 	patches  []domain.ConfigPatch
 	bundle   *secrets.Bundle
+	factory  string
 }
 
 func (s *Service) load(ctx context.Context, tenant string) (*tenantView, error) {
@@ -38,7 +57,7 @@ func (s *Service) load(ctx context.Context, tenant string) (*tenantView, error) 
 	if err != nil {
 		return nil, err
 	}
-	v := &tenantView{tenant: t}
+	v := &tenantView{tenant: t, factory: s.factory}
 	if v.machines, err = projections.List[domain.Machine](s.cache, domain.MachineKind, projections.ListOptions{Tenant: tenant}); err != nil {
 		return nil, err
 	}
@@ -118,7 +137,7 @@ func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string,
 }
 
 func (s *Service) renderOrDiff(v *tenantView, ng *domain.NodeGroup, m *domain.Machine, pending *Pending) ([]byte, error) {
-	in := RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: m, ControlPlaneAddress: v.firstControlPlane(), Bundle: v.bundle}
+	in := RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: m, ControlPlaneAddress: v.firstControlPlane(), Bundle: v.bundle, ImageFactory: v.factory}
 	if pending == nil {
 		in.Patches = v.patches
 		return Render(in)
@@ -199,7 +218,7 @@ func (s *Service) ValidatePatch(ctx context.Context, tenant string, spec domain.
 	p := domain.ConfigPatch{Metadata: domain.ObjectMeta{Name: "pending"}, Spec: spec}
 	for _, role := range roles {
 		ng := &domain.NodeGroup{Metadata: domain.ObjectMeta{Name: "pending", Tenant: tenant}, Spec: domain.NodeGroupSpec{Role: role}}
-		if _, err := render(RenderInput{Tenant: v.tenant, NodeGroup: ng, ControlPlaneAddress: cp, Patches: []domain.ConfigPatch{p}, Bundle: v.bundle}); err != nil {
+		if _, err := render(RenderInput{Tenant: v.tenant, NodeGroup: ng, ControlPlaneAddress: cp, Patches: []domain.ConfigPatch{p}, Bundle: v.bundle, ImageFactory: v.factory}); err != nil {
 			return fmt.Sprintf("applied to a %s config: %s", role, strings.TrimPrefix(err.Error(), "configpatch pending: ")), nil
 		}
 	}

@@ -54,7 +54,7 @@ func (w *Worker) inputsWith(ctx context.Context, tenant string, t *domain.Tenant
 	if err != nil {
 		return providers.GenerateInput{}, runInputs{}, fmt.Errorf("loading the tenant's PKI: %w", err)
 	}
-	in := providers.GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}}
+	in := providers.GenerateInput{Tenant: t, Providers: map[string]*domain.Provider{}, ImageFactory: w.cfg.ImageFactory}
 	extra := runInputs{bundle: bundle}
 	byProvider := map[string]*domain.Provider{}
 	for _, ng := range groups {
@@ -106,7 +106,7 @@ func (w *Worker) inputsWith(ctx context.Context, tenant string, t *domain.Tenant
 					Spec: domain.MachineSpec{NodeGroup: ng.Metadata.Name, Role: ng.Spec.Role, Hostname: providers.CloudName(tenant, mname)}}
 			}
 			cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m,
-				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle})
+				ControlPlaneAddress: cpAddress, Patches: patches, Bundle: bundle, ImageFactory: w.cfg.ImageFactory})
 			if err != nil {
 				return providers.GenerateInput{}, runInputs{}, fmt.Errorf("rendering the config of machine %s: %w", mname, err)
 			}

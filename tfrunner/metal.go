@@ -154,7 +154,7 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		logw.Printf("machine %s (%s) is configured already; its config is the config controller's", tg.Name, tg.Address)
 		return w.recordMetalMachine(ctx, ref, tg, spec, "")
 	}
-	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle})
+	cfg, err := talos.Render(talos.RenderInput{Tenant: t, NodeGroup: ng, Machine: m, ControlPlaneAddress: in.cpAddress, Patches: in.patches, Bundle: in.bundle, ImageFactory: w.cfg.ImageFactory})
 	if err != nil {
 		return fmt.Errorf("rendering its config: %w", err)
 	}

@@ -156,6 +156,9 @@ func (w *Worker) apply(ctx context.Context, tenant, name string, t *domain.Tenan
 	if err != nil {
 		return res, err
 	}
+	if err := w.registerSchematics(ctx, in, extra.metal); err != nil {
+		return res, err
+	}
 	hasState, err := w.cfg.State.HasState(ctx, tenant)
 	if err != nil {
 		return res, fmt.Errorf("checking the state: %w", err)

@@ -85,6 +85,13 @@ type StateStore interface {
 	HasState(ctx context.Context, tenant string) (bool, error)
 }
 
+// SchematicRegistrar makes an Image Factory know a schematic (a
+// *factory.Client): a factory builds installers only of the schematics it
+// was given.
+type SchematicRegistrar interface {
+	Register(ctx context.Context, s *domain.Schematic) error
+}
+
 // Config configures a Worker. Fields without a default are required.
 type Config struct {
 	Store   *eventstore.Store
@@ -146,6 +153,13 @@ type Config struct {
 	// checks as when they are written); the zero value checks all but the
 	// provider sources.
 	Modules providers.ModuleChecker
+	// ImageFactory is the Image Factory URL the machines' installers come
+	// from (serve --image-factory); "" is the public one.
+	ImageFactory string
+	// Schematics registers the node groups' schematics with that factory
+	// before an apply builds machines that install from it; nil: they are
+	// not (the factory is told some other way).
+	Schematics SchematicRegistrar
 	// Holder names this replica in leases and applies.
 	Holder string
 	Log    *slog.Logger

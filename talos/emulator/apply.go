@@ -183,6 +183,8 @@ func (n *node) wipeConfigLocked() {
 	n.tryGen++
 	n.st.Role, n.st.ClusterID, n.st.Bootstrapped, n.st.EtcdLeft = "", "", false, false
 	n.st.ConfigHash, n.st.KubernetesVersion, n.st.StagedConfigHash = "", "", ""
+	// The next config installs anew, from its own installer.
+	n.st.Image = ""
 }
 
 // durableConfigLocked is the config a restart finds on disk: a TRY config is

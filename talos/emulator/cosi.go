@@ -43,7 +43,7 @@ import (
 var cosiResources = []meta.ResourceWithRD{
 	&cluster.Member{}, &config.MachineConfig{}, &etcd.Member{}, &k8s.Nodename{}, &k8s.StaticPodStatus{},
 	&network.AddressStatus{}, &network.HostnameStatus{}, &network.NodeAddress{},
-	&runtime.MachineStatus{}, &runtime.Version{}, &v1alpha1.Service{},
+	&runtime.ExtensionStatus{}, &runtime.MachineStatus{}, &runtime.Version{}, &v1alpha1.Service{},
 }
 
 // cosiNamespaces are the namespaces of cosiResources, with Talos's descriptions.
@@ -196,7 +196,9 @@ type nodeFacts struct {
 	members  []NodeStatus // the cluster's configured nodes (discovery)
 	etcd     bool         // this node is a running etcd member
 	etcdID   uint64       // its member id
-	times    bootTimes
+	// extensions are the system extensions of the image it runs.
+	extensions []extensionFact
+	times      bootTimes
 }
 
 // refreshCOSI brings the COSI resources of n, and of the other nodes of its
@@ -262,7 +264,7 @@ func (n *node) facts() (nodeFacts, *nodeState) {
 	n.mu.Lock()
 	s, t := n.cosi, n.boot
 	n.mu.Unlock()
-	f := nodeFacts{st: in.st, cfg: in, services: n.nodeServices(), times: t}
+	f := nodeFacts{st: in.st, cfg: in, services: n.nodeServices(), times: t, extensions: n.em.extensionsOf(in.st.Image)}
 	if s == nil || in.st.ClusterID == "" {
 		return f, s
 	}

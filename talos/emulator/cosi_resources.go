@@ -10,6 +10,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
@@ -45,6 +46,13 @@ func desiredResources(f nodeFacts) []resource.Resource {
 	v := runtime.NewVersion()
 	v.TypedSpec().Name, v.TypedSpec().Version = "Talos", st.Version
 	out = append(out, v)
+
+	for i, x := range f.extensions {
+		es := runtime.NewExtensionStatus(runtime.NamespaceName, fmt.Sprint(i))
+		es.TypedSpec().Image = fmt.Sprintf("%03d.sqsh", i)
+		es.TypedSpec().Metadata = extensions.Metadata{Name: x.name, Version: x.version, Author: "Sidero Labs", Description: x.description}
+		out = append(out, es)
+	}
 
 	hs := network.NewHostnameStatus(network.NamespaceName, "hostname")
 	hs.TypedSpec().Hostname = st.Name

@@ -38,6 +38,8 @@ type Emulator struct {
 	// etcd holds each bootstrapped cluster's etcd data by cluster id; a
 	// stored etcdState is replaced, never modified (etcd_data.go).
 	etcd map[string]*etcdState
+	// schematics is the Image Factory catalogue by ID (schematics.go).
+	schematics map[string]domain.Schematic
 	// closed is set once Run is stopping: nothing more is persisted.
 	closed bool
 

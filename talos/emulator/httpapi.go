@@ -3,6 +3,7 @@ package emulator
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -50,8 +51,51 @@ import (
 //	DELETE /v1/clusters/{cluster}/etcd/keys/{key…} delete it   200 EtcdData; revision +1; 404 if the key is not there
 //	PUT    /v1/clusters/{cluster}/etcd/padding?bytes=N         200 EtcdData: snapshots carry N filler bytes (≤ 8 GiB, made
 //	                                               as they stream) to test large snapshots; not a write (revision stays)
+//
+// The Image Factory's schematic API (schematics.go), in the factory's own
+// format, so the emulator stands in for the factory (serve --image-factory):
+//
+//	POST   /schematics              add a schematic        201 {"id":"<sha256>"}; body: the factory's YAML or JSON
+//	                                                       ({customization: {systemExtensions: {officialExtensions: [...]},
+//	                                                       extraKernelArgs: [...], meta: [{key, value}]}}), ≤ 64 KiB
+//	GET    /schematics/{id}         read it back           200 the factory's YAML; 404 when the catalogue lacks it
 func (e *Emulator) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /schematics", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxSchematicBody+1))
+		if err != nil {
+			writeError(w, domain.NewBadRequest("reading the request body: "+err.Error()))
+			return
+		}
+		if len(b) > maxSchematicBody {
+			writeError(w, &domain.Error{Reason: domain.ReasonRequestEntityTooLarge, Message: fmt.Sprintf("a schematic is at most %d bytes", maxSchematicBody)})
+			return
+		}
+		s, err := domain.ParseFactorySchematic(b)
+		if err != nil {
+			writeError(w, domain.NewBadRequest(err.Error()))
+			return
+		}
+		if causes := s.Validate("customization"); len(causes) > 0 {
+			writeError(w, domain.NewInvalid("Schematic", "", causes))
+			return
+		}
+		id, err := e.AddSchematic(s)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+	})
+	mux.HandleFunc("GET /schematics/{id}", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := e.lookupSchematic(r.PathValue("id"))
+		if !ok {
+			writeError(w, domain.NewNotFound("Schematic", r.PathValue("id")))
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(s.FactoryYAML()) //nolint:errcheck // the client went away.
+	})
 	mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"items": e.List()})
 	})
@@ -178,6 +222,9 @@ func (e *Emulator) etcdRoutes(mux *http.ServeMux) {
 
 // maxBody bounds a request: a machine config is tens of KiB.
 const maxBody = 4 << 20
+
+// maxSchematicBody bounds a posted schematic.
+const maxSchematicBody = 64 << 10
 
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))

@@ -37,6 +37,9 @@ func (l *lifecycleServer) Upgrade(req *machine.LifecycleServiceUpgradeRequest, s
 		return status.Errorf(codes.InvalidArgument, "image %q has no tag to upgrade to", image)
 	}
 	n := l.ms.n
+	if err := n.em.checkInstaller(image); err != nil {
+		return err
+	}
 	// talosctl pulls the installer first (ImageService.Pull); a client that
 	// did not gets it pulled here, as containerd would.
 	if !n.hasImage(image) {
@@ -54,7 +57,7 @@ func (l *lifecycleServer) Upgrade(req *machine.LifecycleServiceUpgradeRequest, s
 		n.st.Faults.FailNextUpgrade = false
 		n.logf("upgrade to %s failed: emulated fault", version)
 	} else {
-		n.st.Staged = version
+		n.st.Staged, n.st.StagedImage = version, image
 		n.logf("installed %s; it boots on the next reboot", version)
 	}
 	n.mu.Unlock()

@@ -53,6 +53,14 @@ type NodeStatus struct {
 	// comes back upgraded, as a real machine would: its reboot does not
 	// depend on the management plane that asked for it.
 	RebootingInto string `json:"rebootingInto,omitempty"`
+	// Image is the installer image the node's Talos was installed from
+	// (machine.install.image of its first config, then each upgrade's); its
+	// Image Factory schematic decides the extensions it reports.
+	Image string `json:"image,omitempty"`
+	// StagedImage and RebootingIntoImage are the images of Staged and
+	// RebootingInto.
+	StagedImage        string `json:"stagedImage,omitempty"`
+	RebootingIntoImage string `json:"rebootingIntoImage,omitempty"`
 	// ConfigHash is the hex SHA-256 of the exact config bytes the node runs:
 	// the last it was given (user data, maintenance-mode or later
 	// ApplyConfiguration), except that a STAGED config counts only once a
@@ -161,6 +169,10 @@ func (n *node) setConfigLocked(b []byte, cfg config.Provider) {
 	}
 	if ca := cfg.Machine().Security().IssuingCA(); len(ca.Key) > 0 {
 		n.em.osCAs.Store(n.st.ClusterID, ca)
+	}
+	if n.st.Image == "" && cfg.Machine().Install() != nil {
+		// The first config installs Talos: from its installer.
+		n.st.Image = cfg.Machine().Install().Image()
 	}
 	n.st.Role = "worker"
 	if cfg.Machine().Type().IsControlPlane() {

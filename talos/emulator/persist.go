@@ -117,6 +117,9 @@ func (e *Emulator) restore() error {
 	if err := e.restoreEtcdLocked(); err != nil {
 		return err
 	}
+	if err := e.restoreSchematicsLocked(); err != nil {
+		return err
+	}
 	dir := filepath.Join(e.cfg.StateDir, "nodes")
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -142,6 +145,9 @@ func (e *Emulator) restore() error {
 		if v := n.st.RebootingInto; v != "" {
 			// The upgrade's reboot went on while the emulator was down.
 			n.st.Version, n.st.Staged, n.st.RebootingInto = v, "", ""
+			if img := n.st.RebootingIntoImage; img != "" {
+				n.st.Image, n.st.StagedImage, n.st.RebootingIntoImage = img, "", ""
+			}
 		}
 		if err := n.restoreConfigLocked(dir); err != nil {
 			return err

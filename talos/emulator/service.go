@@ -80,6 +80,9 @@ func (m *machineServer) Upgrade(ctx context.Context, req *machine.UpgradeRequest
 		return nil, status.Errorf(codes.InvalidArgument, "image %q has no tag to upgrade to", req.GetImage())
 	}
 	n := m.n
+	if err := n.em.checkInstaller(req.GetImage()); err != nil {
+		return nil, err
+	}
 	if err := n.awaitBooted(ctx); err != nil {
 		return nil, err
 	}
@@ -96,7 +99,7 @@ func (m *machineServer) Upgrade(ctx context.Context, req *machine.UpgradeRequest
 		return nil, status.Errorf(codes.Unavailable, "node is %s, not running", n.st.Phase)
 	}
 	n.logf("upgrade to %s requested", version)
-	n.st.RebootingInto = version
+	n.st.RebootingInto, n.st.RebootingIntoImage = version, req.GetImage()
 	n.mu.Unlock()
 	// On disk before the answer: the reboot must survive the emulator.
 	n.em.persist(n)
@@ -104,6 +107,7 @@ func (m *machineServer) Upgrade(ctx context.Context, req *machine.UpgradeRequest
 	n.afterShutdownDelay(func() {
 		n.transitionBy(actor, "upgrade", PhaseRebooting, n.em.cfg.UpgradeDelay+n.em.cfg.RebootDelay, func() {
 			n.st.Version, n.st.Staged, n.st.RebootingInto = version, "", ""
+			n.st.Image, n.st.StagedImage, n.st.RebootingIntoImage = req.GetImage(), "", ""
 			n.logf("upgraded to %s", version)
 		})
 	})
@@ -136,6 +140,9 @@ func (m *machineServer) Reboot(context.Context, *machine.RebootRequest) (*machin
 		n.transitionBy(actor, "reboot", PhaseRebooting, n.em.cfg.RebootDelay, func() {
 			if n.st.Staged != "" {
 				n.st.Version, n.st.Staged = n.st.Staged, ""
+				if n.st.StagedImage != "" {
+					n.st.Image, n.st.StagedImage = n.st.StagedImage, ""
+				}
 				n.logf("booting the staged %s", n.st.Version)
 			}
 		})

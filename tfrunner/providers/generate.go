@@ -50,6 +50,9 @@ type GenerateInput struct {
 	// provider, is kept with no machines so that tofu destroys what it built
 	// with the module's own provider configuration.
 	StateModules []ModuleUse
+	// ImageFactory is the Image Factory URL installers come from; "" is
+	// the public one.
+	ImageFactory string
 }
 
 // GroupInput is one node group and its machines.

@@ -201,7 +201,7 @@ func (b *tfBuilder) moduleCall(u *tfProviderUse, group string, g *tfGroup) {
 		body[k] = v
 	}
 	machines := map[string]any{}
-	role, version, image := "", "", ""
+	role, version, image, schematic := "", "", "", ""
 	providerConfig := map[string]any{}
 	if g != nil {
 		role = g.ng.Spec.Role
@@ -214,9 +214,16 @@ func (b *tfBuilder) moduleCall(u *tfProviderUse, group string, g *tfGroup) {
 			// Validated when written: a stored config that is not is a bug.
 			b.bugs = append(b.bugs, fmt.Sprintf("node group %s: %v", g.ng.Metadata.Name, err))
 		}
+		// The day-0 installer, as the machines' configs name it: an explicit
+		// installImage as it is, else the factory's of the group's schematic.
 		image = install.InstallImage
 		if image == "" {
-			image = domain.DefaultInstallImage(version)
+			factory := b.in.ImageFactory
+			if factory == "" {
+				factory = domain.DefaultImageFactory
+			}
+			inst := domain.InstallerOf(factory, &b.tenant.Spec, &g.ng.Spec, version)
+			image, schematic = inst.Image, inst.Schematic
 		}
 		if len(g.ng.Spec.ProviderConfig) > 0 {
 			if v, err := jsonSyntaxValue(g.ng.Spec.ProviderConfig); err == nil {
@@ -238,6 +245,7 @@ func (b *tfBuilder) moduleCall(u *tfProviderUse, group string, g *tfGroup) {
 		ModuleVarRole:           lit(role),
 		ModuleVarTalosVersion:   lit(version),
 		ModuleVarInstallImage:   lit(image),
+		ModuleVarSchematicID:    lit(schematic),
 		ModuleVarMachines:       machines,
 		ModuleVarEndpoint:       lit(b.tenant.Spec.ControlPlane.Endpoint),
 		ModuleVarProviderConfig: providerConfig,

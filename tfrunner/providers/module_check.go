@@ -24,7 +24,9 @@ import (
 // (docs/providers.md):
 //
 //   - inputs RezusCloud sets, each only when the module declares it:
-//     tenant, node_group, role, talos_version, install_image (strings),
+//     tenant, node_group, role, talos_version, install_image, schematic_id
+//     (strings; schematic_id is the Image Factory schematic install_image
+//     carries, "" when the group names its own installImage),
 //     machines (map of machine name to {config, hostname}: the machines the
 //     group wants, each with its day-0 machine config, sensitive), endpoint
 //     (the tenant's spec.controlPlane.endpoint URL, "" when the tenant
@@ -43,6 +45,7 @@ const (
 	ModuleVarRole           = "role"
 	ModuleVarTalosVersion   = "talos_version"
 	ModuleVarInstallImage   = "install_image"
+	ModuleVarSchematicID    = "schematic_id"
 	ModuleVarMachines       = "machines"
 	ModuleVarEndpoint       = "endpoint"
 	ModuleVarProviderConfig = "provider_config"
@@ -57,7 +60,7 @@ const (
 // moduleInputs are the variables RezusCloud sets, sorted.
 var moduleInputs = []string{
 	ModuleVarEndpoint, ModuleVarInstallImage, ModuleVarMachines, ModuleVarNodeGroup,
-	ModuleVarProviderConfig, ModuleVarRole, ModuleVarTalosVersion, ModuleVarTenant,
+	ModuleVarProviderConfig, ModuleVarRole, ModuleVarSchematicID, ModuleVarTalosVersion, ModuleVarTenant,
 }
 
 // defaultProviderHost is where a provider source without a host lives.
