@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,10 @@ const (
 	ImpactNone        = "none"
 	ImpactReconfigure = "reconfigure"
 	ImpactReboot      = "reboot"
+	// ImpactReimage: the machine is installed again from its group's new
+	// installer at the Talos version it runs (a schematic change), through
+	// the upgrade saga: drained, one at a time.
+	ImpactReimage = "reimage"
 	ImpactCreate      = "create"
 	ImpactDestroy     = "destroy"
 )
@@ -69,6 +74,10 @@ type ImpactFacts struct {
 	Unanswered string
 	// InstallChanges: the config's machine.install section changes.
 	InstallChanges bool
+	// Reimage: the group's schematic changes (FromSchematic to
+	// ToSchematic), so the machine is re-imaged.
+	Reimage                    bool
+	FromSchematic, ToSchematic string
 }
 
 // DecideMachineImpact decides what a change does to one machine: a machine a
@@ -87,6 +96,10 @@ func DecideMachineImpact(f ImpactFacts) MachineImpact {
 		return m
 	case !f.Exists:
 		m.Action = ImpactNone
+		return m
+	case f.Reimage:
+		m.Action, m.Reboot, m.Drain = ImpactReimage, true, true
+		m.Details = fmt.Sprintf("re-imaged at the same Talos version by the upgrade saga, one machine at a time: schematic %.12s… → %.12s…", f.FromSchematic, f.ToSchematic)
 		return m
 	case !f.ConfigChanges:
 		m.Action = ImpactNone
@@ -121,6 +134,9 @@ func ImpactSummary(ms []MachineImpact) string {
 		fmt.Sprintf("%d created", n[ImpactCreate]),
 		fmt.Sprintf("%d destroyed", n[ImpactDestroy]),
 		fmt.Sprintf("%d unchanged", n[ImpactNone]),
+	}
+	if n[ImpactReimage] > 0 {
+		parts = slices.Insert(parts, 1, fmt.Sprintf("%d re-imaged (drained first)", n[ImpactReimage]))
 	}
 	return strings.Join(parts, ", ")
 }

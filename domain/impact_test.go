@@ -24,6 +24,8 @@ func TestDecideMachineImpact(t *testing.T) {
 		{"the count goes down", ImpactFacts{Exists: true, Wanted: false, ConfigChanges: true}, ImpactDestroy, false, true, "destroyed"},
 		{"the count goes up", ImpactFacts{Wanted: true}, ImpactCreate, false, false, "fresh config"},
 		{"neither there nor wanted", ImpactFacts{}, ImpactNone, false, false, ""},
+		{"a new schematic: re-imaged, drained first", ImpactFacts{Exists: true, Wanted: true, ConfigChanges: true, Reboot: &no, InstallChanges: true, Reimage: true,
+			FromSchematic: VanillaSchematic, ToSchematic: "9cba8e32753f91a16c1837ab8abf356af021706ef284aef07380780177d9a06c"}, ImpactReimage, true, true, "re-imaged at the same Talos version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := DecideMachineImpact(tc.facts)
@@ -39,4 +41,6 @@ func TestDecideMachineImpact(t *testing.T) {
 	}
 	require.Equal(t, "1 rebooted (drained first), 0 reconfigured in place, 1 created, 0 destroyed, 2 unchanged",
 		ImpactSummary([]MachineImpact{{Action: ImpactReboot}, {Action: ImpactCreate}, {Action: ImpactNone}, {Action: ImpactNone}}))
+	require.Equal(t, "0 rebooted (drained first), 2 re-imaged (drained first), 0 reconfigured in place, 0 created, 0 destroyed, 0 unchanged",
+		ImpactSummary([]MachineImpact{{Action: ImpactReimage}, {Action: ImpactReimage}}))
 }

@@ -203,6 +203,11 @@ func ParseFactorySchematic(b []byte) (Schematic, error) {
 	return s, nil
 }
 
+// validSchematicID reports whether id looks like a schematic ID.
+func validSchematicID(id string) bool {
+	return len(id) == 64 && strings.Trim(id, "0123456789abcdef") == ""
+}
+
 // EffectiveSchematic is the schematic a node group's machines run: the
 // group's own, else the tenant's, else none (nil).
 func EffectiveSchematic(tenant *TenantSpec, ng *NodeGroupSpec) *Schematic {
@@ -229,12 +234,17 @@ func FactoryHost(factoryURL string) string {
 // FactoryInstaller is the factory's installer image of a schematic at a
 // Talos version: <host>/metal-installer[-secureboot]/<id>:<version>.
 func FactoryInstaller(factoryURL string, s *Schematic, version string) string {
-	id, variant := VanillaSchematic, "metal-installer"
-	if s != nil {
-		id = s.ID()
-		if s.SecureBoot {
-			variant += "-secureboot"
-		}
+	if s == nil {
+		return FactoryInstallerOf(factoryURL, VanillaSchematic, false, version)
+	}
+	return FactoryInstallerOf(factoryURL, s.ID(), s.SecureBoot, version)
+}
+
+// FactoryInstallerOf is FactoryInstaller by schematic ID.
+func FactoryInstallerOf(factoryURL, id string, secureBoot bool, version string) string {
+	variant := "metal-installer"
+	if secureBoot {
+		variant += "-secureboot"
 	}
 	return FactoryHost(factoryURL) + "/" + variant + "/" + id + ":" + version
 }
@@ -253,7 +263,7 @@ func SchematicOfImage(image string) string {
 		return ""
 	}
 	id, _, _ := strings.Cut(parts[len(parts)-1], ":")
-	if len(id) != 64 || strings.Trim(id, "0123456789abcdef") != "" {
+	if !validSchematicID(id) {
 		return ""
 	}
 	return id

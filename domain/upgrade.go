@@ -85,6 +85,10 @@ type UpgradeSpec struct {
 	// explicit override, recorded with the Upgrade's creation in the audit
 	// log); otherwise each machine starts only inside a window.
 	Now bool `json:"now,omitempty"`
+	// Reimage marks a run the saga started because a node group's schematic
+	// changed: its machines are installed again at the Talos version they
+	// run, from their group's new installer.
+	Reimage bool `json:"reimage,omitempty"`
 }
 
 // Default fills in maxParallelism 1, a leading "v" and the node groups in order.
@@ -158,7 +162,13 @@ type UpgradeMachine struct {
 	// From is the version the machine ran when the run was planned; To the target.
 	From  string `json:"from,omitempty"`
 	To    string `json:"to"`
-	Phase string `json:"phase"`
+	// FromSchematic is the Image Factory schematic the machine ran when the
+	// run was planned; ToSchematic the one its node group declares, which
+	// the run installs with the target ("" when the group names its own
+	// installImage: then only the version counts).
+	FromSchematic string `json:"fromSchematic,omitempty"`
+	ToSchematic   string `json:"toSchematic,omitempty"`
+	Phase         string `json:"phase"`
 	// Started is when its upgrade call was made; Finished when it reached a final phase.
 	Started  *time.Time `json:"started,omitempty"`
 	Finished *time.Time `json:"finished,omitempty"`
@@ -166,6 +176,17 @@ type UpgradeMachine struct {
 	Error string `json:"error,omitempty"`
 	// Message is the step's progress in words, e.g. "Draining (4 pods left)".
 	Message string `json:"message,omitempty"`
+}
+
+// SchematicMatches reports whether a machine that reports schematic
+// observed runs the schematic want: any, when want is "" (an explicit
+// installImage); a node that reports none runs an image the factory did not
+// build, which counts as the vanilla one.
+func SchematicMatches(observed, want string) bool {
+	if observed == "" {
+		observed = VanillaSchematic
+	}
+	return want == "" || observed == want
 }
 
 // Final reports whether the machine's step is over.
@@ -234,6 +255,11 @@ func (s *UpgradeStatus) Validate(f string) []Cause {
 			causes = append(causes, validateVersion(m.From, p+".from")...)
 		}
 		causes = append(causes, validateVersion(m.To, p+".to")...)
+		for _, s := range []struct{ field, id string }{{".fromSchematic", m.FromSchematic}, {".toSchematic", m.ToSchematic}} {
+			if s.id != "" && !validSchematicID(s.id) {
+				causes = append(causes, Cause{Field: p + s.field, Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
+			}
+		}
 		causes = append(causes, oneOf(m.Phase, p+".phase", StepPending, StepDraining, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
 		if len(m.Error) > MaxUpgradeErrorBytes {
 			causes = append(causes, Cause{Field: p + ".error", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})

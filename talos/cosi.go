@@ -28,6 +28,26 @@ func NodeVersion(ctx context.Context, c *client.Client) (string, error) {
 	return v.TypedSpec().Version, nil
 }
 
+// NodeExtensions are the system extensions a node runs, as its COSI
+// ExtensionStatus resources say (`talosctl get extensions`), and the Image
+// Factory schematic its image was built from: the version of the factory's
+// "schematic" extension ("" for an image the factory did not build).
+func NodeExtensions(ctx context.Context, c *client.Client) (extensions []string, schematic string, err error) {
+	list, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, c.COSI)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the node's extensions: %w", err)
+	}
+	for r := range list.All() {
+		md := r.TypedSpec().Metadata
+		if md.Name == "schematic" {
+			schematic = md.Version
+			continue
+		}
+		extensions = append(extensions, md.Name)
+	}
+	return extensions, schematic, nil
+}
+
 // ServiceState is one service as its v1alpha1.Service resource says.
 type ServiceState struct {
 	ID                        string

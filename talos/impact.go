@@ -104,6 +104,11 @@ func (s *Service) Impact(ctx context.Context, tenant string, ch Change, nodes Dr
 			}
 			f.ConfigChanges = !SameConfig(before, nextCfg)
 			f.InstallChanges = f.ConfigChanges && installSection(before) != installSection(nextCfg)
+			from := domain.InstallerOf(v.factory, &v.tenant.Spec, &ng.Spec, "").Schematic
+			to := domain.InstallerOf(v.factory, &nextTenant.Spec, &ngNext.Spec, "").Schematic
+			if to != "" && from != to {
+				f.Reimage, f.FromSchematic, f.ToSchematic = true, from, to
+			}
 		}
 		mi := domain.MachineImpact{Machine: m.Metadata.Name, NodeGroup: m.Spec.NodeGroup}
 		out = append(out, mi)

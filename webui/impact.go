@@ -49,6 +49,8 @@ func impactVerb(m domain.MachineImpact) string {
 		return "config changes, no reboot"
 	case domain.ImpactReboot:
 		return "config changes, reboot (drained first)"
+	case domain.ImpactReimage:
+		return "re-image: new schematic, same Talos version (drained first)"
 	case domain.ImpactCreate:
 		return "created"
 	case domain.ImpactDestroy:

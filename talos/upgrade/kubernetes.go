@@ -87,7 +87,7 @@ func (r *upgradeRun) planKubernetes(ctx context.Context) error {
 			st.Phase, st.StartTime, st.EndTime, st.Reason = domain.UpgradeSucceeded, r.now(), r.now(), "no machines to upgrade"
 		})
 	}
-	talosOf, unreachable := r.versions(ctx, machines)
+	talosOf, _, unreachable := r.versions(ctx, machines)
 	if len(unreachable) > 0 {
 		return refuse(nil, "cannot read the Talos version of "+strings.Join(unreachable, "; "))
 	}
@@ -151,7 +151,7 @@ func (r *upgradeRun) kubernetesStep(ctx context.Context, name string) error {
 		return r.refuse(ctx, name, "rendering its config: "+err.Error())
 	}
 	if e.Phase == domain.StepPending {
-		_, p := r.awaitReachable(ctx, m)
+		_, p := r.awaitReachable(ctx, m, e)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

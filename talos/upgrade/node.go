@@ -94,6 +94,20 @@ func (ns *sagaNodes) version(ctx context.Context, m *domain.Machine) (string, er
 	return v, err
 }
 
+// versionAndSchematic is the node's version and the Image Factory
+// schematic its image was built from ("" when it reports none).
+func (ns *sagaNodes) versionAndSchematic(ctx context.Context, m *domain.Machine) (v, schematic string, err error) {
+	err = ns.with(ctx, m, func(ctx context.Context, c *client.Client) error {
+		var err error
+		if v, err = talos.NodeVersion(ctx, c); err != nil {
+			return err
+		}
+		_, schematic, err = talos.NodeExtensions(ctx, c)
+		return err
+	})
+	return v, schematic, err
+}
+
 // upgrade asks the node to install the image and reboot into it, keeping
 // its data (preserve). MachineService.Upgrade is deprecated in favour of
 // LifecycleService.Upgrade, which only stages the image and needs a

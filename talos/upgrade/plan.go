@@ -44,6 +44,30 @@ func planUpgrade(machines []domain.Machine, to, leader string, from map[string]s
 	return out
 }
 
+// withSchematics gives a Talos run's steps the schematics: the one each
+// machine runs (from, by name; "" when it reports none) and the one its node
+// group declares (to; "" when the group names its own installImage). A
+// machine on the target version that runs another schematic than its group
+// declares is not Done: the run installs it again, with the group's
+// installer (a re-image).
+func withSchematics(steps []domain.UpgradeMachine, from, to map[string]string) []domain.UpgradeMachine {
+	for i := range steps {
+		s := &steps[i]
+		s.ToSchematic = to[s.Name]
+		if s.ToSchematic == "" {
+			continue
+		}
+		s.FromSchematic = from[s.Name]
+		if s.FromSchematic == "" {
+			s.FromSchematic = domain.VanillaSchematic
+		}
+		if s.Phase == domain.StepDone && !domain.SchematicMatches(s.FromSchematic, s.ToSchematic) {
+			s.Phase = domain.StepPending
+		}
+	}
+	return steps
+}
+
 // pathProblems explains why the run may not start ("" when it may): a
 // machine whose move the rule refuses (problem: from, to → why, as
 // talos.TalosUpgradeProblem: a downgrade across a minor version, a skipped
@@ -105,7 +129,7 @@ func nextStepAction(s domain.UpgradeMachine, observed string) stepAction {
 		return actVerify
 	}
 	switch {
-	case reachable && observed == s.To:
+	case reachable && observed == stepTarget(s):
 		return actVerify
 	case s.Phase == domain.StepPending || s.Phase == domain.StepDraining:
 		// Untouched (a drain does not touch the machine): an unreachable

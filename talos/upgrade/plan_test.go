@@ -155,7 +155,7 @@ func TestInstallImageFor(t *testing.T) {
 		{"installer", "v1.13.0", "installer:v1.13.0"},
 	} {
 		t.Run(tc.image, func(t *testing.T) {
-			require.Equal(t, tc.want, InstallImageFor(tc.image, tc.version))
+			require.Equal(t, tc.want, domain.InstallImageFor(tc.image, tc.version))
 		})
 	}
 }
@@ -188,4 +188,35 @@ func TestTalosWriteBack(t *testing.T) {
 			require.Equal(t, tc.nodeGroups, ngs)
 		})
 	}
+}
+
+func TestWithSchematics(t *testing.T) {
+	iscsi := (&domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools"}}).ID()
+	both := (&domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}}).ID()
+	for _, tc := range []struct {
+		name      string
+		phase     string
+		from, to  string
+		wantPhase string
+		wantFrom  string
+	}{
+		{"same version, new schematic: re-imaged", domain.StepDone, iscsi, both, domain.StepPending, iscsi},
+		{"same version and schematic: done", domain.StepDone, both, both, domain.StepDone, both},
+		{"no schematic reported counts as vanilla", domain.StepDone, "", domain.VanillaSchematic, domain.StepDone, domain.VanillaSchematic},
+		{"an explicit installImage: only the version counts", domain.StepDone, iscsi, "", domain.StepDone, ""},
+		{"another version: upgraded either way", domain.StepPending, iscsi, iscsi, domain.StepPending, iscsi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := withSchematics([]domain.UpgradeMachine{{Name: "m", Phase: tc.phase, From: "v1.13.0", To: "v1.13.0"}},
+				map[string]string{"m": tc.from}, map[string]string{"m": tc.to})
+			require.Equal(t, tc.wantPhase, steps[0].Phase)
+			require.Equal(t, tc.wantFrom, steps[0].FromSchematic)
+			require.Equal(t, tc.to, steps[0].ToSchematic)
+		})
+	}
+	s := domain.UpgradeMachine{Phase: domain.StepPending, From: "v1.13.0", To: "v1.13.0", FromSchematic: iscsi, ToSchematic: both}
+	require.Equal(t, actVerify, nextStepAction(s, "v1.13.0+"+both), "back with the new schematic")
+	require.Equal(t, actUpgrade, nextStepAction(s, "v1.13.0+"+iscsi), "untouched: still the old one")
+	s.Phase = domain.StepRebooting
+	require.Equal(t, actWait, nextStepAction(s, "v1.13.0+"+iscsi), "rebooting, not yet down")
 }

@@ -46,12 +46,16 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 			st.Phase, st.StartTime, st.EndTime, st.Reason = domain.UpgradeSucceeded, r.now(), r.now(), "no machines to upgrade"
 		})
 	}
-	from, unreachable := r.versions(ctx, machines)
+	from, fromSchematics, unreachable := r.versions(ctx, machines)
 	if len(unreachable) > 0 {
 		return r.finish(ctx, domain.UpgradeFailed, "refused: cannot read the version of "+strings.Join(unreachable, "; "))
 	}
 	leader := r.leader(ctx, machines)
-	steps := planUpgrade(machines, r.spec.TalosVersion, leader, from)
+	toSchematics := map[string]string{}
+	for i := range machines {
+		toSchematics[machines[i].Metadata.Name] = r.installer(&machines[i], r.spec.TalosVersion).Schematic
+	}
+	steps := withSchematics(planUpgrade(machines, r.spec.TalosVersion, leader, from), fromSchematics, toSchematics)
 	k8s := ""
 	if t, ok, err := projections.Get[domain.Tenant](r.s.cfg.Cache, domain.TenantRef(r.ref.Tenant)); err == nil && ok {
 		k8s = talos.KubernetesVersionOf(t)
@@ -66,12 +70,13 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 	})
 }
 
-// versions asks every machine its version, 16 at a time.
-func (r *upgradeRun) versions(ctx context.Context, machines []domain.Machine) (map[string]string, []string) {
+// versions asks every machine its version and schematic, 16 at a time.
+func (r *upgradeRun) versions(ctx context.Context, machines []domain.Machine) (map[string]string, map[string]string, []string) {
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
 		out = map[string]string{}
+		sch = map[string]string{}
 		bad []string
 	)
 	sem := make(chan struct{}, 16)
@@ -82,18 +87,18 @@ func (r *upgradeRun) versions(ctx context.Context, machines []domain.Machine) (m
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			v, err := r.nodes.version(ctx, m)
+			v, s, err := r.nodes.versionAndSchematic(ctx, m)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				bad = append(bad, m.Metadata.Name+" ("+describeTalosErr(err)+")")
 				return
 			}
-			out[m.Metadata.Name] = v
+			out[m.Metadata.Name], sch[m.Metadata.Name] = v, s
 		}()
 	}
 	wg.Wait()
-	return out, bad
+	return out, sch, bad
 }
 
 // leader names the machine that leads etcd, asking the control planes among

@@ -64,10 +64,13 @@ type Config struct {
 	// Endpoint is the Talos API (host:port) of a machine; default its
 	// spec.address on port 50000.
 	Endpoint func(m *domain.Machine) (string, error)
-	// Installer is the installer image of a Talos version for a node group
-	// whose providerConfig names no installImage (one that does is used with
-	// the version as its tag, InstallImageFor); default InstallerImage.
-	Installer func(version string) string
+	// ImageFactory is the Image Factory URL installers come from for node
+	// groups whose providerConfig names no installImage (one that does is
+	// used with the version as its tag); default the public one.
+	ImageFactory string
+	// Schematics registers a group's schematic with that factory before a
+	// machine installs it; nil: it is not.
+	Schematics SchematicRegistrar
 	// CallTimeout bounds one Talos API call; default 10s.
 	CallTimeout time.Duration
 	// PollInterval is how often a node is asked while the saga waits for it; default 2s.
@@ -114,8 +117,8 @@ func (c *Config) setDefaults() {
 	if c.Endpoint == nil {
 		c.Endpoint = machineEndpoint
 	}
-	if c.Installer == nil {
-		c.Installer = InstallerImage
+	if c.ImageFactory == "" {
+		c.ImageFactory = domain.DefaultImageFactory
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = 10 * time.Second

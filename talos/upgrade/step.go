@@ -33,13 +33,13 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 		})
 	}
 	e := r.entry(name)
-	observed, err := r.nodes.version(ctx, m)
+	observed, err := r.build(ctx, m, e)
 	if err != nil && e.Phase == domain.StepUpgrading {
 		// Whether the upgrade call got through is unknown (the saga stopped
 		// around it): a node that is down only because it is itself coming
 		// back (say, after a restart of its host) must not pass for one that
 		// took the call. Give it a moment to answer before deciding.
-		observed = r.settledVersion(ctx, m)
+		observed = r.settledVersion(ctx, m, e)
 	}
 	act := nextStepAction(e, observed)
 	for act != actNone {
@@ -55,7 +55,7 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 			}
 			act = next
 		case actWait:
-			p := r.awaitBoot(ctx, m, e.From, e.To)
+			p := r.awaitBoot(ctx, m, e)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -103,14 +103,14 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 	name := m.Metadata.Name
 	untouched := e.Phase == domain.StepPending || e.Phase == domain.StepDraining
 	if untouched {
-		v, p := r.awaitReachable(ctx, m)
+		v, p := r.awaitReachable(ctx, m, e)
 		if ctx.Err() != nil {
 			return actNone, ctx.Err()
 		}
 		if p != "" {
 			return actNone, r.refuse(ctx, name, p)
 		}
-		if v == e.To {
+		if v == stepTarget(e) {
 			return actVerify, nil
 		}
 		if m.Spec.Role == domain.RoleControlPlane {
@@ -139,8 +139,16 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 		r.uncordonQuietly(ctx, m)
 		return actNone, r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase, e.Started = domain.StepPending, nil })
 	}
+	if err := r.register(ctx, m); err != nil {
+		// Nothing was touched: the step fails before the node goes down.
+		r.uncordonQuietly(ctx, m)
+		r.failed.Store(true)
+		return actNone, r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+			e.Phase, e.Finished, e.Error = domain.StepFailed, r.now(), clipBytes(err.Error(), domain.MaxUpgradeErrorBytes)
+		})
+	}
 	r.observeMachine(ctx, m, "", "Upgrading", false)
-	err := r.nodes.upgrade(ctx, m, r.installer(m, e.To))
+	err := r.nodes.upgrade(ctx, m, r.installer(m, e.To).Image)
 	if err != nil && ctx.Err() != nil {
 		return actNone, ctx.Err()
 	}
@@ -190,12 +198,12 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
 	issued, how, last := false, "", ""
 	for {
-		v, err := r.nodes.version(ctx, m)
+		v, err := r.build(ctx, m, e)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		switch {
-		case err == nil && v == e.From:
+		case err == nil && v == stepOrigin(e):
 			note := "it still runs " + e.From
 			if issued {
 				note = "rolled back to " + e.From + " (" + how + ")"
@@ -223,7 +231,7 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 			rerr := r.nodes.rollback(ctx, m)
 			if talosUnimplemented(rerr) {
 				how = "an upgrade to " + e.From
-				rerr = r.nodes.upgrade(ctx, m, r.installer(m, e.From))
+				rerr = r.nodes.upgrade(ctx, m, r.rollbackInstaller(m, e))
 			}
 			if rerr != nil && ctx.Err() != nil {
 				return ctx.Err()
@@ -257,11 +265,12 @@ func (r *upgradeRun) rollbackFailed(ctx context.Context, m *domain.Machine, why,
 	return nil
 }
 
-// awaitReachable waits for the node to answer Version; p says why it did not.
-func (r *upgradeRun) awaitReachable(ctx context.Context, m *domain.Machine) (version, p string) {
+// awaitReachable waits for the node to answer Version; p says why it did
+// not. version is the step's build (build).
+func (r *upgradeRun) awaitReachable(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (version, p string) {
 	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
 	for {
-		v, err := r.nodes.version(ctx, m)
+		v, err := r.build(ctx, m, e)
 		if err == nil {
 			return v, ""
 		}
@@ -280,10 +289,10 @@ const resumeSettle = 30 * time.Second
 
 // settledVersion is the node's version once it answers, or "" when it stays
 // silent for resumeSettle.
-func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine) string {
+func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) string {
 	deadline := r.s.cfg.Now().Add(min(resumeSettle, r.s.cfg.RebootTimeout))
 	for {
-		v, err := r.nodes.version(ctx, m)
+		v, err := r.build(ctx, m, e)
 		if err == nil {
 			return v
 		}
@@ -293,14 +302,16 @@ func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine) stri
 	}
 }
 
-// awaitBoot waits for the node to go down and come back on to. A node seen
+// awaitBoot waits for the node to go down and come back on the step's target
+// (version and schematic, stepTarget). A node seen
 // down that comes back on from did not take the upgrade.
-func (r *upgradeRun) awaitBoot(ctx context.Context, m *domain.Machine, from, to string) string {
+func (r *upgradeRun) awaitBoot(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) string {
+	to := stepTarget(e)
 	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
 	seenDown := false
 	last := ""
 	for {
-		v, err := r.nodes.version(ctx, m)
+		v, err := r.build(ctx, m, e)
 		switch {
 		case ctx.Err() != nil:
 			return ""

@@ -90,6 +90,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		return err
 	}
 	changed := map[string][]domain.NodeGroup{} // by target version
+	reimage := map[string][]domain.NodeGroup{} // by the version they stay on
 	for _, ng := range groups {
 		if ng.Metadata.DeletionTimestamp != nil {
 			continue
@@ -101,27 +102,35 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		if obj.Kind == domain.NodeGroupKind.Kind && ng.Metadata.Name != obj.Metadata.Name {
 			continue
 		}
-		if obj.Kind == domain.TenantKind.Kind && ng.Spec.TalosVersion != "" {
+		if obj.Kind == domain.TenantKind.Kind && ng.Spec.TalosVersion != "" && ownsSchematic(&ng.Spec) {
 			continue
 		}
 		desired := ng.Spec.TalosVersion
 		if desired == "" {
 			desired = tenant.Spec.TalosVersion
 		}
+		want := declaredBuild(&tenant.Spec, &ng.Spec, desired)
 		key := tenantName + "." + ng.Metadata.Name
 		e, err := kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			if groupDrifted(ng.Metadata.Name, desired, machines) {
 				changed[desired] = append(changed[desired], ng)
-			} else if _, err := kv.Create(ctx, key, []byte(desired)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			} else if _, err := kv.Create(ctx, key, []byte(want)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 				return err
 			}
 		case err != nil:
 			return err
-		case string(e.Value()) != desired:
+		case string(e.Value()) == want:
+		case rememberedVersion(string(e.Value())) != desired:
 			changed[desired] = append(changed[desired], ng)
+		default:
+			// The same version, another schematic: a re-image.
+			reimage[desired] = append(reimage[desired], ng)
 		}
+	}
+	if err := s.startReimages(ctx, kv, ev, seq, tenant, reimage, total, machines); err != nil {
+		return err
 	}
 	versions := make([]string, 0, len(changed))
 	for v := range changed {
@@ -138,7 +147,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		// Remembered only once the run exists: a crash in between delivers
 		// the event again and finds the run by its name.
 		for _, ng := range changed[v] {
-			if _, err := kv.Put(ctx, tenantName+"."+ng.Metadata.Name, []byte(v)); err != nil {
+			if _, err := kv.Put(ctx, tenantName+"."+ng.Metadata.Name, []byte(declaredBuild(&tenant.Spec, &ng.Spec, v))); err != nil {
 				return err
 			}
 		}
@@ -198,6 +207,10 @@ func (s *Saga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) erro
 	if err != nil {
 		return err
 	}
+	specs := map[string]*domain.TenantSpec{}
+	for i := range tenants {
+		specs[tenants[i].Metadata.Name] = &tenants[i].Spec
+	}
 	for _, ng := range groups {
 		desired := ng.Spec.TalosVersion
 		if desired == "" {
@@ -206,7 +219,7 @@ func (s *Saga) rememberVersions(ctx context.Context, kv jetstream.KeyValue) erro
 		if desired == "" {
 			continue
 		}
-		if _, err := kv.Create(ctx, ng.Metadata.Tenant+"."+ng.Metadata.Name, []byte(desired)); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := kv.Create(ctx, ng.Metadata.Tenant+"."+ng.Metadata.Name, []byte(declaredBuild(specs[ng.Metadata.Tenant], &ng.Spec, desired))); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
 	}
@@ -265,8 +278,11 @@ func minParallelism(mp int, ng domain.NodeGroup) int {
 func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenant string, spec domain.UpgradeSpec) error {
 	trigger := strings.ToLower(ev.Object.Kind)
 	prefix := "talos-"
-	if spec.Kubernetes() {
+	switch {
+	case spec.Kubernetes():
 		prefix = "kubernetes-"
+	case spec.Reimage:
+		prefix = "reimage-"
 	}
 	version := spec.Target()
 	name := upgradeName(prefix, version, seq)

@@ -66,9 +66,13 @@ func (r *upgradeRun) writeBackTalos(ctx context.Context) error {
 		return err
 	}
 	tenant, groupsToSet := talosWriteBack(groups, r.spec.Includes)
+	var ts *domain.TenantSpec
+	if t, ok, err := projections.Get[domain.Tenant](r.s.cfg.Cache, domain.TenantRef(r.ref.Tenant)); err == nil && ok {
+		ts = &t.Spec
+	}
 	for _, ng := range groups {
 		if ng.Metadata.DeletionTimestamp == nil && r.spec.Includes(ng.Metadata.Name) {
-			if err := r.remember(ctx, r.ref.Tenant+"."+ng.Metadata.Name, to); err != nil {
+			if err := r.remember(ctx, r.ref.Tenant+"."+ng.Metadata.Name, declaredBuild(ts, &ng.Spec, to)); err != nil {
 				return err
 			}
 		}

@@ -33,7 +33,7 @@ func TestTalosUpgradeUsesInstallImageAndWritesBack(t *testing.T) {
 	u = e.waitUpgrade("all-113", "finished", finished)
 	require.Equal(t, domain.UpgradeSucceeded, u.Status.Phase, "reason: %s", u.Status.Reason)
 	require.Equal(t, map[string]string{"cp-1": domain.StepDone, "w-1": domain.StepDone}, phases(u))
-	require.Equal(t, []string{"ghcr.io/siderolabs/installer:" + sagaTo}, e.installers()["cp-1"], "the default installer")
+	require.Equal(t, []string{domain.FactoryInstaller(domain.DefaultImageFactory, nil, sagaTo)}, e.installers()["cp-1"], "the default installer: the factory's vanilla one")
 	require.Equal(t, sagaTo, e.tenantObj().Spec.TalosVersion, "every group that follows the tenant was covered")
 	require.Empty(t, e.nodeGroup("cp").Spec.TalosVersion, "cp follows the tenant still")
 
