@@ -19,8 +19,8 @@ const (
 	// installer at the Talos version it runs (a schematic change), through
 	// the upgrade saga: drained, one at a time.
 	ImpactReimage = "reimage"
-	ImpactCreate      = "create"
-	ImpactDestroy     = "destroy"
+	ImpactCreate  = "create"
+	ImpactDestroy = "destroy"
 )
 
 // ChangeImpact is what a change would do to a tenant's machines.

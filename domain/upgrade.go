@@ -160,8 +160,8 @@ type UpgradeMachine struct {
 	NodeGroup string `json:"nodeGroup,omitempty"`
 	Role      string `json:"role"`
 	// From is the version the machine ran when the run was planned; To the target.
-	From  string `json:"from,omitempty"`
-	To    string `json:"to"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
 	// FromSchematic is the Image Factory schematic the machine ran when the
 	// run was planned; ToSchematic the one its node group declares, which
 	// the run installs with the target ("" when the group names its own
