@@ -108,6 +108,10 @@ type MachineHealth struct {
 	// Reachable is true when the machine answered through its Talos API.
 	Reachable    bool   `json:"reachable"`
 	TalosVersion string `json:"talosVersion,omitempty"`
+	// Schematic is the Image Factory schematic of the image the machine
+	// runs and Extensions its system extensions (talosctl get extensions).
+	Schematic  string   `json:"schematic,omitempty"`
+	Extensions []string `json:"extensions,omitempty"`
 	// Stage is Running or Booting when the machine answered, else empty.
 	Stage string `json:"stage,omitempty"`
 	// Ready is true when the machine answered and every service checked is healthy.

@@ -111,10 +111,16 @@ func (s *MachineSpec) Validate(f string) []Cause {
 // MachineStatus is what was observed through the Talos API.
 type MachineStatus struct {
 	// Stage is the Talos machine stage (Booting, Running, Upgrading, ...) or Unknown.
-	Stage          string `json:"stage"`
-	Ready          bool   `json:"ready"`
-	TalosVersion   string `json:"talosVersion,omitempty"`
-	ConfigUpToDate bool   `json:"configUpToDate"`
+	Stage        string `json:"stage"`
+	Ready        bool   `json:"ready"`
+	TalosVersion string `json:"talosVersion,omitempty"`
+	// Schematic is the Image Factory schematic of the image the machine
+	// was last seen running ("" when its image is not the factory's) and
+	// Extensions the system extensions it runs, as its Talos API reports
+	// them.
+	Schematic      string   `json:"schematic,omitempty"`
+	Extensions     []string `json:"extensions,omitempty"`
+	ConfigUpToDate bool     `json:"configUpToDate"`
 	// Node is the state of the machine's Kubernetes Node at the last health
 	// probe (Ready, NotReady, Missing, Unknown; empty when not checked).
 	Node     string     `json:"node,omitempty"`
@@ -138,6 +144,12 @@ func (s *MachineStatus) Validate(f string) []Cause {
 	causes := validateConditions(s.Conditions, f+".conditions")
 	if s.TalosVersion != "" {
 		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+	}
+	if s.Schematic != "" && !validSchematicID(s.Schematic) {
+		causes = append(causes, Cause{Field: f + ".schematic", Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
+	}
+	if len(s.Extensions) > MaxSchematicExtensions {
+		causes = append(causes, Cause{Field: f + ".extensions", Type: CauseTooLong, Message: fmt.Sprintf("at most %d extensions", MaxSchematicExtensions)})
 	}
 	switch s.Node {
 	case "", NodeReady, NodeNotReady, NodeMissing, NodeUnknown:

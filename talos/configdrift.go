@@ -34,6 +34,19 @@ func (a NodeAPI) RunningConfig(ctx context.Context, b *secrets.Bundle, address s
 	return out, err
 }
 
+// RunningSchematic is the Image Factory schematic a node's image was built
+// from: the version of its "schematic" extension ("" for an image the
+// factory did not build).
+func (a NodeAPI) RunningSchematic(ctx context.Context, b *secrets.Bundle, address string) (string, error) {
+	var out string
+	err := a.call(ctx, b, address, func(ctx context.Context, c *client.Client) error {
+		var err error
+		_, out, err = NodeExtensions(ctx, c)
+		return err
+	})
+	return out, err
+}
+
 // SameConfig reports whether two machine configs say the same: equal once
 // each is loaded and encoded without comments, so formatting and comments
 // do not count as drift. A config that does not load differs.
@@ -68,11 +81,17 @@ type ConfigDrift struct {
 	Reason string
 	// RunningHash is ConfigHash of the config the node runs.
 	RunningHash string
+	// Schematic is set when the machine runs another Image Factory
+	// schematic than its node group declares (its config may be as
+	// declared): correcting that is a re-image, which an upgrade does, not
+	// the config controller.
+	Schematic bool
 }
 
-// ConfigReader reads a node's running config (NodeAPI).
+// ConfigReader reads a node's running config and schematic (NodeAPI).
 type ConfigReader interface {
 	RunningConfig(ctx context.Context, b *secrets.Bundle, address string) ([]byte, error)
+	RunningSchematic(ctx context.Context, b *secrets.Bundle, address string) (string, error)
 }
 
 // ConfigDriftChecker finds machines re-configured behind RezusCloud's back
@@ -108,6 +127,8 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 	type job struct {
 		m   domain.Machine
 		cfg []byte
+		// schematic is the one its group declares ("": its own installImage).
+		schematic string
 	}
 	var jobs []job
 	for _, m := range desired.Machines() {
@@ -115,7 +136,12 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 		if err != nil || !driftCandidate(&m, ConfigHash(cfg)) {
 			continue
 		}
-		jobs = append(jobs, job{m, cfg})
+		ng, _ := desired.NodeGroup(m.Spec.NodeGroup)
+		var ngSpec *domain.NodeGroupSpec
+		if ng != nil {
+			ngSpec = &ng.Spec
+		}
+		jobs = append(jobs, job{m, cfg, domain.InstallerOf(d.Service.ImageFactory(), &desired.view.tenant.Spec, ngSpec, "").Schematic})
 	}
 	parallel := d.Parallel
 	if parallel <= 0 {
@@ -133,6 +159,15 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			if j.schematic != "" {
+				if sch, err := d.Nodes.RunningSchematic(ctx, bundle, j.m.Spec.Address); err == nil && !domain.SchematicMatches(sch, j.schematic) {
+					mu.Lock()
+					out = append(out, ConfigDrift{Machine: j.m.Metadata.Name, Schematic: true,
+						Reason: fmt.Sprintf("the node runs schematic %.12s…, its node group declares %.12s… (an upgrade re-images it)", orVanilla(sch), j.schematic)})
+					mu.Unlock()
+					return
+				}
+			}
 			running, err := d.Nodes.RunningConfig(ctx, bundle, j.m.Spec.Address)
 			if err != nil || SameConfig(running, j.cfg) {
 				return
@@ -148,6 +183,13 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 	return out, ctx.Err()
 }
 
+func orVanilla(id string) string {
+	if id == "" {
+		return domain.VanillaSchematic
+	}
+	return id
+}
+
 // ReasonConfigDrifted is the ConfigApplied reason of a machine found
 // running another config than the one applied: the config controller
 // applies the declared one again.
@@ -157,6 +199,10 @@ const ReasonConfigDrifted = "ConfigDrifted"
 // runningHash, not the declared one: the config controller, seeing a held
 // hash other than the rendered one, applies the declared config again.
 func (d ConfigDriftChecker) CorrectConfigDrift(ctx context.Context, tenant string, drift ConfigDrift) error {
+	if drift.Schematic {
+		// Not the config controller's to correct: reported only.
+		return nil
+	}
 	ref := domain.ObjectRef(domain.MachineKind, tenant, drift.Machine)
 	if err := d.Recorder.Applied(ctx, ref, drift.RunningHash, ReasonConfigDrifted, drift.Reason); err != nil {
 		return err

@@ -44,6 +44,7 @@ func infraFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
 		&cli.StringFlag{Name: "emulator-kube", Value: "auto", EnvVars: []string{"REZUSCLOUD_EMULATOR_KUBE"}, Usage: "run a real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler) on emulated control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` has built them into --kube-tools)"},
 		&cli.StringFlag{Name: "kube-tools", Value: ".tools", EnvVars: []string{"REZUSCLOUD_KUBE_TOOLS"}, Usage: "where hack/kube.sh built etcd and the Kubernetes binaries (kube/<version>/, etcd/<version>/), for --emulator-kube"},
+		&cli.StringFlag{Name: "image-factory", Value: domain.DefaultImageFactory, EnvVars: []string{"REZUSCLOUD_IMAGE_FACTORY"}, Usage: "the Talos Image Factory machines install from: installers are <its host>/metal-installer/<schematic>:<version>, and node groups' schematics are registered with it (POST /schematics) before machines install them; a self-hosted factory for air-gapped sites. With --with-emulator and no --image-factory, images keep the public factory's name and schematics go to the emulator's stand-in"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
 	}
 }
@@ -64,6 +65,10 @@ type infraConfig struct {
 	UpgradeConcurrency int
 	WithEmulator       bool
 	EmulatorListen     string
+	// ImageFactory is the Image Factory URL (--image-factory);
+	// ImageFactorySet says it was given, not defaulted.
+	ImageFactory    string
+	ImageFactorySet bool
 	// EmulatorKube is on, off or auto (--emulator-kube); KubeTools holds
 	// the binaries it runs.
 	EmulatorKube, KubeTools string
@@ -88,6 +93,7 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		RolloutInterval: c.Duration("rollout-interval"), UpgradeConcurrency: c.Int("upgrade-concurrency"),
 		DriftInterval: c.Duration("drift-interval"), DriftMinInterval: c.Duration("drift-min-interval"),
 		WithEmulator: c.Bool("with-emulator"), EmulatorListen: c.String("emulator-listen"),
+		ImageFactory: c.String("image-factory"), ImageFactorySet: c.IsSet("image-factory"),
 		EmulatorKube: c.String("emulator-kube"), KubeTools: c.String("kube-tools"),
 		AllowModuleExec: c.Bool("allow-module-exec"), TofuSandbox: c.String("tofu-sandbox"),
 		AllowProviderDownloads: c.Bool("allow-provider-downloads"),

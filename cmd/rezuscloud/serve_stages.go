@@ -24,6 +24,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/backup"
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
+	"github.com/rezuscloud/rezuscloud/talos/factory"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/talos/remediation"
@@ -77,6 +78,7 @@ type serveRun struct {
 	kubeClients *kubeclient.Clients
 	healthSvc   *health.Service
 	upgrades    *upgrade.Saga
+	schematics  *schematicRegistrar
 	modules     providers.ModuleChecker
 	sandbox     *tfrunner.Sandbox
 	workDir     string
@@ -230,12 +232,17 @@ func (s *serveRun) openIdentity(ctx context.Context) error {
 func (s *serveRun) buildServices(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
 	s.pki = talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: s.sealed, Log: log})
-	s.talosSvc = talos.NewService(s.cache, s.pki)
+	s.talosSvc = talos.NewService(s.cache, s.pki).WithImageFactory(cfg.Infra.ImageFactory)
+	s.schematics = &schematicRegistrar{}
+	if !cfg.Infra.WithEmulator || cfg.Infra.ImageFactorySet {
+		s.schematics.set(factory.New(cfg.Infra.ImageFactory, nil))
+	}
 	s.kubeClients = kubeclient.New(s.talosSvc)
 	s.healthSvc = health.New(health.Config{Cache: s.cache, PKI: s.pki, Store: s.store, Log: log,
 		Kube: s.kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
 	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
-		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency})
+		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
+		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics})
 	if p := cfg.Infra.StatePassphrase; p != "" {
 		if _, err := tfrunner.EncryptionConfig(p); err != nil {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
@@ -311,6 +318,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		Credentials: s.ids, ProviderCredentials: s.ids, State: tfrunner.StoreState(s.stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
 		Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
+		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
 		DriftInterval: cfg.Infra.DriftInterval, DriftMinInterval: cfg.Infra.DriftMinInterval,
@@ -372,6 +380,11 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {
 			return err
+		}
+		if !cfg.Infra.ImageFactorySet {
+			// No factory is reachable from here: the emulator stands in.
+			s.schematics.set(factory.New(endpoint, nil))
+			log.Info("schematics are registered with the emulator's stand-in for the image factory", "url", endpoint)
 		}
 		g.Go(func() error { return registerEmulatedProvider(gctx, s.store, s.cache, endpoint) })
 	}

@@ -35,6 +35,10 @@ type observation struct {
 	MembersErr string
 	// MemberID is the id of the machine's own etcd member (0: none known).
 	MemberID uint64
+	// Extensions are the system extensions the node runs; Schematic the
+	// Image Factory schematic of its image ("" when it reports none).
+	Extensions []string
+	Schematic  string
 }
 
 // etcdMember is one member of an EtcdMemberList answer.
@@ -136,6 +140,7 @@ func assessMachine(o observation) domain.MachineHealth {
 		return mh
 	}
 	mh.Reachable, mh.TalosVersion, mh.Ready, mh.Stage = true, o.Version, true, "Running"
+	mh.Schematic, mh.Extensions = o.Schematic, o.Extensions
 	for _, id := range checkedServices(m.Spec.Role) {
 		s, ok := o.Services[id]
 		if !ok {

@@ -290,6 +290,19 @@ func (s *Service) observeMachine(ctx context.Context, tlsCfg *tls.Config, m doma
 		return o
 	}
 	o.Version = v.TypedSpec().Version
+	// The extensions (`talosctl get extensions`); the factory's "schematic"
+	// extension carries the ID of the image's schematic. A node that does
+	// not serve them is judged without.
+	if exts, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, c.COSI); err == nil {
+		for x := range exts.All() {
+			md := x.TypedSpec().Metadata
+			if md.Name == "schematic" {
+				o.Schematic = md.Version
+			} else if len(o.Extensions) < domain.MaxSchematicExtensions {
+				o.Extensions = append(o.Extensions, md.Name)
+			}
+		}
+	}
 	svcs, err := safe.StateListAll[*v1alpha1.Service](ctx, c.COSI)
 	if err != nil {
 		o.Err = s.describe(err)

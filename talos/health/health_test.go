@@ -20,9 +20,9 @@ import (
 
 // oneRound is the Talos calls of one probe of 3 control planes and 2
 // workers: the Version resource (a COSI Get) and the Service resources (a
-// COSI List) of each, and each control plane's own etcd.Member (a Get) and
+// COSI List) and the ExtensionStatus resources (a COSI List) of each, and each control plane's own etcd.Member (a Get) and
 // the etcd members. A healthy cluster needs no ServiceList.
-var oneRound = map[string]int{"State/Get": 8, "State/List": 5, "MachineService/EtcdMemberList": 3}
+var oneRound = map[string]int{"State/Get": 8, "State/List": 10, "MachineService/EtcdMemberList": 3}
 
 func TestHealthReadyCluster(t *testing.T) {
 	h := newHealthEnv(t, 3, 2, nil)
@@ -200,31 +200,31 @@ func TestHealthCacheAndRefresh(t *testing.T) {
 	h := newHealthEnv(t, 3, 2, nil)
 	first, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
-	require.Equal(t, 16, h.calls.total())
+	require.Equal(t, 21, h.calls.total())
 
 	again, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.True(t, again.Cached)
 	assert.Equal(t, first.ObservedAt, again.ObservedAt)
-	assert.Equal(t, 16, h.calls.total(), "a cached answer calls nothing")
+	assert.Equal(t, 21, h.calls.total(), "a cached answer calls nothing")
 
 	h.clock.Advance(14 * time.Second)
 	again, err = h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.True(t, again.Cached)
-	assert.Equal(t, 16, h.calls.total())
+	assert.Equal(t, 21, h.calls.total())
 
 	h.clock.Advance(time.Second)
 	again, err = h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.False(t, again.Cached, "15 s on, the answer is probed again")
 	assert.Equal(t, h.clock.Now().UTC(), again.ObservedAt)
-	assert.Equal(t, 32, h.calls.total())
+	assert.Equal(t, 42, h.calls.total())
 
 	fresh, err := h.svc.Probe(h.ctx, h.tenant, true)
 	require.NoError(t, err)
 	assert.False(t, fresh.Cached)
-	assert.Equal(t, 48, h.calls.total(), "refresh bypasses the cache")
+	assert.Equal(t, 63, h.calls.total(), "refresh bypasses the cache")
 }
 
 func TestHealthConcurrentProbesShareOne(t *testing.T) {
@@ -267,7 +267,7 @@ func TestHealthWaitersContextIsRespected(t *testing.T) {
 	got, err := h.svc.Probe(h.ctx, h.tenant, false)
 	require.NoError(t, err)
 	assert.Equal(t, domain.HealthDegraded, got.State)
-	assert.Equal(t, map[string]int{"State/Get": 8, "State/List": 4, "MachineService/EtcdMemberList": 3}, h.calls.snapshot(),
+	assert.Equal(t, map[string]int{"State/Get": 8, "State/List": 8, "MachineService/EtcdMemberList": 3}, h.calls.snapshot(),
 		"one round: the hung worker answers nothing past its Version resource")
 }
 

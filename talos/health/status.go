@@ -41,6 +41,7 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 	}
 	if mh.Reachable {
 		next.Stage, next.TalosVersion = mh.Stage, mh.TalosVersion
+		next.Schematic, next.Extensions = mh.Schematic, mh.Extensions
 	}
 	next.Node = mh.Node
 	if mh.Ready && next.FirstHealthy == nil {
