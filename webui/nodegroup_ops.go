@@ -73,3 +73,38 @@ func machinesWord(n int) string {
 	}
 	return fmt.Sprintf("%d machines", n)
 }
+
+// schematicFields reads the node group form's extensions (one a line, or
+// comma-separated) and extra kernel arguments (white-space separated).
+func schematicFields(extensions, kernelArgs string) (exts, args []string) {
+	for _, e := range strings.FieldsFunc(extensions, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if e = strings.TrimSpace(e); e != "" {
+			exts = append(exts, e)
+		}
+	}
+	return exts, strings.Fields(kernelArgs)
+}
+
+// schematicOf is the schematic the form declares on top of the group's
+// current one (its META and secure-boot choice are kept): nil when it
+// declares neither extensions nor kernel arguments and the current one
+// holds nothing else, so the group follows its tenant's.
+func schematicOf(cur *domain.Schematic, extensions, kernelArgs string) *domain.Schematic {
+	exts, args := schematicFields(extensions, kernelArgs)
+	next := domain.Schematic{Extensions: exts, ExtraKernelArgs: args}
+	if cur != nil {
+		next.Meta, next.SecureBoot = cur.Meta, cur.SecureBoot
+	}
+	if len(next.Extensions) == 0 && len(next.ExtraKernelArgs) == 0 && len(next.Meta) == 0 && !next.SecureBoot {
+		return nil
+	}
+	return &next
+}
+
+// schematicStrings writes a schematic into the form's two fields.
+func schematicStrings(s *domain.Schematic) (extensions, kernelArgs string) {
+	if s == nil {
+		return "", ""
+	}
+	return strings.Join(s.Extensions, "\n"), strings.Join(s.ExtraKernelArgs, " ")
+}

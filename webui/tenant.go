@@ -298,20 +298,23 @@ func (u *UI) scaleNodeGroup(c echo.Context) error {
 type nodeGroupAddForm struct {
 	Tenant                      string
 	Name, Role, Count, Provider string
-	ProviderConfig              providerConfigForm
+	// Extensions (one a line) and KernelArgs make the group's schematic.
+	Extensions, KernelArgs string
+	ProviderConfig         providerConfigForm
 	Errors                      formErrors
 	// Added names the group just created, for the confirmation.
 	Added string
 }
 
-var nodeGroupAddFields = []string{"metadata.name", "spec.role", "spec.count", "spec.provider"}
+var nodeGroupAddFields = []string{"metadata.name", "spec.role", "spec.count", "spec.provider", "spec.schematic.extensions", "spec.schematic.extraKernelArgs", "spec.schematic"}
 
 // addNodeGroup creates a node group; the table shows it through the live stream.
 func (u *UI) addNodeGroup(c echo.Context) error {
 	t := c.Param("tenant")
 	f := nodeGroupAddForm{Tenant: t, Name: strings.TrimSpace(c.FormValue("metadata.name")),
 		Role: strings.TrimSpace(c.FormValue("spec.role")), Count: strings.TrimSpace(c.FormValue("spec.count")),
-		Provider: strings.TrimSpace(c.FormValue("spec.provider"))}
+		Provider: strings.TrimSpace(c.FormValue("spec.provider")),
+		Extensions: strings.TrimSpace(c.FormValue("spec.schematic.extensions")), KernelArgs: strings.TrimSpace(c.FormValue("spec.schematic.extraKernelArgs"))}
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
 	params, _ := c.FormParams()
 	pcForm, provider := u.newProviderConfigForm(c.Request(), f.Provider, params)
@@ -335,6 +338,9 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 	ng := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind,
 		"metadata": map[string]any{"name": f.Name, "tenant": t},
 		"spec":     map[string]any{"role": f.Role, "count": count, "provider": f.Provider, "providerConfig": pc}}
+	if s := schematicOf(nil, f.Extensions, f.KernelArgs); s != nil {
+		ng["spec"].(map[string]any)["schematic"] = s
+	}
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPost, Path: "/tenants/" + t + "/nodegroups", Body: ng}, nil); err != nil {
 		return again(err)
 	}
@@ -354,13 +360,16 @@ type nodeGroupEditForm struct {
 	Count, TalosVersion, Labels, MaxParallelism, ProviderConfig string
 	// Taints are one a line, key=value:Effect.
 	Taints string
-	Errors formErrors
+	// Extensions (one a line) and KernelArgs make the group's schematic.
+	Extensions, KernelArgs string
+	Errors                 formErrors
 	// Impact is what the edit would do, shown when asked before the Save.
 	Impact *impactShown
 }
 
 var nodeGroupEditFields = []string{"spec.count", "spec.talosVersion", "spec.labels",
-	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion", "spec.taints"}
+	"spec.updateStrategy.maxParallelism", "spec.providerConfig", "metadata.resourceVersion", "spec.taints",
+	"spec.schematic.extensions", "spec.schematic.extraKernelArgs", "spec.schematic"}
 
 func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 	pc := ""
@@ -372,7 +381,9 @@ func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 			}
 		}
 	}
+	exts, args := schematicStrings(ng.Spec.Schematic)
 	return nodeGroupEditForm{Tenant: tenant, Name: ng.Metadata.Name, Role: ng.Spec.Role, Provider: ng.Spec.Provider,
+		Extensions: exts, KernelArgs: args,
 		ResourceVersion: ng.Metadata.ResourceVersion, Count: strconv.Itoa(ng.Spec.Count), TalosVersion: ng.Spec.TalosVersion,
 		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc,
 		Taints: taintString(ng.Spec.Taints)}
@@ -401,7 +412,8 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	f := nodeGroupEditForm{Tenant: t, Name: name, ResourceVersion: strings.TrimSpace(c.FormValue("metadata.resourceVersion")),
 		Count: strings.TrimSpace(c.FormValue("spec.count")), TalosVersion: strings.TrimSpace(c.FormValue("spec.talosVersion")),
 		Labels: strings.TrimSpace(c.FormValue("spec.labels")), MaxParallelism: strings.TrimSpace(c.FormValue("spec.updateStrategy.maxParallelism")),
-		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig")), Taints: strings.TrimSpace(c.FormValue("spec.taints"))}
+		ProviderConfig: strings.TrimSpace(c.FormValue("spec.providerConfig")), Taints: strings.TrimSpace(c.FormValue("spec.taints")),
+		Extensions: strings.TrimSpace(c.FormValue("spec.schematic.extensions")), KernelArgs: strings.TrimSpace(c.FormValue("spec.schematic.extraKernelArgs"))}
 	path := "/tenants/" + t + "/nodegroups/" + name
 	ng, err := getOf[domain.NodeGroup](u, c.Request(), path)
 	if err != nil {
@@ -449,6 +461,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	spec.Count, spec.TalosVersion, spec.Labels, spec.ProviderConfig = count, f.TalosVersion, labels, pc
 	spec.UpdateStrategy.MaxParallelism = mp
 	spec.Taints = taints
+	spec.Schematic = schematicOf(ng.Spec.Schematic, f.Extensions, f.KernelArgs)
 	meta := ng.Metadata
 	meta.ResourceVersion = f.ResourceVersion
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.NodeGroupKind.Kind, "metadata": meta, "spec": spec}

@@ -3909,6 +3909,10 @@ func nodeGroupAddFormView(f nodeGroupAddForm, providers []string) templ.Componen
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
+		templ_7745c5c3_Err = nodeGroupSchematicFields("nodegroup-add", f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
 		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 315, "<div class=\"sm:col-span-2 lg:col-span-4\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
@@ -4042,7 +4046,7 @@ func NodeGroupEditPage(u *UI, v viewer, f nodeGroupEditForm) templ.Component {
 				var templ_7745c5c3_Var200 string
 				templ_7745c5c3_Var200, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/ui/tenants/" + f.Tenant + "#nodegroups")).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 336, Col: 69}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 337, Col: 69}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var200)
 				if templ_7745c5c3_Err != nil {
@@ -4087,7 +4091,7 @@ func NodeGroupEditPage(u *UI, v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var203 string
 			templ_7745c5c3_Var203, templ_7745c5c3_Err = templ.JoinStringErrs(f.Tenant)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 336, Col: 102}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 337, Col: 102}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var203))
 			if templ_7745c5c3_Err != nil {
@@ -4166,7 +4170,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		var templ_7745c5c3_Var206 string
 		templ_7745c5c3_Var206, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/ui/tenants/" + f.Tenant + "/nodegroups/" + f.Name)).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 349, Col: 116}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 350, Col: 116}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var206)
 		if templ_7745c5c3_Err != nil {
@@ -4179,7 +4183,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		var templ_7745c5c3_Var207 string
 		templ_7745c5c3_Var207, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/ui/tenants/" + f.Tenant + "/nodegroups/" + f.Name).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 350, Col: 63}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 351, Col: 63}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var207)
 		if templ_7745c5c3_Err != nil {
@@ -4200,7 +4204,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		var templ_7745c5c3_Var208 string
 		templ_7745c5c3_Var208, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.ResourceVersion).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 353, Col: 80}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 354, Col: 80}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var208)
 		if templ_7745c5c3_Err != nil {
@@ -4233,7 +4237,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var209 string
 			templ_7745c5c3_Var209, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Count).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 360, Col: 65}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 361, Col: 65}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var209)
 			if templ_7745c5c3_Err != nil {
@@ -4294,7 +4298,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var212 string
 			templ_7745c5c3_Var212, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.TalosVersion).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 365, Col: 57}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 366, Col: 57}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var212)
 			if templ_7745c5c3_Err != nil {
@@ -4355,7 +4359,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var215 string
 			templ_7745c5c3_Var215, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Labels).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 370, Col: 45}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 371, Col: 45}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var215)
 			if templ_7745c5c3_Err != nil {
@@ -4409,6 +4413,10 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
+		templ_7745c5c3_Err = nodeGroupSchematicFields("nodegroup-edit", f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
 		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 351, "<label class=\"block text-sm\"><span class=\"font-medium\">Max parallelism</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
@@ -4424,7 +4432,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var218 string
 			templ_7745c5c3_Var218, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.MaxParallelism).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 376, Col: 98}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 378, Col: 98}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var218)
 			if templ_7745c5c3_Err != nil {
@@ -4517,7 +4525,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		var templ_7745c5c3_Var223 string
 		templ_7745c5c3_Var223, templ_7745c5c3_Err = templ.JoinStringErrs(f.ProviderConfig)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 381, Col: 130}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 383, Col: 130}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var223))
 		if templ_7745c5c3_Err != nil {
@@ -4636,7 +4644,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 			var templ_7745c5c3_Var228 string
 			templ_7745c5c3_Var228, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/ui/tenants/" + f.Tenant + "#nodegroups")).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 390, Col: 69}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 392, Col: 69}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var228)
 			if templ_7745c5c3_Err != nil {
@@ -5194,7 +5202,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var256 string
 				templ_7745c5c3_Var256, templ_7745c5c3_Err = templruntime.NewAttributeExpression(m.Metadata.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 407, Col: 40}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 409, Col: 40}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var256)
 				if templ_7745c5c3_Err != nil {
@@ -5273,7 +5281,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 					var templ_7745c5c3_Var261 string
 					templ_7745c5c3_Var261, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/ui/tenants/" + tenant + "/machines/" + m.Metadata.Name)).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 408, Col: 130}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 410, Col: 130}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var261)
 					if templ_7745c5c3_Err != nil {
@@ -5300,7 +5308,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var262 string
 				templ_7745c5c3_Var262, templ_7745c5c3_Err = templ.JoinStringErrs(m.Metadata.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 408, Col: 150}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 410, Col: 150}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var262))
 				if templ_7745c5c3_Err != nil {
@@ -5353,7 +5361,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var265 string
 				templ_7745c5c3_Var265, templ_7745c5c3_Err = templ.JoinStringErrs(m.Spec.NodeGroup)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 409, Col: 47}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 411, Col: 47}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var265))
 				if templ_7745c5c3_Err != nil {
@@ -5406,7 +5414,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var268 string
 				templ_7745c5c3_Var268, templ_7745c5c3_Err = templ.JoinStringErrs(m.Spec.Role)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 410, Col: 42}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 412, Col: 42}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var268))
 				if templ_7745c5c3_Err != nil {
@@ -5459,7 +5467,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var271 string
 				templ_7745c5c3_Var271, templ_7745c5c3_Err = templ.JoinStringErrs(m.Status.Stage)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 411, Col: 73}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 413, Col: 73}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var271))
 				if templ_7745c5c3_Err != nil {
@@ -5512,7 +5520,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var274 string
 				templ_7745c5c3_Var274, templ_7745c5c3_Err = templ.JoinStringErrs(m.Status.TalosVersion)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 412, Col: 82}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 414, Col: 82}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var274))
 				if templ_7745c5c3_Err != nil {
@@ -5565,7 +5573,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var277 string
 				templ_7745c5c3_Var277, templ_7745c5c3_Err = templ.JoinStringErrs(m.Spec.Address)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 413, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 415, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var277))
 				if templ_7745c5c3_Err != nil {
@@ -5618,7 +5626,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var280 string
 				templ_7745c5c3_Var280, templ_7745c5c3_Err = templ.JoinStringErrs(yesNo(m.Status.Ready))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 414, Col: 80}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 416, Col: 80}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var280))
 				if templ_7745c5c3_Err != nil {
@@ -5671,7 +5679,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var283 string
 				templ_7745c5c3_Var283, templ_7745c5c3_Err = templ.JoinStringErrs(m.Status.Node)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 415, Col: 71}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 417, Col: 71}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var283))
 				if templ_7745c5c3_Err != nil {
@@ -5733,7 +5741,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 					var templ_7745c5c3_Var286 string
 					templ_7745c5c3_Var286, templ_7745c5c3_Err = templ.JoinStringErrs(cv.Reason)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 419, Col: 60}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 421, Col: 60}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var286))
 					if templ_7745c5c3_Err != nil {
@@ -5791,7 +5799,7 @@ func machineTable(tenant string, ms []domain.Machine) templ.Component {
 				var templ_7745c5c3_Var289 string
 				templ_7745c5c3_Var289, templ_7745c5c3_Err = templ.JoinStringErrs(ago(m.Status.LastSeen))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 422, Col: 53}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 424, Col: 53}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var289))
 				if templ_7745c5c3_Err != nil {
@@ -6083,7 +6091,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 				var templ_7745c5c3_Var303 string
 				templ_7745c5c3_Var303, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatUint(e.Seq, 10)).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 441, Col: 52}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 443, Col: 52}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var303)
 				if templ_7745c5c3_Err != nil {
@@ -6122,7 +6130,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 					var templ_7745c5c3_Var306 string
 					templ_7745c5c3_Var306, templ_7745c5c3_Err = templruntime.NewAttributeExpression(e.Time.UTC().Format("2006-01-02 15:04:05Z")).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 442, Col: 80}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 444, Col: 80}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var306)
 					if templ_7745c5c3_Err != nil {
@@ -6149,7 +6157,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 				var templ_7745c5c3_Var307 string
 				templ_7745c5c3_Var307, templ_7745c5c3_Err = templ.JoinStringErrs(ago(&e.Time))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 442, Col: 97}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 444, Col: 97}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var307))
 				if templ_7745c5c3_Err != nil {
@@ -6202,7 +6210,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 				var templ_7745c5c3_Var310 string
 				templ_7745c5c3_Var310, templ_7745c5c3_Err = templ.JoinStringErrs(e.Type)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 443, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 445, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var310))
 				if templ_7745c5c3_Err != nil {
@@ -6255,7 +6263,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 				var templ_7745c5c3_Var313 string
 				templ_7745c5c3_Var313, templ_7745c5c3_Err = templ.JoinStringErrs(e.KindName())
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 444, Col: 66}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 446, Col: 66}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var313))
 				if templ_7745c5c3_Err != nil {
@@ -6308,7 +6316,7 @@ func eventTable(evs []tenantEvent) templ.Component {
 				var templ_7745c5c3_Var316 string
 				templ_7745c5c3_Var316, templ_7745c5c3_Err = templ.JoinStringErrs(e.Actor)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 445, Col: 38}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 447, Col: 38}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var316))
 				if templ_7745c5c3_Err != nil {
@@ -6373,7 +6381,7 @@ func TenantHealthPage(u *UI, v viewer, tenant string, h healthView) templ.Compon
 				var templ_7745c5c3_Var319 string
 				templ_7745c5c3_Var319, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL("/ui/tenants/" + tenant + "#health")).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 457, Col: 86}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 459, Col: 86}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var319)
 				if templ_7745c5c3_Err != nil {
@@ -6418,7 +6426,7 @@ func TenantHealthPage(u *UI, v viewer, tenant string, h healthView) templ.Compon
 			var templ_7745c5c3_Var322 string
 			templ_7745c5c3_Var322, templ_7745c5c3_Err = templ.JoinStringErrs(tenant)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 457, Col: 117}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 459, Col: 117}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var322))
 			if templ_7745c5c3_Err != nil {
@@ -6494,7 +6502,7 @@ func healthResult(h healthView) templ.Component {
 			var templ_7745c5c3_Var325 string
 			templ_7745c5c3_Var325, templ_7745c5c3_Err = templ.JoinStringErrs(h.Message)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 469, Col: 149}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 471, Col: 149}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var325))
 			if templ_7745c5c3_Err != nil {
@@ -6552,7 +6560,7 @@ func healthResult(h healthView) templ.Component {
 			var templ_7745c5c3_Var328 string
 			templ_7745c5c3_Var328, templ_7745c5c3_Err = templ.JoinStringErrs(h.Health.State)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 472, Col: 149}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 474, Col: 149}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var328))
 			if templ_7745c5c3_Err != nil {
@@ -6565,7 +6573,7 @@ func healthResult(h healthView) templ.Component {
 			var templ_7745c5c3_Var329 string
 			templ_7745c5c3_Var329, templ_7745c5c3_Err = templ.JoinStringErrs(ago(&h.Health.ObservedAt))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 473, Col: 69}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 475, Col: 69}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var329))
 			if templ_7745c5c3_Err != nil {
@@ -6578,7 +6586,7 @@ func healthResult(h healthView) templ.Component {
 			var templ_7745c5c3_Var330 string
 			templ_7745c5c3_Var330, templ_7745c5c3_Err = templ.JoinStringErrs(h.Health.Duration)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 473, Col: 98}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 475, Col: 98}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var330))
 			if templ_7745c5c3_Err != nil {
@@ -6591,7 +6599,7 @@ func healthResult(h healthView) templ.Component {
 			var templ_7745c5c3_Var331 string
 			templ_7745c5c3_Var331, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(h.Health.Etcd.Healthy))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 475, Col: 48}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 477, Col: 48}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var331))
 			if templ_7745c5c3_Err != nil {
@@ -6629,7 +6637,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var332 string
 					templ_7745c5c3_Var332, templ_7745c5c3_Err = templ.JoinStringErrs(k.Version)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 485, Col: 29}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 487, Col: 29}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var332))
 					if templ_7745c5c3_Err != nil {
@@ -6647,7 +6655,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var333 string
 					templ_7745c5c3_Var333, templ_7745c5c3_Err = templ.JoinStringErrs(k.Error)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 487, Col: 66}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 489, Col: 66}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var333))
 					if templ_7745c5c3_Err != nil {
@@ -6675,7 +6683,7 @@ func healthResult(h healthView) templ.Component {
 				var templ_7745c5c3_Var334 string
 				templ_7745c5c3_Var334, templ_7745c5c3_Err = templ.JoinStringErrs(h.Health.Etcd.Error)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 493, Col: 68}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 495, Col: 68}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var334))
 				if templ_7745c5c3_Err != nil {
@@ -6703,7 +6711,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var335 string
 					templ_7745c5c3_Var335, templ_7745c5c3_Err = templ.JoinStringErrs(r)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 498, Col: 13}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 500, Col: 13}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var335))
 					if templ_7745c5c3_Err != nil {
@@ -7172,7 +7180,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var358 string
 					templ_7745c5c3_Var358, templ_7745c5c3_Err = templruntime.NewAttributeExpression(m.Name).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 508, Col: 40}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 510, Col: 40}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var358)
 					if templ_7745c5c3_Err != nil {
@@ -7225,7 +7233,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var361 string
 					templ_7745c5c3_Var361, templ_7745c5c3_Err = templ.JoinStringErrs(m.Name)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 509, Col: 39}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 511, Col: 39}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var361))
 					if templ_7745c5c3_Err != nil {
@@ -7278,7 +7286,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var364 string
 					templ_7745c5c3_Var364, templ_7745c5c3_Err = templ.JoinStringErrs(m.Role)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 510, Col: 39}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 512, Col: 39}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var364))
 					if templ_7745c5c3_Err != nil {
@@ -7331,7 +7339,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var367 string
 					templ_7745c5c3_Var367, templ_7745c5c3_Err = templ.JoinStringErrs(yesNo(m.Reachable))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 511, Col: 51}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 513, Col: 51}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var367))
 					if templ_7745c5c3_Err != nil {
@@ -7384,7 +7392,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var370 string
 					templ_7745c5c3_Var370, templ_7745c5c3_Err = templ.JoinStringErrs(m.TalosVersion)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 512, Col: 47}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 514, Col: 47}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var370))
 					if templ_7745c5c3_Err != nil {
@@ -7437,7 +7445,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var373 string
 					templ_7745c5c3_Var373, templ_7745c5c3_Err = templ.JoinStringErrs(m.Stage)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 513, Col: 40}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 515, Col: 40}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var373))
 					if templ_7745c5c3_Err != nil {
@@ -7490,7 +7498,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var376 string
 					templ_7745c5c3_Var376, templ_7745c5c3_Err = templ.JoinStringErrs(yesNo(m.Ready))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 514, Col: 47}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 516, Col: 47}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var376))
 					if templ_7745c5c3_Err != nil {
@@ -7543,7 +7551,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var379 string
 					templ_7745c5c3_Var379, templ_7745c5c3_Err = templ.JoinStringErrs(m.Etcd)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 515, Col: 39}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 517, Col: 39}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var379))
 					if templ_7745c5c3_Err != nil {
@@ -7596,7 +7604,7 @@ func healthResult(h healthView) templ.Component {
 					var templ_7745c5c3_Var382 string
 					templ_7745c5c3_Var382, templ_7745c5c3_Err = templ.JoinStringErrs(m.Node)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 516, Col: 65}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 518, Col: 65}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var382))
 					if templ_7745c5c3_Err != nil {
@@ -7614,7 +7622,7 @@ func healthResult(h healthView) templ.Component {
 						var templ_7745c5c3_Var383 string
 						templ_7745c5c3_Var383, templ_7745c5c3_Err = templ.JoinStringErrs(r)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 519, Col: 17}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 521, Col: 17}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var383))
 						if templ_7745c5c3_Err != nil {
@@ -7633,7 +7641,7 @@ func healthResult(h healthView) templ.Component {
 						var templ_7745c5c3_Var384 string
 						templ_7745c5c3_Var384, templ_7745c5c3_Err = templ.JoinStringErrs(m.Error)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 522, Col: 44}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `tenant.templ`, Line: 524, Col: 44}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var384))
 						if templ_7745c5c3_Err != nil {

@@ -26,7 +26,7 @@ func (r *rezusctl) createCommand() *cli.Command {
 			"  rezusctl create provider lab --from-dir ./mymodule --config emulator=http://127.0.0.1:8089",
 		Flags:       manifestFlags(),
 		Action:      func(c *cli.Context) error { return r.applyManifests(c, false) },
-		Subcommands: []*cli.Command{r.createProviderCommand(), r.createCredentialCommand()},
+		Subcommands: []*cli.Command{r.createProviderCommand(), r.createCredentialCommand(), r.createNodeGroupCommand()},
 	}
 }
 
