@@ -301,7 +301,7 @@ type nodeGroupAddForm struct {
 	// Extensions (one a line) and KernelArgs make the group's schematic.
 	Extensions, KernelArgs string
 	ProviderConfig         providerConfigForm
-	Errors                      formErrors
+	Errors                 formErrors
 	// Added names the group just created, for the confirmation.
 	Added string
 }
@@ -313,7 +313,7 @@ func (u *UI) addNodeGroup(c echo.Context) error {
 	t := c.Param("tenant")
 	f := nodeGroupAddForm{Tenant: t, Name: strings.TrimSpace(c.FormValue("metadata.name")),
 		Role: strings.TrimSpace(c.FormValue("spec.role")), Count: strings.TrimSpace(c.FormValue("spec.count")),
-		Provider: strings.TrimSpace(c.FormValue("spec.provider")),
+		Provider:   strings.TrimSpace(c.FormValue("spec.provider")),
 		Extensions: strings.TrimSpace(c.FormValue("spec.schematic.extensions")), KernelArgs: strings.TrimSpace(c.FormValue("spec.schematic.extraKernelArgs"))}
 	providers, _ := listOf[domain.Object](u, c.Request(), "/providers")
 	params, _ := c.FormParams()
