@@ -33,7 +33,9 @@ func hcloudExample(t *testing.T) *domain.Provider {
 	t.Helper()
 	files := tofutest.ModuleFiles(t, hcloudExampleDir)
 	require.Contains(t, files, "main.tf")
-	p := genProvider("hetzner", domain.ProviderModule, `{"image":"123456789","server_type":"cx32","allowed_cidrs":["203.0.113.0/24","2001:db8::/32"]}`)
+	iscsi := (&domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools"}}).ID()
+	p := genProvider("hetzner", domain.ProviderModule, `{"image":"123456789","server_type":"cx32","allowed_cidrs":["203.0.113.0/24","2001:db8::/32"],`+
+		`"images_by_schematic":{"`+iscsi+`":"555"}}`)
 	p.Spec.CredentialsRef = &domain.SecretRef{Name: "hcloud-token"}
 	p.Spec.Module = &domain.ModuleSource{Files: files}
 	return p
@@ -58,10 +60,10 @@ func TestExampleHcloudChecks(t *testing.T) {
 	require.NoError(t, err)
 	info, causes := checker.Check(&p.Spec)
 	require.Empty(t, causes)
-	require.Equal(t, []string{ModuleVarEndpoint, ModuleVarMachines, ModuleVarNodeGroup, ModuleVarProviderConfig, ModuleVarRole, ModuleVarTenant}, info.Inputs)
+	require.Equal(t, []string{ModuleVarEndpoint, ModuleVarMachines, ModuleVarNodeGroup, ModuleVarProviderConfig, ModuleVarRole, ModuleVarSchematicID, ModuleVarTenant}, info.Inputs)
 	require.True(t, info.Endpoint, "it makes the endpoint of a tenant that declares none")
 	require.Equal(t, map[string]string{"hcloud": hcloudSource}, info.Providers)
-	require.Equal(t, map[string]bool{"image": false, "server_type": true, "location": true, "network_zone": true,
+	require.Equal(t, map[string]bool{"image": false, "images_by_schematic": true, "server_type": true, "location": true, "network_zone": true,
 		"network_ip_range": true, "load_balancer_type": true, "allowed_cidrs": true}, info.Own)
 
 	// The image has no default: a Provider without it is refused when written.
@@ -147,6 +149,10 @@ func TestExampleHcloudPlan(t *testing.T) {
 
 	t.Run("placeholder endpoint", func(t *testing.T) {
 		tn := genTenant("demo", "")
+		// The tenant's schematic is the groups': images_by_schematic maps it
+		// to a snapshot, which a group's own providerConfig.image overrides.
+		tn.Spec.Schematic = &domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools"}}
+		iscsi := tn.Spec.Schematic.ID()
 		got := plan(t, GenerateInput{Tenant: tn, PlaceholderEndpoint: true, Providers: providers, Groups: []GroupInput{
 			genGroup(tn, "cp", domain.RoleControlPlane, "hetzner", 2, ""),
 			genGroup(tn, "workers", domain.RoleWorker, "hetzner", 1, `{"serverType":"cax21","image":"987654321"}`),
@@ -171,10 +177,11 @@ func TestExampleHcloudPlan(t *testing.T) {
 			s := got["module.ng_"+group+`__hetzner.hcloud_server.machine["`+name+`"]`]
 			require.Equal(t, "demo-"+name, s.After["name"])
 			require.Equal(t, true, s.AfterUnknown["user_data"], "%s: its config waits for the load balancer's address", name)
-			require.Equal(t, map[string]any{"rezuscloud.io/tenant": "demo", "rezuscloud.io/node-group": group, "rezuscloud.io/role": map[string]string{"cp": "controlplane", "workers": "worker"}[group]}, s.After["labels"])
+			require.Equal(t, map[string]any{"rezuscloud.io/tenant": "demo", "rezuscloud.io/node-group": group, "rezuscloud.io/role": map[string]string{"cp": "controlplane", "workers": "worker"}[group],
+				"rezuscloud.io/schematic": iscsi[:63]}, s.After["labels"])
 		}
 		require.Equal(t, "cx32", got[cp+`hcloud_server.machine["cp-0"]`].After["server_type"], "spec.config.server_type")
-		require.Equal(t, "123456789", got[cp+`hcloud_server.machine["cp-0"]`].After["image"])
+		require.Equal(t, "555", got[cp+`hcloud_server.machine["cp-0"]`].After["image"], "the snapshot of the group's schematic")
 		require.Equal(t, "cax21", got[workers+`hcloud_server.machine["workers-0"]`].After["server_type"], "providerConfig.serverType")
 		require.Equal(t, "987654321", got[workers+`hcloud_server.machine["workers-0"]`].After["image"], "providerConfig.image")
 		require.Equal(t, "eu-central", got[cp+"hcloud_network_subnet.group[0]"].After["network_zone"])

@@ -31,7 +31,7 @@ locals {
   # A group's providerConfig overrides the Provider-wide defaults.
   server_type = try(tostring(var.provider_config.serverType), var.server_type)
   location    = try(tostring(var.provider_config.location), var.location)
-  image       = try(tostring(var.provider_config.image), var.image)
+  image       = try(tostring(var.provider_config.image), lookup(var.images_by_schematic, var.schematic_id, var.image))
   network_zone = var.network_zone != "" ? var.network_zone : lookup({
     fsn1 = "eu-central", nbg1 = "eu-central", hel1 = "eu-central",
     ash  = "us-east", hil = "us-west", sin = "ap-southeast",
@@ -48,6 +48,9 @@ locals {
     "rezuscloud.io/node-group" = var.node_group
     "rezuscloud.io/role"       = var.role
   }
+  # The servers also say which schematic they were built for (a label
+  # value holds 63 characters: the ID's first 63 of 64 hex digits).
+  server_labels = merge(local.labels, var.schematic_id == "" ? {} : { "rezuscloud.io/schematic" = substr(var.schematic_id, 0, 63) })
 }
 
 resource "hcloud_network" "group" {
@@ -71,7 +74,7 @@ resource "hcloud_server" "machine" {
   image       = local.image
   server_type = local.server_type
   location    = local.location
-  labels      = local.labels
+  labels      = local.server_labels
   # Talos reads its machine config from the user data (its hcloud platform).
   # Hetzner caps user data at 32 KiB.
   user_data = each.value.config

@@ -1,6 +1,7 @@
 # Inputs RezusCloud sets (the module contract: docs/providers.md).
-# talos_version and install_image are not declared: the image below already
-# holds Talos, and RezusCloud only sets the inputs a module declares.
+# talos_version and install_image are not declared: the snapshot a server
+# boots already holds Talos, and RezusCloud only sets the inputs a module
+# declares. schematic_id picks that snapshot when the Provider maps it.
 
 variable "tenant" {
   type        = string
@@ -31,6 +32,12 @@ variable "machines" {
   description = "The machines to build, by name: each one's day-0 Talos machine config (sensitive) and hostname."
 }
 
+variable "schematic_id" {
+  type        = string
+  default     = ""
+  description = "The Image Factory schematic of the group's machines (its system extensions and kernel arguments); \"\" when the group names its own installImage. Picks the snapshot from images_by_schematic, and labels the servers."
+}
+
 variable "provider_config" {
   type        = any
   default     = {}
@@ -42,6 +49,12 @@ variable "provider_config" {
 variable "image" {
   type        = string
   description = "The id (or name) of the Hetzner Cloud snapshot or image holding Talos Linux (e.g. one made from the Image Factory's hcloud image). A group may override it with providerConfig.image (an arm64 snapshot for cax server types)."
+}
+
+variable "images_by_schematic" {
+  type        = map(string)
+  default     = {}
+  description = "Talos snapshots by Image Factory schematic ID: a group whose schematic is listed boots from its snapshot (one made from the factory's hcloud image of that schematic), so its extensions are there from the first boot. A group's providerConfig.image still wins; an unlisted schematic boots from image."
 }
 
 variable "server_type" {
