@@ -169,7 +169,7 @@ func TestSchematicReimageSurvivesKillNine(t *testing.T) {
 	})
 	run := p2.upgrades(tenant)[0]
 	require.Equal(t, "Succeeded", run.Status.Phase, run.Status.Reason)
-	require.True(t, strings.HasPrefix(run.Metadata.Name, "reimage-v1.13.0-"), run.Metadata.Name)
+	require.True(t, strings.HasPrefix(run.Metadata.Name, "reimage-v1-13-0-"), run.Metadata.Name)
 	require.Len(t, run.Status.Machines, 2, "only the storage group's machines")
 	phases, most := stepPhases(t, p2, tenant, run.Metadata.Name)
 	require.Equal(t, 1, most, "one machine at a time")

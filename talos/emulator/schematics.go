@@ -54,7 +54,11 @@ func (e *Emulator) AddSchematic(s domain.Schematic) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if err := writeAtomic(filepath.Join(e.cfg.StateDir, schematicsFile), b); err != nil {
+		err = os.MkdirAll(e.cfg.StateDir, 0o700)
+		if err == nil {
+			err = writeAtomic(filepath.Join(e.cfg.StateDir, schematicsFile), b)
+		}
+		if err != nil {
 			delete(e.schematics, id)
 			return "", fmt.Errorf("persisting the schematic catalogue: %w", err)
 		}

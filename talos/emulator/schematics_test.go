@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ import (
 // catalogue and the node's image survive a restart of the emulator.
 func TestExtensionsFollowTheInstaller(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	// A state dir not made yet: the first schematic makes it.
+	dir := filepath.Join(t.TempDir(), "state")
 	em, stop := startEmulator(t, fastConfig(dir))
 	srv := httptest.NewServer(em.Handler())
 	t.Cleanup(srv.Close)
