@@ -37,6 +37,16 @@ func (r *rezusctl) createNodeGroupCommand() *cli.Command {
 	}
 }
 
+// printYAML writes a JSON object as YAML on stdout (a --dry-run).
+func (r *rezusctl) printYAML(body []byte) error {
+	y, err := toYAML(body)
+	if err != nil {
+		return err
+	}
+	_, err = r.env.Stdout.Write(y)
+	return err
+}
+
 func (r *rezusctl) createNodeGroup(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return errors.New("give the node group's name: rezusctl create nodegroup NAME -t TENANT --provider PROVIDER")
@@ -55,12 +65,7 @@ func (r *rezusctl) createNodeGroup(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("dry-run") {
-		y, err := toYAML(body)
-		if err != nil {
-			return err
-		}
-		_, err = r.env.Stdout.Write(y)
-		return err
+		return r.printYAML(body)
 	}
 	s, cl, err := r.connect(c)
 	if err != nil {

@@ -76,12 +76,7 @@ func (r *rezusctl) createProvider(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("dry-run") {
-		y, err := toYAML(body)
-		if err != nil {
-			return err
-		}
-		_, err = r.env.Stdout.Write(y)
-		return err
+		return r.printYAML(body)
 	}
 	_, cl, err := r.connect(c)
 	if err != nil {
