@@ -210,3 +210,20 @@ func TestMachineLiveDetails(t *testing.T) {
 	assert.Contains(t, p.Body, `data-condition="Healthy"`)
 	assert.Contains(t, p.Body, "every &lt;service&gt; is healthy")
 }
+
+// TestMachinePageShowsItsSchematic: the schematic and extensions a machine's
+// Talos API reported (its status) are on its page.
+func TestMachinePageShowsItsSchematic(t *testing.T) {
+	s := newUIStack(t, withMachineLogs(&fakeMachineLogs{}))
+	s.acmeMachine()
+	iscsi := domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools"}}
+	s.record(domain.MachineKind, "acme", "m2", domain.MachineSpec{NodeGroup: "cp", Role: domain.RoleControlPlane, Address: "10.0.0.11"},
+		domain.MachineStatus{Stage: "Running", TalosVersion: "v1.13.0", Schematic: iscsi.ID(), Extensions: []string{"iscsi-tools"}})
+	viewer := s.signIn("vera", domain.RoleView)
+	p := viewer.get("/ui/tenants/acme/machines/m2")
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	assert.Contains(t, p.Body, `title="`+iscsi.ID()+`" data-testid="machine-schematic"`)
+	assert.Contains(t, p.Body, `data-testid="machine-extensions">iscsi-tools<`)
+	p = viewer.get("/ui/tenants/acme/machines/m1")
+	assert.Contains(t, p.Body, "not a factory image", "a machine that reports no schematic")
+}

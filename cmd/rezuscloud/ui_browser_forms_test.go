@@ -122,6 +122,22 @@ func TestBrowserNodeGroupTaintsAndDelete(t *testing.T) {
 	require.Equal(t, []any{map[string]any{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}}, spec["taints"])
 	require.Equal(t, map[string]any{"tier": "gpu"}, spec["labels"])
 
+	// System extensions and kernel arguments: a refused name shows at the
+	// field; the saved ones are the group's schematic.
+	b.open("/ui/tenants/acme/nodegroups/workers/edit", "#nodegroup-edit-extensions")
+	b.setValue("#nodegroup-edit-extensions", "iscsi-tools")
+	b.click("[data-testid=save-nodegroup]")
+	b.waitJS("the refused extension shows at its field", 10*time.Second, `(() => {
+	  const e = document.querySelector('#nodegroup-edit-extensions ~ [data-field-error="spec.schematic.extensions"]');
+	  return {ok: !!e && e.textContent.includes('siderolabs/iscsi-tools'), state: e ? e.textContent : 'no error'}; })()`)
+	b.setValue("#nodegroup-edit-extensions", "siderolabs/util-linux-tools\nsiderolabs/iscsi-tools")
+	b.setValue("#nodegroup-edit-kernel-args", "console=ttyS0 net.ifnames=0")
+	b.click("[data-testid=save-nodegroup]")
+	b.waitPath("/ui/tenants/acme", 10*time.Second)
+	spec = mustAPI(t, p, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")["spec"].(map[string]any)
+	require.Equal(t, map[string]any{"extensions": []any{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"},
+		"extraKernelArgs": []any{"console=ttyS0", "net.ifnames=0"}}, spec["schematic"], "sorted extensions, kernel arguments in order")
+
 	b.open("/ui/tenants/acme", `tr[data-nodegroup=gpus] [data-testid=delete-nodegroup]`)
 	b.markNoReload()
 	b.click(`tr[data-nodegroup=gpus] [data-testid=delete-nodegroup]`)
