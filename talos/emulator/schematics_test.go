@@ -1,5 +1,7 @@
 package emulator
 
+//lint:file-ignore SA1019 MachineService.Upgrade is what the upgrade saga calls (one call for install and reboot).
+
 import (
 	"encoding/json"
 	"net/http"
