@@ -116,32 +116,39 @@ func driftCandidate(m *domain.Machine, renderedHash string) bool {
 }
 
 // ConfigDrift lists the tenant's machines whose running config differs from
-// the declared one they are recorded as holding. A machine that does not
-// answer is left out: an unreachable machine is the health probe's and the
-// remediation's concern, not drift.
+// the declared one they are recorded as holding, or whose image runs another
+// Image Factory schematic than their node group declares (whatever their
+// config's progress: the image is not the config controller's). A machine
+// that does not answer is left out: an unreachable machine is the health
+// probe's and the remediation's concern, not drift.
 func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]ConfigDrift, error) {
 	desired, err := d.Service.Desired(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	type job struct {
-		m   domain.Machine
+		m domain.Machine
+		// cfg is the declared config when the machine is recorded as
+		// holding it (driftCandidate), else nil: its config is not compared.
 		cfg []byte
 		// schematic is the one its group declares ("": its own installImage).
 		schematic string
 	}
 	var jobs []job
 	for _, m := range desired.Machines() {
-		cfg, err := desired.Config(&m, "")
-		if err != nil || !driftCandidate(&m, ConfigHash(cfg)) {
+		if m.Metadata.DeletionTimestamp != nil || m.Spec.Address == "" {
 			continue
 		}
-		ng, _ := desired.NodeGroup(m.Spec.NodeGroup)
-		var ngSpec *domain.NodeGroupSpec
-		if ng != nil {
-			ngSpec = &ng.Spec
+		j := job{m: m}
+		if cfg, err := desired.Config(&m, ""); err == nil && driftCandidate(&m, ConfigHash(cfg)) {
+			j.cfg = cfg
 		}
-		jobs = append(jobs, job{m, cfg, domain.InstallerOf(d.Service.ImageFactory(), &desired.view.tenant.Spec, ngSpec, "").Schematic})
+		if ng, ok := desired.NodeGroup(m.Spec.NodeGroup); ok {
+			j.schematic = domain.InstallerOf(d.Service.ImageFactory(), &desired.view.tenant.Spec, &ng.Spec, "").Schematic
+		}
+		if j.cfg != nil || j.schematic != "" {
+			jobs = append(jobs, j)
+		}
 	}
 	parallel := d.Parallel
 	if parallel <= 0 {
@@ -167,6 +174,9 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 					mu.Unlock()
 					return
 				}
+			}
+			if j.cfg == nil {
+				return
 			}
 			running, err := d.Nodes.RunningConfig(ctx, bundle, j.m.Spec.Address)
 			if err != nil || SameConfig(running, j.cfg) {
