@@ -174,8 +174,13 @@ func (s *Schematic) FactoryYAML() []byte {
 }
 
 // ID is the schematic's ID as the Image Factory computes it: the hex SHA-256
-// of its canonical YAML.
+// of its canonical YAML. The vanilla schematic's is known without hashing
+// (most groups declare none, and the upgrade trigger asks for every group
+// an event reaches).
 func (s *Schematic) ID() string {
+	if s.Vanilla() {
+		return VanillaSchematic
+	}
 	sum := sha256.Sum256(s.FactoryYAML())
 	return hex.EncodeToString(sum[:])
 }

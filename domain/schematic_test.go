@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,12 +13,18 @@ import (
 // of github.com/siderolabs/image-factory v0.9.0), which a factory answers
 // POST /schematics with.
 func TestSchematicIDMatchesTheFactory(t *testing.T) {
+	// The vanilla ID is not taken on trust: it is the hash of the empty
+	// schematic's encoding.
+	empty := Schematic{}
+	sum := sha256.Sum256(empty.FactoryYAML())
+	require.Equal(t, VanillaSchematic, hex.EncodeToString(sum[:]))
 	for _, tc := range []struct {
 		name string
 		s    Schematic
 		want string
 	}{
 		{"empty", Schematic{}, VanillaSchematic},
+		{"empty lists", Schematic{Extensions: []string{}, ExtraKernelArgs: []string{}, Meta: []MetaValue{}}, VanillaSchematic},
 		{"kernel args", Schematic{ExtraKernelArgs: []string{"noapic", "nolapic"}}, "9cba8e32753f91a16c1837ab8abf356af021706ef284aef07380780177d9a06c"},
 		{"kernel args 2", Schematic{ExtraKernelArgs: []string{"nolapic", "nomodeset"}}, "e0fb1129bbbdfb5d002e94af4cdce712a8370e850950a33a242d4c3f178c532d"},
 		{"meta", Schematic{Meta: []MetaValue{{Key: 0x0a, Value: "foo"}}}, "d308a2a5ee2277bed5fbaa104fcbc8d59122abfa737df987a95b4ca763459a7f"},
@@ -110,4 +118,15 @@ func TestInstallerImages(t *testing.T) {
 	require.Equal(t, own.ID(), InstallerOf(DefaultImageFactory, tenant, group, "v1.13.0").Schematic, "the group's own wins")
 	group.ProviderConfig = []byte(`{"installImage":"ghcr.io/acme/installer:v1.12.0@sha256:ab"}`)
 	require.Equal(t, Installer{Image: "ghcr.io/acme/installer:v1.13.0"}, InstallerOf(DefaultImageFactory, tenant, group, "v1.13.0"), "an explicit installImage wins")
+}
+
+// BenchmarkSchematicID is the cost of a schematic's ID, which the upgrade
+// saga's trigger computes for every node group an event reaches.
+func BenchmarkSchematicID(b *testing.B) {
+	s := Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools", "siderolabs/qemu-guest-agent"},
+		ExtraKernelArgs: []string{"console=ttyS0", "net.ifnames=0"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = s.ID()
+	}
 }

@@ -22,11 +22,31 @@ import (
 // vanilla one, the schematic's ID ("v1.13.0 <id>"). A group without one is
 // remembered by its version alone, as before schematics existed.
 func declaredBuild(tenant *domain.TenantSpec, ng *domain.NodeGroupSpec, version string) string {
-	inst := domain.InstallerOf(domain.DefaultImageFactory, tenant, ng, version)
-	if inst.Schematic == "" || inst.Schematic == domain.VanillaSchematic {
+	return declaredBuildOf(tenant, ng, version, nil)
+}
+
+// schematicIDs remembers the IDs of the schematics one trigger call met:
+// the groups that follow their tenant's share its schematic, hashed once.
+type schematicIDs map[*domain.Schematic]string
+
+// declaredBuildOf is declaredBuild with the IDs remembered in ids (nil:
+// none).
+func declaredBuildOf(tenant *domain.TenantSpec, ng *domain.NodeGroupSpec, version string, ids schematicIDs) string {
+	if ownsSchematic(ng) && ng.Schematic == nil {
+		return version // its own installImage
+	}
+	s := domain.EffectiveSchematic(tenant, ng)
+	if s.Vanilla() {
 		return version
 	}
-	return version + " " + inst.Schematic
+	id, ok := ids[s]
+	if !ok {
+		id = s.ID()
+		if ids != nil {
+			ids[s] = id
+		}
+	}
+	return version + " " + id
 }
 
 // rememberedVersion is the version part of a remembered build.

@@ -91,6 +91,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 	}
 	changed := map[string][]domain.NodeGroup{} // by target version
 	reimage := map[string][]domain.NodeGroup{} // by the version they stay on
+	ids := schematicIDs{}
 	for _, ng := range groups {
 		if ng.Metadata.DeletionTimestamp != nil {
 			continue
@@ -109,7 +110,7 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		if desired == "" {
 			desired = tenant.Spec.TalosVersion
 		}
-		want := declaredBuild(&tenant.Spec, &ng.Spec, desired)
+		want := declaredBuildOf(&tenant.Spec, &ng.Spec, desired, ids)
 		key := tenantName + "." + ng.Metadata.Name
 		e, err := kv.Get(ctx, key)
 		switch {
