@@ -71,6 +71,7 @@ func TestClusterFlagsRefuseBadInput(t *testing.T) {
 		{"external nats too", []string{"--cluster-listen", route, "--peers", "h1:6222", "--secrets-key-file", key, "--nats-url", "nats://x:4222"}, "--nats-url"},
 		{"more replicas than nodes", []string{"--cluster-listen", route, "--peers", "h1:6222,h2:6222", "--secrets-key-file", key, "--replicas", "5"}, "--replicas 5"},
 		{"missing key file", []string{"--cluster-listen", route, "--peers", "h1:6222", "--secrets-key-file", filepath.Join(t.TempDir(), "nope")}, "give every replica a copy"},
+		{"image factory not a URL", []string{"--image-factory", "factory.talos.dev"}, `--image-factory "factory.talos.dev" must be the factory's http(s) URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -101,7 +101,7 @@ func TestNoServeFlagLeavesARelativePath(t *testing.T) {
 			switch s {
 			case "rel/listen", "rel/nats-url", "rel/nats-listen", "rel/log-level", "rel/admin-token",
 				"rel/cluster-name", "rel/cluster-listen", "rel/peers", "rel/all-peers", "rel/node-name",
-				"rel/emulator-listen", "rel/tofu-sandbox", "rel/emulator-kube",
+				"rel/emulator-listen", "rel/tofu-sandbox", "rel/emulator-kube", "rel/image-factory",
 				"rel/oidc-issuer", "rel/oidc-client-id", "rel/oidc-groups-claim", "rel/oidc-scopes", "rel/external-url":
 				return
 			}

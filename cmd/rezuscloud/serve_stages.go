@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -102,6 +103,9 @@ func checkServeConfig(cfg *serveConfig) error {
 	}
 	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
 		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
+	}
+	if u, err := url.Parse(cfg.Infra.ImageFactory); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("--image-factory %q must be the factory's http(s) URL with a host and no path, e.g. https://factory.talos.dev", cfg.Infra.ImageFactory)
 	}
 	return checkCluster(cfg, cfg.ReplicasSet)
 }
