@@ -12,9 +12,10 @@ const (
 	VanillaSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
 )
 
-// DefaultInstallImage is the Image Factory installer of a Talos version.
+// DefaultInstallImage is the public Image Factory's installer of a Talos
+// version without a schematic.
 func DefaultInstallImage(talosVersion string) string {
-	return "factory.talos.dev/metal-installer/" + VanillaSchematic + ":" + talosVersion
+	return FactoryInstaller(DefaultImageFactory, nil, talosVersion)
 }
 
 // TalosInstall are the providerConfig keys of a node group that every
