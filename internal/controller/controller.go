@@ -44,6 +44,16 @@ type Resyncer interface {
 type Result struct {
 	kind  resultKind
 	after time.Duration
+	// until, when set, is Later's instant (Until).
+	until time.Time
+}
+
+// at is when a Later run's key is due again, now being its end.
+func (r Result) at(now time.Time) time.Time {
+	if !r.until.IsZero() {
+		return r.until
+	}
+	return now.Add(r.after)
 }
 
 type resultKind int
@@ -64,8 +74,13 @@ func Done() Result { return Result{kind: resultDone} }
 func Retry() Result { return Result{kind: resultRetry} }
 
 // Later says the run did nothing and the key is looked at again after d,
-// without counting as a failure.
+// without counting as a failure, or sooner when an event changes it.
 func Later(d time.Duration) Result { return Result{kind: resultLater, after: d} }
+
+// Until is Later up to an instant (a maintenance window's opening): a wait
+// decided from one reading of the clock is not pushed out by the time the
+// run takes to end.
+func Until(t time.Time) Result { return Result{kind: resultLater, until: t} }
 
 // Exponential is a backoff doubling from base up to limit, jittered over its
 // upper half so that keys failing together do not retry together.

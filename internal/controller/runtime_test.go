@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -261,6 +262,55 @@ func TestLaterIsNotAFailure(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 2, 2, 3}, attempts, "Later keeps the attempt count")
 	require.NoError(t, stop())
+}
+
+// A Later run's wait ends when an event changes its key, after the run or
+// during it: the run decided without that change, which runs on its
+// debounce (an in-place config change does not wait for the maintenance
+// window a rebooting one waits for).
+func TestAChangeEndsALaterWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		during bool
+		result controller.Result
+		wait   time.Time // the run's wait, when nothing changes meanwhile
+	}{
+		{name: "after the run", result: controller.Later(time.Hour), wait: t0.Add(time.Hour + 2*time.Second)},
+		{name: "during the run", during: true, result: controller.Later(time.Hour)},
+		{name: "until an instant", result: controller.Until(t0.Add(time.Hour)), wait: t0.Add(time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			f := newFake()
+			f.debounce = 2 * time.Second
+			f.gated = true
+			f.scripted["a"] = []controller.Result{tc.result, controller.Done()}
+			_, stop := h.run(t, f)
+			h.touch(t, "a")
+			require.Eventually(t, func() bool { return h.clock.Waiting().Equal(t0.Add(2 * time.Second)) }, 10*time.Second, 5*time.Millisecond)
+			h.clock.Advance(2 * time.Second)
+			recv(t, f.started, "the first run")
+			if tc.during {
+				h.touch(t, "a")
+				h.consumed(t)
+			}
+			f.release("a")
+			if !tc.during {
+				require.Eventually(t, func() bool { return slices.Contains(h.clock.Waits(), tc.wait) }, 10*time.Second, 5*time.Millisecond, "the run's wait")
+				require.Empty(t, f.started)
+				h.touch(t, "a")
+				h.consumed(t)
+			}
+			// Due on the change's debounce (from t0+2s), not in an hour.
+			require.Eventually(t, func() bool { return h.clock.Waiting().Equal(t0.Add(4 * time.Second)) }, 10*time.Second, 5*time.Millisecond, "the change's debounce")
+			require.Empty(t, f.started)
+			h.clock.Advance(2 * time.Second)
+			recv(t, f.started, "the change's run")
+			f.release("a")
+			require.Eventually(t, func() bool { return !h.queued(t, "a") }, 10*time.Second, 5*time.Millisecond, "done: dequeued")
+			require.NoError(t, stop())
+		})
+	}
 }
 
 func TestResumesQueuedWorkAfterARestart(t *testing.T) {

@@ -46,6 +46,9 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	queue := map[string]queued{}
 	attempts := map[string]int{}
 	notBefore := map[string]time.Time{}
+	// later are the keys whose notBefore a Later run set: a change after
+	// that run started makes them due on their debounce again.
+	later := map[string]bool{}
 	running := map[string]bool{}
 	var waiting dueHeap
 	var ready readyHeap
@@ -64,6 +67,18 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	}
 	// wait (re)considers key: it gets an item at its due time as it is now.
 	wait := func(k string) {
+		if p, ok := queue[k]; ok && !running[k] && !inReady[k] {
+			schedule(k, dueAt(k, p))
+		}
+	}
+	// changed (re)considers a key an event changed: a Later run's wait is
+	// over, as it was decided without that change (an in-place config, a
+	// new machine must not wait for the window a rebooting one waits for).
+	changed := func(k string) {
+		if later[k] {
+			delete(later, k)
+			delete(notBefore, k)
+		}
 		if p, ok := queue[k]; ok && !running[k] && !inReady[k] {
 			schedule(k, dueAt(k, p))
 		}
@@ -135,7 +150,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 		case <-timer:
 		case <-r.absorbed.moved:
 			for _, k := range r.absorbed.takeMoved() {
-				wait(k)
+				changed(k)
 			}
 		case e, ok := <-watch.Updates():
 			if !ok {
@@ -160,22 +175,33 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				// when the run ends.
 				if !running[e.Key()] {
 					r.absorbed.open(e.Key())
+					changed(e.Key())
 				}
-				wait(e.Key())
 			}
 		case e := <-results:
 			delete(running, e.key)
+			followUp := false
 			if p, ok := queue[e.key]; ok && p.rev != e.rev {
 				// A follow-up was put during the run: untaken, open now.
 				r.absorbed.open(e.key)
+				followUp = true
 			}
+			delete(later, e.key)
 			switch e.result.kind {
 			case resultDone:
 				delete(attempts, e.key)
 				delete(notBefore, e.key)
 				r.dequeue(ctx, q, queue, e)
 			case resultLater:
-				notBefore[e.key] = clock.Now().Add(e.result.after)
+				// A Later run decided without the follow-up: that runs on
+				// its debounce. CI once saw a tenant's in-window change wait
+				// for the window's next opening, as it came during the run
+				// that deferred its rebooting config.
+				delete(notBefore, e.key)
+				if !followUp {
+					notBefore[e.key] = e.result.at(clock.Now())
+					later[e.key] = true
+				}
 			case resultRetry:
 				attempts[e.key]++
 				notBefore[e.key] = clock.Now().Add(r.cfg.Backoff(attempts[e.key]))

@@ -133,15 +133,22 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 		}
 	}
 	if ok && p.deferred.Load() {
-		wait := max(p.opens.Sub(c.cfg.Now()), time.Second)
 		log.Info("config controller: configs that reboot wait for the maintenance window", "opens", p.opens)
-		return controller.Later(wait)
+		return controller.Until(later(p.opens, c.cfg.Now().Add(time.Second)))
 	}
 	if !ok {
 		log.Info("config controller: a machine does not hold its config; retrying", "attempt", attempt)
 		return controller.Retry()
 	}
 	return controller.Done()
+}
+
+// later is the later of two instants.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // upgradeInFlight names the tenant's upgrade that is Pending or Running, if
