@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -52,7 +53,7 @@ func newAutomationStack(t *testing.T, listen string) (*stack, *eventstore.AuditL
 	s.cache = projections.NewCache(env.Store, nil)
 	s.projector = projections.NewProjector(env.Store, nil, "test")
 	fin := &projections.TenantFinalizer{Cache: s.cache, Store: env.Store, Interval: 20 * time.Millisecond}
-	s.identity, err = identity.NewService(ctx, identity.Config{StaticToken: testToken, Now: s.clock.Now}, env.Store, s.cache)
+	s.identity, err = identity.NewService(ctx, identity.Config{StaticToken: testToken, Now: s.clock.Now, PasswordCost: bcrypt.MinCost}, env.Store, s.cache)
 	require.NoError(t, err)
 	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: env.Store, Cache: s.cache, Projector: s.projector, Finalizer: fin,
 		Identity: s.identity, Audit: audit, Automation: automation})

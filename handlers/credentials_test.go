@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -40,7 +41,7 @@ func newSealedStack(t *testing.T) (*stack, *eventstore.AuditLog) {
 	}
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
-	id, err := identity.NewService(ctx, identity.Config{StaticToken: testToken, Secrets: sealed, Now: s.clock.Now}, s.env.Store, s.cache)
+	id, err := identity.NewService(ctx, identity.Config{StaticToken: testToken, Secrets: sealed, Now: s.clock.Now, PasswordCost: bcrypt.MinCost}, s.env.Store, s.cache)
 	require.NoError(t, err)
 	audit, err := eventstore.OpenAudit(ctx, s.env.Store, eventstore.AuditConfig{})
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
@@ -83,7 +84,7 @@ func newStackWith(t testing.TB, idm func(*identity.Config), mutate ...func(*hand
 	}
 	idctx, idcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer idcancel()
-	idcfg := identity.Config{StaticToken: testToken, Now: s.clock.Now}
+	idcfg := identity.Config{StaticToken: testToken, Now: s.clock.Now, PasswordCost: bcrypt.MinCost}
 	for _, m := range s.identityMutators {
 		m(&idcfg)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
@@ -32,7 +33,7 @@ func TestIdentitySecretsAreSealed(t *testing.T) {
 	require.NoError(t, err)
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
-	id, err := identity.NewService(ctx, identity.Config{Secrets: sealed}, env.Store, cache)
+	id, err := identity.NewService(ctx, identity.Config{Secrets: sealed, PasswordCost: bcrypt.MinCost}, env.Store, cache)
 	require.NoError(t, err)
 	for !cache.Ready() {
 		time.Sleep(5 * time.Millisecond) // the read model replays an empty stream; nothing to wait on
