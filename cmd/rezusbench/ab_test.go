@@ -65,6 +65,7 @@ func TestMedianOf(t *testing.T) {
 // TestABCommandRuns runs the gate with one binary on both sides: it measures
 // both in turns, prints the table and passes.
 func TestABCommandRuns(t *testing.T) {
+	t.Parallel()
 	server := buildServer(t)
 	out, err := runSelf(t, "--server", server, "ab", "--base", server, "--rounds", "1", "--confirm", "0",
 		"--duration", "300ms", "--clients", "2", "--floor", "0.1")

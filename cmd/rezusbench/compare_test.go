@@ -22,6 +22,7 @@ func TestCompareFigures(t *testing.T) {
 // --record writes the figures --compare reads; a run below the recorded
 // ratios fails with the ratios named, one at or above them passes.
 func TestBenchRecordAndCompare(t *testing.T) {
+	t.Parallel()
 	server := buildServer(t)
 	dir := t.TempDir()
 	recorded := filepath.Join(dir, "benchmarks.json")

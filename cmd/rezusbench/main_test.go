@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,18 +19,39 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "rezusbench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server.path = filepath.Join(dir, "rezuscloud")
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is cmd/rezuscloud, built once for the tests that run it (each link
+// of it costs seconds; the tests run it at once, in parallel).
+var server struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
 }
 
 // buildServer builds cmd/rezuscloud, the server rezusbench measures.
 func buildServer(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go") // tests run under the go tool, so it is on PATH
-	require.NoError(t, err)
-	exe := filepath.Join(t.TempDir(), "rezuscloud")
-	out, err := exec.Command(goBin, "build", "-o", exe, "github.com/rezuscloud/rezuscloud/cmd/rezuscloud").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return exe
+	server.once.Do(func() {
+		goBin, err := exec.LookPath("go") // tests run under the go tool, so it is on PATH
+		if err != nil {
+			server.err = err
+			return
+		}
+		server.out, server.err = exec.Command(goBin, "build", "-o", server.path, "github.com/rezuscloud/rezuscloud/cmd/rezuscloud").CombinedOutput()
+	})
+	require.NoError(t, server.err, "go build: %s", server.out)
+	return server.path
 }
 
 func runSelf(t *testing.T, args ...string) (string, error) {
@@ -41,6 +64,7 @@ func runSelf(t *testing.T, args ...string) (string, error) {
 // TestBenchCommandRuns runs `rezusbench api` with small numbers, so the
 // command behind docs/benchmarks.md keeps working.
 func TestBenchCommandRuns(t *testing.T) {
+	t.Parallel()
 	server := buildServer(t)
 	out, err := runSelf(t, "--server", server, "api", "--duration", "300ms", "--tenants", "50", "--nodegroups", "100", "--rate", "50", "--clients", "1,4")
 	require.NoError(t, err, out)
@@ -68,6 +92,7 @@ func TestServerBinary(t *testing.T) {
 // of a Talos patch version in three waves to completion, every machine on
 // it after. It asserts completion, not time.
 func TestFleetBenchRuns(t *testing.T) {
+	t.Parallel()
 	server := buildServer(t)
 	tofu, mirror := tofutest.Tools(t)
 	out, err := runSelf(t, "--server", server, "fleet", "--tenants", "12", "--parallel", "6", "--waves", "1,50%,100%", "--soak", "1s",
