@@ -48,6 +48,9 @@ func TestSchematicChangesReimageTheirGroups(t *testing.T) {
 	require.Equal(t, map[string][]string{"w-1": {want}, "w-2": {want}}, e.installers(), "the workers alone, once each")
 
 	// The tenant's schematic reaches cp, which follows it, not the workers.
+	// cp pins its version (the one it runs: no run): a tenant event may
+	// still re-image it, as it keeps the tenant's schematic.
+	e.updateSpec(e.ref(domain.NodeGroupKind, "cp"), `{"role":"controlplane","count":1,"provider":"emu","talosVersion":"`+sagaFrom+`"}`)
 	e.updateSpec(domain.TenantRef(e.tenant), `{"talosVersion":"`+sagaFrom+`","kubernetesVersion":"`+sagaKube+`","schematic":{"extensions":["siderolabs/iscsi-tools"]}}`)
 	sagaEventually(t, 10*time.Second, "a re-image of the control plane", func() bool { return len(e.upgrades()) == 2 })
 	for _, u := range e.upgrades() {

@@ -47,7 +47,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	tenantRef := domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}
 	e.updateSpec(tenantRef, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`"}`)
 	e.execute(domain.Command{Op: domain.OpUpdateStatus, Ref: tenantRef, Object: &domain.Object{Status: json.RawMessage(`{"phase":"Ready","kubernetesVersion":"` + sagaKube + `","machines":{"total":6,"ready":6,"controlPlane":3,"workers":3}}`)}})
-	saga, _ = e.startSaga(nil)
+	saga, stop = e.startSaga(nil)
 	var run string
 	sagaEventually(t, 10*time.Second, "a run started by the version change", func() bool {
 		for _, u := range e.upgrades() {
@@ -99,9 +99,14 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	require.False(t, saga.ActiveUpgrade(e.tenant))
 
 	// A change that is not a version change starts nothing.
+	// A node group's override upgrades that group alone. Both come while
+	// no replica runs the saga: the tenant's event is then decided on a
+	// read model that already has the group's new version, which is the
+	// group's event's to start and label (CI once saw the tenant's do it).
+	stop()
 	e.updateSpec(domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`","controlPlane":{"endpoint":"https://10.0.0.1:6443"}}`)
-	// A node group's override upgrades that group alone.
 	e.updateSpec(e.ref(domain.NodeGroupKind, "workers"), `{"role":"worker","count":3,"provider":"emu","talosVersion":"v1.13.1","updateStrategy":{"maxParallelism":2}}`)
+	saga, _ = e.startSaga(nil)
 	var second string
 	sagaEventually(t, 10*time.Second, "a run for the node group", func() bool {
 		for _, u := range e.upgrades() {

@@ -103,7 +103,11 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		if obj.Kind == domain.NodeGroupKind.Kind && ng.Metadata.Name != obj.Metadata.Name {
 			continue
 		}
-		if obj.Kind == domain.TenantKind.Kind && ng.Spec.TalosVersion != "" && ownsSchematic(&ng.Spec) {
+		// A group with its own version follows the tenant only in its
+		// schematic (when it has none of its own): a tenant event may
+		// re-image it, never change its version.
+		schematicOnly := obj.Kind == domain.TenantKind.Kind && ng.Spec.TalosVersion != ""
+		if schematicOnly && ownsSchematic(&ng.Spec) {
 			continue
 		}
 		desired := ng.Spec.TalosVersion
@@ -114,6 +118,9 @@ func (s *Saga) trigger(ctx context.Context, kv jetstream.KeyValue, ev *domain.Ev
 		key := tenantName + "." + ng.Metadata.Name
 		e, err := kv.Get(ctx, key)
 		switch {
+		case schematicOnly && (errors.Is(err, jetstream.ErrKeyNotFound) || err == nil && rememberedVersion(string(e.Value())) != desired):
+			// The group's own event decides (and labels) its version, and
+			// remembers it: not this one, whose read model may be ahead.
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 			if groupDrifted(ng.Metadata.Name, desired, machines) {
 				changed[desired] = append(changed[desired], ng)
