@@ -106,7 +106,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	stop()
 	e.updateSpec(domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`","controlPlane":{"endpoint":"https://10.0.0.1:6443"}}`)
 	e.updateSpec(e.ref(domain.NodeGroupKind, "workers"), `{"role":"worker","count":3,"provider":"emu","talosVersion":"v1.13.1","updateStrategy":{"maxParallelism":2}}`)
-	saga, _ = e.startSaga(nil)
+	e.startSaga(nil)
 	var second string
 	sagaEventually(t, 10*time.Second, "a run for the node group", func() bool {
 		for _, u := range e.upgrades() {
