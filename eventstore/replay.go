@@ -2,9 +2,11 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -202,12 +204,34 @@ func scanBatched(ctx context.Context, js jetstream.JetStream, stream string, w W
 	if err := awaitCurrentHost(ctx, js, stream, cons.CachedInfo()); err != nil {
 		return err
 	}
+	// A pull consumer just created in a cluster may not be served on its
+	// host yet: a pull then finds no responders (CI: a replay through a
+	// node that had just restarted). Nothing was delivered to such a pull,
+	// so it is asked again, for about 10s at most.
+	var since time.Time
+	backoff := 5 * time.Millisecond
+	again := func(err error) bool {
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return false
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) > 10*time.Second || sleepCtx(ctx, backoff) != nil {
+			return false
+		}
+		backoff = min(backoff*2, time.Second)
+		return true
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		msgs, err := cons.FetchNoWait(batch)
 		if err != nil {
+			if again(err) {
+				continue
+			}
 			return fmt.Errorf("fetching: %w", err)
 		}
 		n := 0
@@ -226,6 +250,9 @@ func scanBatched(ctx context.Context, js jetstream.JetStream, stream string, w W
 			}
 		}
 		if err := msgs.Error(); err != nil {
+			if n == 0 && again(err) {
+				continue
+			}
 			return fmt.Errorf("fetching: %w", err)
 		}
 		if n == 0 {
