@@ -83,7 +83,7 @@ func TestReplicasWaitForTheirCluster(t *testing.T) {
 
 	ps := []*proc{first, c.launch(t, 1), c.launch(t, 2)}
 	for i, p := range ps {
-		p.waitReady(c.dirs[i])
+		require.True(t, p.waitReady(c.dirs[i]), "another process took its address")
 	}
 	code, body := ps[1].do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"acme"}}`)
 	require.Equal(t, http.StatusCreated, code, body)

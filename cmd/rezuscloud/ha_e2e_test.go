@@ -169,7 +169,7 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 		ps[i] = c.launch(t, i, infra...)
 	}
 	for i, p := range ps {
-		p.waitReady(c.dirs[i])
+		require.True(t, p.waitReady(c.dirs[i]), "another process took its address")
 	}
 	code, body := ps[0].do(http.MethodPost, "/api/v1/providers",
 		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q}}}`, emu))
@@ -327,7 +327,7 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 
 	// The killed replica rejoins and serves what was written while it was down.
 	back := c.launch(t, victim, infra...)
-	back.waitReady(c.dirs[victim])
+	require.True(t, back.waitReady(c.dirs[victim]), "another process took its address")
 	back.eventually(time.Minute, "the restarted replica serves the writes made while it was down", func() bool {
 		names := back.providerNames()
 		return slices.Contains(names, "after-9") && slices.Contains(names, "resumed-4")

@@ -70,11 +70,21 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// startServer starts a server on a free port and waits until it is ready.
+// A port found free can be taken before the server binds it (the tests run
+// in parallel, and every outgoing connection takes an ephemeral port too):
+// a server that lost its port that way is started again on another one.
 func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	p := launchServer(t, freePort(t), dataDir, extra...)
-	p.waitReady(dataDir)
-	return p
+	for attempt := 1; ; attempt++ {
+		p := launchServer(t, freePort(t), dataDir, extra...)
+		if p.waitReady(dataDir) || attempt == 3 {
+			if !p.serving() {
+				t.Fatalf("server lost its port %d times:\n%s", attempt, p.log())
+			}
+			return p
+		}
+	}
 }
 
 // launchServer starts a server process listening on addr without waiting for
@@ -106,11 +116,19 @@ func launchServer(t *testing.T, addr, dataDir string, extra ...string) *proc {
 	return p
 }
 
-// waitReady waits until the server answers /readyz with 200.
-func (p *proc) waitReady(dataDir string) {
+// waitReady waits until the server answers /readyz with 200 and has said it
+// serves. It reports false if the server exited because its address was
+// taken: then whatever answers on that address is not this server.
+func (p *proc) waitReady(dataDir string) bool {
 	p.t.Helper()
 	deadline := time.Now().Add(startWithin)
 	for {
+		if p.exited() {
+			if strings.Contains(p.log(), "address already in use") {
+				return false
+			}
+			p.t.Fatalf("server exited before it was ready:\n%s", p.log())
+		}
 		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
 			if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
 				pool := x509.NewCertPool()
@@ -121,8 +139,8 @@ func (p *proc) waitReady(dataDir string) {
 		resp, err := p.client.Get(p.url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+			if resp.StatusCode == http.StatusOK && p.serving() {
+				return true
 			}
 		}
 		if time.Now().After(deadline) {
@@ -130,6 +148,30 @@ func (p *proc) waitReady(dataDir string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// exited reports whether the process has ended, without blocking; the exit
+// status is put back for whoever waits on p.done next.
+func (p *proc) exited() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true
+	default:
+		return false
+	}
+}
+
+// serving reports whether this process said it serves its address: an
+// answer on the address alone may come from another test's server.
+func (p *proc) serving() bool {
+	addr := strings.TrimPrefix(strings.TrimPrefix(p.url, "http://"), "https://")
+	for _, line := range strings.Split(p.log(), "\n") {
+		if strings.Contains(line, "serving") && strings.Contains(line, addr) {
+			return true
+		}
+	}
+	return false
 }
 
 type lockedWriter struct {

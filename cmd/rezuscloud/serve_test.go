@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -351,4 +352,21 @@ func TestPrivateTempDirIsPrivateAndClearsLeftovers(t *testing.T) {
 	require.NoError(t, err)
 	require.NoFileExists(t, left)
 	require.FileExists(t, other)
+}
+
+// TestAServerWhoseAddressIsTakenIsNotTakenForReady: when another process
+// holds the address a test server was given (a free port can be taken before
+// the server binds it), whatever answers there is not mistaken for it.
+func TestAServerWhoseAddressIsTakenIsNotTakenForReady(t *testing.T) {
+	t.Parallel()
+	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = other.Serve(ln) }()
+	t.Cleanup(func() { _ = other.Close() })
+
+	dir := t.TempDir()
+	p := launchServer(t, ln.Addr().String(), dir)
+	require.False(t, p.waitReady(dir), "the other process answers /readyz 200, yet it is not the server")
+	require.Contains(t, p.log(), "address already in use")
 }
