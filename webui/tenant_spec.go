@@ -26,6 +26,9 @@ type tenantSpecForm struct {
 	Endpoint                        string
 	PodSubnets, ServiceSubnets      string
 	DNSDomain, Labels               string
+	// Extensions (one a line) and KernelArgs make the tenant's schematic,
+	// the default of its node groups that declare none.
+	Extensions, KernelArgs string
 	// DeclaredTalos and DeclaredKubernetes are the versions the tenant
 	// declared when the form was filled, for the note on upgrades.
 	DeclaredTalos, DeclaredKubernetes string
@@ -37,10 +40,11 @@ type tenantSpecForm struct {
 // tenantSpecFields are the form's fields as the API names them in causes.
 var tenantSpecFields = []string{"spec.talosVersion", "spec.kubernetesVersion", "spec.controlPlane.endpoint",
 	"spec.network.podSubnets", "spec.network.serviceSubnets", "spec.network.dnsDomain", "metadata.labels",
-	"metadata.resourceVersion"}
+	"spec.schematic.extensions", "spec.schematic.extraKernelArgs", "spec.schematic", "metadata.resourceVersion"}
 
 func tenantSpecFormOf(t *domain.Tenant) tenantSpecForm {
-	return tenantSpecForm{Tenant: t.Metadata.Name, ResourceVersion: t.Metadata.ResourceVersion,
+	exts, args := schematicStrings(t.Spec.Schematic)
+	return tenantSpecForm{Extensions: exts, KernelArgs: args, Tenant: t.Metadata.Name, ResourceVersion: t.Metadata.ResourceVersion,
 		TalosVersion: t.Spec.TalosVersion, KubernetesVersion: t.Spec.KubernetesVersion,
 		Endpoint: t.Spec.ControlPlane.Endpoint, PodSubnets: strings.Join(t.Spec.Network.PodSubnets, ", "),
 		ServiceSubnets: strings.Join(t.Spec.Network.ServiceSubnets, ", "), DNSDomain: t.Spec.Network.DNSDomain,
@@ -73,7 +77,8 @@ func (u *UI) updateTenantSpec(c echo.Context) error {
 		TalosVersion: strings.TrimSpace(c.FormValue("spec.talosVersion")), KubernetesVersion: strings.TrimSpace(c.FormValue("spec.kubernetesVersion")),
 		Endpoint: strings.TrimSpace(c.FormValue("spec.controlPlane.endpoint")), PodSubnets: strings.TrimSpace(c.FormValue("spec.network.podSubnets")),
 		ServiceSubnets: strings.TrimSpace(c.FormValue("spec.network.serviceSubnets")), DNSDomain: strings.TrimSpace(c.FormValue("spec.network.dnsDomain")),
-		Labels: strings.TrimSpace(c.FormValue("metadata.labels")), DeclaredTalos: t.Spec.TalosVersion, DeclaredKubernetes: t.Spec.KubernetesVersion}
+		Labels: strings.TrimSpace(c.FormValue("metadata.labels")), DeclaredTalos: t.Spec.TalosVersion, DeclaredKubernetes: t.Spec.KubernetesVersion,
+		Extensions: strings.TrimSpace(c.FormValue("spec.schematic.extensions")), KernelArgs: strings.TrimSpace(c.FormValue("spec.schematic.extraKernelArgs"))}
 	again := func(err error) error {
 		switch domain.ReasonOf(err) {
 		case domain.ReasonInvalid, domain.ReasonBadRequest, domain.ReasonConflict:
@@ -98,6 +103,7 @@ func (u *UI) updateTenantSpec(c echo.Context) error {
 	spec.ControlPlane.Endpoint = f.Endpoint
 	spec.Network.PodSubnets, spec.Network.ServiceSubnets = splitList(f.PodSubnets), splitList(f.ServiceSubnets)
 	spec.Network.DNSDomain = f.DNSDomain
+	spec.Schematic = schematicOf(t.Spec.Schematic, f.Extensions, f.KernelArgs)
 	meta := t.Metadata
 	meta.ResourceVersion, meta.Labels = f.ResourceVersion, labels
 	obj := map[string]any{"apiVersion": domain.APIVersion, "kind": domain.TenantKind.Kind, "metadata": meta, "spec": spec}
@@ -116,9 +122,11 @@ func (u *UI) updateTenantSpec(c echo.Context) error {
 	if err := u.api.call(c.Request(), apiRequest{Method: http.MethodPut, Path: path, Body: obj}, &updated); err != nil {
 		return again(err)
 	}
-	// A version change queues an upgrade: land where its progress shows.
+	// A version or schematic change queues an upgrade (a re-image of the
+	// groups that follow the tenant's schematic): land where its progress shows.
 	target := "/ui/tenants/" + name + "#tenant-overview"
-	if updated.Spec.TalosVersion != t.Spec.TalosVersion || updated.Spec.KubernetesVersion != t.Spec.KubernetesVersion {
+	if updated.Spec.TalosVersion != t.Spec.TalosVersion || updated.Spec.KubernetesVersion != t.Spec.KubernetesVersion ||
+		updated.Spec.Schematic.ID() != t.Spec.Schematic.ID() {
 		target = "/ui/tenants/" + name + "#upgrades"
 	}
 	if isHTMX(c) {

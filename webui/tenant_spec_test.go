@@ -122,4 +122,46 @@ func TestTenantSpecEdit(t *testing.T) {
 		require.Equal(t, "/ui/tenants/acme#upgrades", p.Header.Get("HX-Redirect"))
 		require.Equal(t, "v1.13.1", s.tenant("acme").Spec.TalosVersion)
 	})
+
+	t.Run("extensions make the tenant's schematic", func(t *testing.T) {
+		current := func() url.Values {
+			tn := s.tenant("acme")
+			v := valid()
+			v.Set("metadata.resourceVersion", tn.Metadata.ResourceVersion)
+			v.Set("spec.talosVersion", tn.Spec.TalosVersion)
+			return v
+		}
+		v := current()
+		v.Set("spec.schematic.extensions", "iscsi-tools\nsiderolabs/gvisor, siderolabs/gvisor")
+		v.Set("spec.schematic.extraKernelArgs", "console=ttyS0")
+		p := edit.hx(http.MethodPost, "/ui/tenants/acme/spec", v)
+		require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+		require.Regexp(t, `data-field-error="spec.schematic.extensions">[^<]*siderolabs/iscsi-tools`, p.Body, "the cause names the right form")
+		require.Contains(t, p.Body, "iscsi-tools\nsiderolabs/gvisor, siderolabs/gvisor</textarea>", "what was typed is kept")
+		require.Nil(t, s.tenant("acme").Spec.Schematic)
+
+		v.Set("spec.schematic.extensions", "siderolabs/util-linux-tools\nsiderolabs/iscsi-tools")
+		v.Set("preview", "impact")
+		p = edit.hx(http.MethodPost, "/ui/tenants/acme/spec", v)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Contains(t, p.Body, `data-impact-machine="cp1" data-impact-action="reimage"`, "the groups that follow the tenant are re-imaged")
+		require.Nil(t, s.tenant("acme").Spec.Schematic, "nothing saved")
+
+		v.Del("preview")
+		p = edit.hx(http.MethodPost, "/ui/tenants/acme/spec", v)
+		require.Equal(t, http.StatusOK, p.Code, p.Body)
+		require.Equal(t, "/ui/tenants/acme#upgrades", p.Header.Get("HX-Redirect"), "a re-image is an upgrade run")
+		want := &domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}, ExtraKernelArgs: []string{"console=ttyS0"}}
+		require.Equal(t, want, s.tenant("acme").Spec.Schematic)
+		p = edit.get("/ui/tenants/acme/edit")
+		require.Contains(t, p.Body, ">siderolabs/iscsi-tools\nsiderolabs/util-linux-tools</textarea>")
+		require.Contains(t, p.Body, `name="spec.schematic.extraKernelArgs" value="console=ttyS0"`)
+
+		// Emptying both fields: the groups are back on the vanilla image.
+		v = current()
+		p = edit.form("/ui/tenants/acme/spec", v)
+		require.Equal(t, http.StatusSeeOther, p.Code, p.Body)
+		require.Equal(t, "/ui/tenants/acme#upgrades", p.Header.Get("Location"))
+		require.Nil(t, s.tenant("acme").Spec.Schematic)
+	})
 }
