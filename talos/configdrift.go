@@ -86,6 +86,14 @@ type ConfigDrift struct {
 	// declared): correcting that is a re-image, which an upgrade does, not
 	// the config controller.
 	Schematic bool
+	// NodeGroup is the machine's node group.
+	NodeGroup string
+}
+
+// SchematicCorrector re-images a node group whose machines run another
+// schematic than it declares (the upgrade saga: a re-image run).
+type SchematicCorrector interface {
+	CorrectSchematicDrift(ctx context.Context, tenant, group string, machines []string) error
 }
 
 // ConfigReader reads a node's running config and schematic (NodeAPI).
@@ -102,6 +110,9 @@ type ConfigDriftChecker struct {
 	Nodes   ConfigReader
 	// Recorder writes a drifted machine's config hash when drift is corrected.
 	Recorder ConfigRecorder
+	// Schematics, when set, corrects schematic drift (a re-image run);
+	// unset, schematic drift is reported only.
+	Schematics SchematicCorrector
 	// Parallel bounds how many nodes are read at once; default 8.
 	Parallel int
 }
@@ -169,7 +180,7 @@ func (d ConfigDriftChecker) ConfigDrift(ctx context.Context, tenant string) ([]C
 			if j.schematic != "" {
 				if sch, err := d.Nodes.RunningSchematic(ctx, bundle, j.m.Spec.Address); err == nil && !domain.SchematicMatches(sch, j.schematic) {
 					mu.Lock()
-					out = append(out, ConfigDrift{Machine: j.m.Metadata.Name, Schematic: true,
+					out = append(out, ConfigDrift{Machine: j.m.Metadata.Name, Schematic: true, NodeGroup: j.m.Spec.NodeGroup,
 						Reason: fmt.Sprintf("the node runs schematic %.12s…, its node group declares %.12s… (an upgrade re-images it)", orVanilla(sch), j.schematic)})
 					mu.Unlock()
 					return
@@ -210,8 +221,12 @@ const ReasonConfigDrifted = "ConfigDrifted"
 // hash other than the rendered one, applies the declared config again.
 func (d ConfigDriftChecker) CorrectConfigDrift(ctx context.Context, tenant string, drift ConfigDrift) error {
 	if drift.Schematic {
-		// Not the config controller's to correct: reported only.
-		return nil
+		// Not the config controller's to correct: a re-image is the
+		// upgrade saga's.
+		if d.Schematics == nil {
+			return nil
+		}
+		return d.Schematics.CorrectSchematicDrift(ctx, tenant, drift.NodeGroup, []string{drift.Machine})
 	}
 	ref := domain.ObjectRef(domain.MachineKind, tenant, drift.Machine)
 	if err := d.Recorder.Applied(ctx, ref, drift.RunningHash, ReasonConfigDrifted, drift.Reason); err != nil {

@@ -233,3 +233,79 @@ func sortedCopy(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestSchematicDriftIsCorrected: behind RezusCloud's back, the real
+// talosctl upgrades a storage machine to the vanilla installer, dropping the
+// iscsi-tools its group declares. The tenant's drift check (action correct)
+// finds it and starts a re-image run of the storage group, which puts the
+// declared installer back on that machine alone; the check is then in sync.
+func TestSchematicDriftIsCorrected(t *testing.T) {
+	t.Parallel()
+	p := startInfraServer(t, t.TempDir(), "--resync", "1s", "--drift-min-interval", "10s", "--drift-interval", "0", "--emulator-kube", "off")
+	const tenant = "heal"
+	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"talosVersion":"v1.13.0","driftCheck":{"interval":"10s","action":"correct"}}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, g := range []string{
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+		`{"metadata":{"name":"storage"},"spec":{"role":"worker","count":1,"provider":"emulated","schematic":{"extensions":["siderolabs/iscsi-tools"]}}}`,
+	} {
+		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("tenant: %s", p.raw("/api/v1/tenants/"+tenant))
+			t.Logf("upgrades: %s", p.raw("/api/v1/tenants/"+tenant+"/upgrades"))
+		}
+	})
+	p.settled(tenant, 2)
+	p.waitConfigs(tenant, tenant+" configured")
+	p.eventually(time.Minute, "checked and in sync", func() bool {
+		d := p.drift(tenant)
+		return d.Reason == "InSync" && d.Status == "False"
+	})
+	iscsi := domain.Schematic{Extensions: []string{"siderolabs/iscsi-tools"}}
+	before := nodeImages(p, tenant)
+	require.Equal(t, domain.FactoryInstaller(domain.DefaultImageFactory, &iscsi, "v1.13.0"), before["storage-0"])
+
+	var storage machine
+	for _, m := range p.machines(tenant) {
+		if m.Metadata.Name == "storage-0" {
+			storage = m
+		}
+	}
+	tc := filepath.Join(t.TempDir(), "talosconfig")
+	require.NoError(t, os.WriteFile(tc, p.raw("/api/v1/tenants/"+tenant+"/talosconfig"), 0o600))
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	host, _, _ := strings.Cut(storage.Spec.Address, ":")
+	vanilla := domain.FactoryInstaller(domain.DefaultImageFactory, nil, "v1.13.0")
+	out, err := exec.CommandContext(ctx, tofutest.Talosctl(t), "--talosconfig", tc, "--endpoints", storage.Spec.Address, "--nodes", host,
+		"upgrade", "--image", vanilla, "--wait=false").CombinedOutput()
+	require.NoError(t, err, string(out))
+	p.eventually(time.Minute, "storage-0 runs the vanilla installer", func() bool { return nodeImages(p, tenant)["storage-0"] == vanilla })
+
+	p.eventually(3*time.Minute, "the drift re-image finished", func() bool {
+		for _, u := range p.upgrades(tenant) {
+			if strings.HasPrefix(u.Metadata.Name, "reimage-v1-13-0-drift-") {
+				return u.Status.Phase == "Succeeded" || u.Status.Phase == "Failed"
+			}
+		}
+		return false
+	})
+	runs := p.upgrades(tenant)
+	require.Len(t, runs, 1, "one run: the drift's")
+	require.Equal(t, "reimage-v1-13-0-drift-1", runs[0].Metadata.Name)
+	require.Equal(t, "Succeeded", runs[0].Status.Phase, runs[0].Status.Reason)
+	require.Len(t, runs[0].Status.Machines, 1, "the storage group's machine alone")
+	require.Equal(t, "storage-0", runs[0].Status.Machines[0].Name)
+	after := nodeImages(p, tenant)
+	require.Equal(t, before["storage-0"], after["storage-0"], "the declared installer is back")
+	require.Equal(t, before["cp-0"], after["cp-0"], "the control plane untouched")
+	require.Equal(t, []string{"iscsi-tools", "schematic"}, sortedCopy(talosctlExtensions(t, p, tenant, storage)))
+	p.eventually(time.Minute, "in sync again", func() bool {
+		d := p.drift(tenant)
+		return d.Status == "False" && d.Reason == "InSync"
+	})
+	require.Len(t, p.upgrades(tenant), 1, "no second run")
+}

@@ -327,7 +327,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
 		DriftInterval: cfg.Infra.DriftInterval, DriftMinInterval: cfg.Infra.DriftMinInterval,
 		ConfigDrift: talos.ConfigDriftChecker{Service: s.talosSvc, Nodes: talos.NodeAPI{},
-			Recorder: talos.ConfigRecorder{Store: s.store, Actor: tfrunner.WorkerActor, Hint: s.cache}},
+			Recorder: talos.ConfigRecorder{Store: s.store, Actor: tfrunner.WorkerActor, Hint: s.cache}, Schematics: s.upgrades},
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err

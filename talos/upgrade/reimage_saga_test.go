@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
@@ -64,4 +65,46 @@ func TestSchematicChangesReimageTheirGroups(t *testing.T) {
 	require.Equal(t, []string{domain.FactoryInstaller(domain.DefaultImageFactory, iscsi, sagaFrom)}, e.installers()["cp-1"])
 	require.Len(t, e.installers()["w-1"], 1, "the workers keep their own schematic")
 	require.Len(t, e.upgrades(), 2, "no other run")
+}
+
+// TestSchematicDriftIsReimaged: machines that run another schematic than
+// their group declares (the group changed while no saga ran, so no run was
+// started for it) are found by the drift check, and correcting that drift
+// starts one re-image run of their group, whichever of its machines asks,
+// which re-images each of them once and leaves the other groups alone.
+func TestSchematicDriftIsReimaged(t *testing.T) {
+	e := newSagaEnv(t, 1, 2, nil)
+	gpu := &domain.Schematic{Extensions: []string{"siderolabs/nvidia-container-toolkit-lts"}}
+	e.updateSpec(e.ref(domain.NodeGroupKind, "workers"), `{"role":"worker","count":2,"provider":"emu","schematic":{"extensions":["siderolabs/nvidia-container-toolkit-lts"]}}`)
+	saga, _ := e.startSaga(func(c *upgrade.Config) { c.Schematics = registrar(e.em.AddSchematic) })
+	// The saga meets the group for the first time on the version its
+	// machines run: it remembers the group, and starts nothing.
+	require.Empty(t, e.upgrades(), "no run: the declaration did not change while the saga watched")
+
+	d := talos.ConfigDriftChecker{Service: talos.NewService(e.cache, e.pki), Nodes: talos.NodeAPI{}, Schematics: saga}
+	drift, err := d.ConfigDrift(e.ctx, e.tenant)
+	require.NoError(t, err)
+	require.Len(t, drift, 2, "both workers run the vanilla schematic")
+	for _, dr := range drift {
+		require.True(t, dr.Schematic, dr.Machine)
+		require.Equal(t, "workers", dr.NodeGroup)
+		require.NoError(t, d.CorrectConfigDrift(e.ctx, e.tenant, dr))
+	}
+	runs := e.upgrades()
+	require.Len(t, runs, 1, "one run for the group, whichever machine asked first")
+	run := runs[0]
+	require.Equal(t, "reimage-v1-12-0-drift-1", run.Metadata.Name)
+	require.Equal(t, upgrade.TriggerDrift, run.Metadata.Labels[upgrade.LabelTrigger])
+	require.Equal(t, "schematic drift of w-1", run.Metadata.Annotations[upgrade.AnnotationCause])
+	require.True(t, run.Spec.Reimage)
+	require.Equal(t, sagaFrom, run.Spec.TalosVersion)
+	require.Equal(t, []string{"workers"}, run.Spec.NodeGroups)
+
+	run = e.waitUpgrade(run.Metadata.Name, "finished", finished)
+	require.Equal(t, domain.UpgradeSucceeded, run.Status.Phase, run.Status.Reason)
+	want := domain.FactoryInstaller(domain.DefaultImageFactory, gpu, sagaFrom)
+	require.Equal(t, map[string][]string{"w-1": {want}, "w-2": {want}}, e.installers(), "the workers alone, once each")
+	drift, err = d.ConfigDrift(e.ctx, e.tenant)
+	require.NoError(t, err)
+	require.Empty(t, drift, "corrected")
 }
