@@ -41,6 +41,12 @@ func dryRunParam(c echo.Context) (bool, error) {
 // impactTimeout bounds the dry-run applies a dry run asks the nodes for.
 const impactTimeout = 15 * time.Second
 
+// planTimeout bounds tofu's plan of a dry run, apart from the nodes' dry
+// runs: it runs tofu (an init in a scratch directory, then the plan) on the
+// server, which takes a few CPU-seconds and far longer on a busy server. A
+// plan cut short is said to be (planError); the rest of the impact stands.
+const planTimeout = time.Minute
+
 // dryRunAnswer answers a dry run whose write decided events on state.
 func (r *resource) dryRunAnswer(c echo.Context, code int, state *domain.Object, seq uint64, events []domain.Event) error {
 	next := state
@@ -100,20 +106,22 @@ func (r *resource) impact(ctx context.Context, next *domain.Object) (*domain.Cha
 	if a.cache.Count(domain.MachineKind.Kind, tenant) == 0 && r.kind != domain.NodeGroupKind {
 		return &domain.ChangeImpact{Summary: domain.ImpactSummary(nil), Machines: []domain.MachineImpact{}}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, impactTimeout)
+	nctx, cancel := context.WithTimeout(ctx, impactTimeout)
 	defer cancel()
 	nodes := a.dryRunner
 	if nodes == nil {
 		nodes = talos.NodeAPI{Timeout: 5 * time.Second}
 	}
-	imp, err := a.talos.Impact(ctx, tenant, ch, nodes)
+	imp, err := a.talos.Impact(nctx, tenant, ch, nodes)
 	if err != nil {
 		return nil, err
 	}
 	if a.planChange != nil && ch.Patch == nil {
 		// Config patches change configs, which tofu leaves to the config
 		// controller (user data is ignored after day 0): no plan for them.
-		if imp.Plan, err = a.planChange(ctx, tenant, ch); err != nil {
+		pctx, cancel := context.WithTimeoutCause(ctx, planTimeout, fmt.Errorf("tofu's plan did not finish within %s", planTimeout))
+		defer cancel()
+		if imp.Plan, err = a.planChange(pctx, tenant, ch); err != nil {
 			imp.PlanError = err.Error()
 		}
 	}

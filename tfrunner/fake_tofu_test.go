@@ -69,6 +69,15 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 	case "state":
 		_, _ = out.Write(state)
 		return nil
+	case "plan":
+		if block {
+			// Interrupted, tofu stops its walk and says only this.
+			<-ctx.Done()
+			fmt.Fprintln(out, `{"@level":"error","@message":"Error: execution halted","type":"diagnostic","diagnostic":{"severity":"error","summary":"execution halted","detail":""}}`)
+			return errors.New("tofu plan: exit status 1")
+		}
+		fmt.Fprintln(out, `{"@level":"info","@message":"Plan: 0 to add, 0 to change, 0 to destroy.","type":"change_summary","changes":{"add":0,"change":0,"remove":0,"operation":"plan"}}`)
+		return nil
 	case "apply":
 	default:
 		return fmt.Errorf("fake tofu: unexpected command %q", args)

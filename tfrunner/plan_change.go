@@ -87,6 +87,9 @@ func (w *Worker) PlanChange(ctx context.Context, tenant string, ch talos.Change)
 	switch {
 	case err == nil:
 	case errors.As(err, &exit) && exit.ExitCode() == 2 && ctx.Err() == nil:
+	case ctx.Err() != nil:
+		// tofu was interrupted ("execution halted"): say why.
+		return nil, context.Cause(ctx)
 	case len(ui.errors) > 0:
 		return nil, fmt.Errorf("tofu plan: %s", ui.errors[0])
 	default:

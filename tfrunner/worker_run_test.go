@@ -274,3 +274,24 @@ func TestWorkerDestroysBeforeTheFinalizerGoes(t *testing.T) {
 	_, err = os.Stat(filepath.Join(e.dir, "tenants", "acme"))
 	require.True(t, os.IsNotExist(err), "and the work dir")
 }
+
+// TestPlanChangeCutShortSaysWhy: a dry run's plan that runs past its
+// deadline is interrupted, and the error is the deadline's cause, not
+// tofu's bare "execution halted"; a plan in time answers its summary.
+func TestPlanChangeCutShortSaysWhy(t *testing.T) {
+	e := newRunEnv(t)
+	e.createTenant("acme")
+	e.waitApplies("acme", domain.ApplySucceeded)
+
+	p, err := e.worker.PlanChange(e.ctx, "acme", talos.Change{})
+	require.NoError(t, err)
+	require.Equal(t, "0 to add, 0 to change, 0 to destroy", p.Summary)
+
+	e.tofu.set(func(f *fakeTofu) { f.block = true })
+	slow := errors.New("tofu's plan did not finish within 50ms")
+	ctx, cancel := context.WithTimeoutCause(e.ctx, 50*time.Millisecond, slow)
+	defer cancel()
+	_, err = e.worker.PlanChange(ctx, "acme", talos.Change{})
+	require.ErrorIs(t, err, slow)
+	require.NotContains(t, err.Error(), "execution halted")
+}

@@ -19,6 +19,12 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
+// driftWithin bounds the wait for a drift check's result. It is a liveness
+// bound, not a speed claim: a check is a tofu init and plan plus a read of
+// every machine, and with the CI's suites beside it on 2 cores (four e2e
+// servers, the browser and README suites) one took over a minute.
+const driftWithin = 3 * time.Minute
+
 // tenantDrift is a tenant's drift status and Drifted condition as the API
 // answers them.
 type tenantDrift struct {
@@ -129,7 +135,7 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 	for _, tn := range []string{"seen", "mend"} {
 		p.settled(tn, 2)
 		p.waitConfigs(tn, tn+" configured")
-		p.eventually(time.Minute, tn+" checked and in sync", func() bool {
+		p.eventually(driftWithin, tn+" checked and in sync", func() bool {
 			d := p.drift(tn)
 			return d.Reason == "InSync" && d.Status == "False"
 		})
@@ -148,7 +154,7 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 	p.deleteEmulatedNode(seen["workers-0"].Spec.Hostname)
 	reconfigureWithTalosctl(t, p, "seen", seen["cp-0"])
 	var d tenantDrift
-	p.eventually(time.Minute, "seen drifted: a server to add and cp-0's config", func() bool {
+	p.eventually(driftWithin, "seen drifted: a server to add and cp-0's config", func() bool {
 		d = p.drift("seen")
 		return d.Status == "True" && len(d.Machines) == 1
 	})
@@ -161,7 +167,7 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 	require.Equal(t, "cp-0", d.Machines[0].Name)
 	require.Empty(t, d.Correction)
 	checked := *d.CheckedAt
-	p.eventually(time.Minute, "seen checked again", func() bool { return p.drift("seen").CheckedAt.After(checked) })
+	p.eventually(driftWithin, "seen checked again", func() bool { return p.drift("seen").CheckedAt.After(checked) })
 	require.Len(t, p.applies("seen"), applies, "report changes nothing: no apply")
 	require.NotEqual(t, p.machineConfigs("seen")["cp-0"].hash, p.nodeConfigHashes("seen")["cp-0"], "cp-0 still runs talosctl's config")
 	for _, n := range p.emulatorNodes() {
@@ -182,12 +188,12 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 	})
 	p.waitConfigs("mend", "the rebuilt worker configured")
 	reconfigureWithTalosctl(t, p, "mend", mend["cp-0"])
-	p.eventually(time.Minute, "mend's cp-0 config drift found", func() bool {
+	p.eventually(driftWithin, "mend's cp-0 config drift found", func() bool {
 		d = p.drift("mend")
 		return len(d.Machines) == 1 && d.Machines[0].Name == "cp-0"
 	})
 	p.waitConfigs("mend", "cp-0 back on its declared config")
-	p.eventually(time.Minute, "mend in sync again", func() bool {
+	p.eventually(driftWithin, "mend in sync again", func() bool {
 		d = p.drift("mend")
 		return d.Status == "False" && d.Reason == "InSync"
 	})

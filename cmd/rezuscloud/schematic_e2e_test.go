@@ -260,7 +260,7 @@ func TestSchematicDriftIsCorrected(t *testing.T) {
 	})
 	p.settled(tenant, 2)
 	p.waitConfigs(tenant, tenant+" configured")
-	p.eventually(time.Minute, "checked and in sync", func() bool {
+	p.eventually(driftWithin, "checked and in sync", func() bool {
 		d := p.drift(tenant)
 		return d.Reason == "InSync" && d.Status == "False"
 	})
@@ -281,7 +281,7 @@ func TestSchematicDriftIsCorrected(t *testing.T) {
 	host, _, _ := strings.Cut(storage.Spec.Address, ":")
 	vanilla := domain.FactoryInstaller(domain.DefaultImageFactory, nil, "v1.13.0")
 	out, err := exec.CommandContext(ctx, tofutest.Talosctl(t), "--talosconfig", tc, "--endpoints", storage.Spec.Address, "--nodes", host,
-		"upgrade", "--image", vanilla, "--wait=false").CombinedOutput()
+		"upgrade", "--image", vanilla, "--drain=false", "--wait=false").CombinedOutput()
 	require.NoError(t, err, string(out))
 	p.eventually(time.Minute, "storage-0 runs the vanilla installer", func() bool { return nodeImages(p, tenant)["storage-0"] == vanilla })
 
@@ -303,7 +303,7 @@ func TestSchematicDriftIsCorrected(t *testing.T) {
 	require.Equal(t, before["storage-0"], after["storage-0"], "the declared installer is back")
 	require.Equal(t, before["cp-0"], after["cp-0"], "the control plane untouched")
 	require.Equal(t, []string{"iscsi-tools", "schematic"}, sortedCopy(talosctlExtensions(t, p, tenant, storage)))
-	p.eventually(time.Minute, "in sync again", func() bool {
+	p.eventually(driftWithin, "in sync again", func() bool {
 		d := p.drift(tenant)
 		return d.Status == "False" && d.Reason == "InSync"
 	})
