@@ -3909,7 +3909,7 @@ func nodeGroupAddFormView(f nodeGroupAddForm, providers []string) templ.Componen
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = nodeGroupSchematicFields("nodegroup-add", f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = schematicInputs("nodegroup-add", nodeGroupSchematicHelp, f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -4413,7 +4413,7 @@ func nodeGroupEditFormView(v viewer, f nodeGroupEditForm) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = nodeGroupSchematicFields("nodegroup-edit", f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = schematicInputs("nodegroup-edit", nodeGroupSchematicHelp, f.Extensions, f.KernelArgs, f.Errors).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -255,6 +255,17 @@ func TestNodeGroupEdit(t *testing.T) {
 		require.Contains(t, p.Body, `data-field-error="spec.talosVersion"`)
 	})
 
+	t.Run("a schematic beside an installImage is refused at the schematic", func(t *testing.T) {
+		v := valid()
+		v.Set("spec.providerConfig", `{"installImage": "ghcr.io/acme/installer:v1.12.1"}`)
+		v.Set("spec.schematic.extensions", "siderolabs/iscsi-tools")
+		p := edit.hx(http.MethodPost, "/ui/tenants/acme/nodegroups/workers", v)
+		require.Equal(t, http.StatusUnprocessableEntity, p.Code, p.Body)
+		require.Regexp(t, `id="nodegroup-edit-kernel-args"[\s\S]*?data-field-error="spec.schematic">[^<]*installImage`, p.Body,
+			"the cause on spec.schematic itself is shown with the schematic's fields")
+		require.Nil(t, s.nodeGroup("acme", "workers").Spec.Schematic)
+	})
+
 	t.Run("view may not", func(t *testing.T) {
 		view.get("/ui/tenants/acme")
 		p := view.hx(http.MethodPost, "/ui/tenants/acme/nodegroups/workers", valid())
