@@ -137,6 +137,10 @@ func (r *rezusctl) rolloutCommand() *cli.Command {
 
 // rolloutVerb is a subcommand that merge-patches the rollout's spec with
 // what patch answers for its current state, at the resourceVersion read.
+// rolloutVerbAttempts bounds how often a pause, resume or abort is read and
+// decided again after a conflict with the rollout controller's writes.
+const rolloutVerbAttempts = 5
+
 func (r *rezusctl) rolloutVerb(name, usage string, patch func(*domain.Rollout) (map[string]any, error)) *cli.Command {
 	return &cli.Command{
 		Name: name, Usage: usage, ArgsUsage: "NAME",
@@ -150,23 +154,33 @@ func (r *rezusctl) rolloutVerb(name, usage string, patch func(*domain.Rollout) (
 			}
 			k, _ := resolveKind("rollouts")
 			path := k.itemPath("", c.Args().First())
-			var ro domain.Rollout
-			if err := cl.call(c.Context, request{method: http.MethodGet, path: path}, &ro); err != nil {
-				return err
+			// The patch is made on what was read (its resourceVersion): the
+			// rollout controller writes the status while the rollout runs, so
+			// a conflict is read again and decided again, as kubectl's
+			// RetryOnConflict does.
+			for attempt := 1; ; attempt++ {
+				var ro domain.Rollout
+				if err := cl.call(c.Context, request{method: http.MethodGet, path: path}, &ro); err != nil {
+					return err
+				}
+				if ro.Status.Finished() {
+					return fmt.Errorf("rollout %s is %s: it cannot be changed any more", ro.Metadata.Name, ro.Status.Phase)
+				}
+				spec, err := patch(&ro)
+				if err != nil {
+					return err
+				}
+				body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": ro.Metadata.ResourceVersion}, "spec": spec})
+				err = cl.call(c.Context, request{method: http.MethodPatch, path: path, body: body, contentType: "application/merge-patch+json"}, &ro)
+				if isConflict(err) && attempt < rolloutVerbAttempts {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(r.env.Stdout, "rollout/%s: %s requested\n", ro.Metadata.Name, name)
+				return nil
 			}
-			if ro.Status.Finished() {
-				return fmt.Errorf("rollout %s is %s: it cannot be changed any more", ro.Metadata.Name, ro.Status.Phase)
-			}
-			spec, err := patch(&ro)
-			if err != nil {
-				return err
-			}
-			body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": ro.Metadata.ResourceVersion}, "spec": spec})
-			if err := cl.call(c.Context, request{method: http.MethodPatch, path: path, body: body, contentType: "application/merge-patch+json"}, &ro); err != nil {
-				return err
-			}
-			fmt.Fprintf(r.env.Stdout, "rollout/%s: %s requested\n", ro.Metadata.Name, name)
-			return nil
 		},
 	}
 }
