@@ -476,9 +476,11 @@ func TestUpgradeRebootOutlivesTheEmulator(t *testing.T) {
 	c := connect(t, cl.admin, cp.Address)
 	_, err := c.Upgrade(callCtx(t), "ghcr.io/siderolabs/installer:v1.13.2", false, false)
 	require.NoError(t, err)
-	n, err := em.Get("cp-1")
-	require.NoError(t, err)
-	require.Equal(t, PhaseRebooting, n.Phase)
+	// The answer comes first; the node goes down just after (a goroutine,
+	// after the shutdown delay), and stays down for the hour.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, phaseIs(em, "cp-1", PhaseRebooting)())
+	}, 15*time.Second, time.Millisecond, "rebooting into the upgrade")
 	stop()
 
 	em2, _ := startEmulator(t, fastConfig(dir))
