@@ -7,10 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 )
 
@@ -129,14 +126,12 @@ func (s *Saga) CorrectSchematicDrift(ctx context.Context, tenant, group string, 
 				AnnotationCause: "schematic drift of " + strings.Join(machines, ", ")}},
 		Spec: upgradeJSON(spec),
 	}
-	ref := domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: tenant, Name: d.Name}
-	res, err := s.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: Actor,
-		Now: s.cfg.Now(), NewUID: uuid.NewString()}, eventstore.UpdateOptions{MsgID: "upgrade-drift-" + tenant + "-" + d.Name})
-	if domain.IsAlreadyExists(err) {
-		return nil
-	}
+	res, err := s.createRun(ctx, obj, "", "upgrade-drift-"+tenant+"-"+d.Name)
 	if err != nil {
 		return fmt.Errorf("starting a re-image of node group %s of tenant %s: %w", group, tenant, err)
+	}
+	if res == nil {
+		return nil
 	}
 	s.cfg.Log.Info("upgrade queued by schematic drift", "tenant", tenant, "upgrade", d.Name, "nodeGroup", group, "machines", machines)
 	return s.cfg.Cache.WaitFor(ctx, res.Seq)

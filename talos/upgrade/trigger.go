@@ -300,19 +300,30 @@ func (s *Saga) startRun(ctx context.Context, ev *domain.Event, seq uint64, tenan
 			Annotations: map[string]string{AnnotationCause: fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)}},
 		Spec: upgradeJSON(spec),
 	}
-	ref := domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: tenant, Name: name}
-	res, err := s.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: Actor,
-		CorrelationID: ev.CorrelationID, Now: s.cfg.Now(), NewUID: uuid.NewString()}, eventstore.UpdateOptions{MsgID: "upgrade-trigger-" + name})
-	if domain.IsAlreadyExists(err) {
-		return nil
-	}
+	res, err := s.createRun(ctx, obj, ev.CorrelationID, "upgrade-trigger-"+name)
 	if err != nil {
 		return fmt.Errorf("starting an upgrade of tenant %s to %s: %w", tenant, version, err)
 	}
-	if !res.Duplicate {
+	if res != nil && !res.Duplicate {
 		s.cfg.Log.Info("upgrade queued by a version change", "tenant", tenant, "upgrade", name, "to", version, "nodeGroups", spec.NodeGroups, "cause", obj.Metadata.Annotations[AnnotationCause])
 	}
 	return nil
+}
+
+// createRun creates the Upgrade obj (its name and tenant in its metadata)
+// as the saga, idempotent by msgID. It answers nil when a run of that name
+// exists already: a redelivered event or a repeated check made it.
+func (s *Saga) createRun(ctx context.Context, obj *domain.Object, correlationID, msgID string) (*eventstore.Result, error) {
+	ref := domain.Ref{Kind: domain.UpgradeKind.Kind, Tenant: obj.Metadata.Tenant, Name: obj.Metadata.Name}
+	res, err := s.cfg.Store.Execute(ctx, domain.Command{Op: domain.OpCreate, Ref: ref, Object: obj, Actor: Actor,
+		CorrelationID: correlationID, Now: s.cfg.Now(), NewUID: uuid.NewString()}, eventstore.UpdateOptions{MsgID: msgID})
+	if domain.IsAlreadyExists(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // triggerKubernetes starts a Kubernetes run when a tenant event changed its
