@@ -26,9 +26,9 @@ const CredentialTTL = 365 * 24 * time.Hour
 const KubernetesAdminGroup = "system:masters"
 
 // The groups of per-user Kubernetes credentials, by the user's RezusCloud
-// role on the tenant; the ClusterRoleBindings RezusCloud keeps in every
-// cluster (kubeclient.EnsureAccessRBAC) bind them to cluster-admin, edit and
-// view.
+// role on the tenant; the bindings RezusCloud keeps in every cluster
+// (kubeclient.EnsureAccessRBAC) give them cluster-admin, edit in the
+// cluster's workload namespaces (and view elsewhere), and view.
 const (
 	KubeGroupAdmin = "rezuscloud:admin"
 	KubeGroupEdit  = "rezuscloud:edit"
