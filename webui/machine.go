@@ -98,9 +98,13 @@ func (u *UI) machineLogPanel(c echo.Context) error {
 }
 
 // machineLogLive streams a followed log as "log" events of HTML-escaped
-// lines, appended to the page's <pre>. A log that cannot be read, or ends,
-// says so in one last event and the stream stays open (idle, with
-// heartbeats), so the browser does not reconnect over and over.
+// lines, appended to the page's <pre>. The stream holds its follow's slot of
+// the watch limits (the API's follow takes it) for as long as it is open:
+// beyond the user's limit it answers 429 with Retry-After, as every other
+// live stream does. A follow that is refused (by the API or the node) or
+// ends ends the stream with a last "ended" event saying why, so nothing
+// stays open without a slot and the browser does not reconnect over and
+// over (issue 42: 1,500 refused streams of one user stayed open).
 func (u *UI) machineLogLive(c echo.Context) error {
 	t, name, src := c.Param("tenant"), c.Param("name"), logSource(c)
 	ctx, cancel := context.WithCancel(c.Request().Context())
@@ -113,13 +117,22 @@ func (u *UI) machineLogLive(c echo.Context) error {
 		path = machinePath(t, name) + "/dmesg" + query("follow", "true")
 	}
 	body, err := u.api.stream(ctx, c.Request(), apiRequest{Path: path})
-	if err != nil && ctx.Err() == nil {
-		// The session, or the machine (or access to it), is gone: the
-		// stream ends for good. A log the node lacks is said below.
-		if end := u.machineLogEnd(c, t, name); end != nil {
-			return u.endLiveNow(c, end)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
+		if domain.ReasonOf(err) == domain.ReasonTooManyRequests {
+			return u.fail(c, err) // 429 with Retry-After: the browser tries again later
+		}
+		// The session, or the machine (or access to it), is gone, or the
+		// log cannot be read: the stream ends for good.
+		end := u.machineLogEnd(c, t, name)
+		if end == nil {
+			end = &liveEnd{Message: "Cannot read the log: " + errorMessage(err) + ". Live updates have stopped."}
+		}
+		return u.endLiveNow(c, end)
 	}
+	defer body.Close()
 
 	w := c.Response()
 	h := w.Header()
@@ -127,6 +140,7 @@ func (u *UI) machineLogLive(c echo.Context) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	w.Flush()
 	send := func(lines ...string) bool {
 		var out bytes.Buffer
 		logEvent(&out, lines)
@@ -136,38 +150,25 @@ func (u *UI) machineLogLive(c echo.Context) error {
 		w.Flush()
 		return true
 	}
-	notice := func(msg string) string {
-		return `<span class="text-amber-300" data-log-notice>` + logLine(msg) + "</span>"
-	}
 
 	lines := make(chan string, 256)
 	var ended error
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		send(notice("cannot read the log: " + errorMessage(err)))
-		close(lines)
-	} else {
-		defer body.Close()
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(body)
-			sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-			for sc.Scan() {
-				select {
-				case lines <- sc.Text():
-				case <-ctx.Done():
-					return
-				}
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(body)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
 			}
-			ended = sc.Err()
-		}()
-	}
+		}
+		ended = sc.Err()
+	}()
 
 	heartbeat := time.NewTicker(u.cfg.Heartbeat)
 	defer heartbeat.Stop()
-	open := err == nil
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,26 +180,25 @@ func (u *UI) machineLogLive(c echo.Context) error {
 			w.Flush()
 		case l, ok := <-lines:
 			if !ok {
-				lines = nil
-				if open {
-					// The API ends a follow when the caller's access goes:
-					// then the page says so and closes the stream.
-					if end := u.machineLogEnd(c, t, name); end != nil {
-						var out bytes.Buffer
-						writeLiveEnd(ctx, &out, end)
-						_, _ = w.Write(out.Bytes())
-						w.Flush()
-						return nil
-					}
-					msg := "the log ended"
+				if ctx.Err() != nil {
+					return nil
+				}
+				// The follow ended (the node went or rebooted, the API
+				// ended it because the caller's access went): its slot is
+				// free, and the stream ends too, saying why.
+				end := u.machineLogEnd(c, t, name)
+				if end == nil {
+					msg := "The log ended"
 					if ended != nil {
 						msg += ": " + ended.Error()
 					}
-					if !send(notice(msg)) {
-						return nil
-					}
+					end = &liveEnd{Message: msg + ". Live updates have stopped."}
 				}
-				continue
+				var out bytes.Buffer
+				writeLiveEnd(ctx, &out, end)
+				_, _ = w.Write(out.Bytes())
+				w.Flush()
+				return nil
 			}
 			// Gather the lines already there into one event.
 			batch := []string{logLine(l)}

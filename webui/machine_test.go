@@ -53,8 +53,12 @@ func (f *fakeMachineLogs) open(ctx context.Context, text string, follow bool) io
 
 func (f *fakeMachineLogs) Logs(ctx context.Context, tenant, machine, service string, follow bool, tail int32) (io.ReadCloser, error) {
 	f.record(fmt.Sprintf("logs %s/%s %s follow=%t tail=%d", tenant, machine, service, follow, tail))
-	if service == "etcd" {
+	switch service {
+	case "etcd":
 		return nil, &domain.Error{Reason: domain.ReasonNotFound, Message: `machine "m1" has no etcd log: service "etcd" not found`}
+	case "udevd":
+		// The node ends the follow at once (it went away, or rebooted).
+		return io.NopCloser(strings.NewReader("udevd: stopping\n")), nil
 	}
 	return f.open(ctx, service+": starting\n"+service+": <script>alert(1)</script>\n", follow), nil
 }
@@ -157,9 +161,9 @@ func TestMachineLogStream(t *testing.T) {
 	})
 	require.True(t, ok, got)
 
-	// A log the node does not have says so, and the stream stays quiet.
+	// A log the node does not have says so, and the stream ends.
 	ok = viewer.liveEvents("/ui/live/tenants/acme/machines/m1/logs?service=etcd", 10*time.Second, func(event, data string) bool {
-		return event == "log" && strings.Contains(data, "cannot read the log") && strings.Contains(data, "no etcd log")
+		return event == liveEndEvent && strings.Contains(data, "Cannot read the log") && strings.Contains(data, "no etcd log")
 	})
 	require.True(t, ok)
 
@@ -178,7 +182,7 @@ func TestMachineLogStreamWithoutReader(t *testing.T) {
 	s.acmeMachine()
 	viewer := s.signIn("vera", domain.RoleView)
 	ok := viewer.liveEvents("/ui/live/tenants/acme/machines/m1/logs?service=apid", 10*time.Second, func(event, data string) bool {
-		return event == "log" && strings.Contains(data, "reading machine logs is not enabled on this server")
+		return event == liveEndEvent && strings.Contains(data, "reading machine logs is not enabled on this server")
 	})
 	require.True(t, ok)
 }
