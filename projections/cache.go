@@ -34,6 +34,9 @@ type Cache struct {
 
 	// subs are the open change feeds (Changes), under mu.
 	subs map[*changeSub]struct{}
+	// addresses indexes the machine addresses Machines and NodeGroups hold
+	// (cache_address.go), under mu.
+	addresses addressIndex
 }
 
 // entry is one object as the cache keeps it: the JSON served to clients plus
@@ -53,6 +56,9 @@ type entry struct {
 	// version, read by Identity without decoding raw.
 	uid        string
 	generation int64
+	// addrs are the machine addresses the object holds, canonical
+	// (entryAddresses).
+	addrs []string
 }
 
 // NewCache returns an empty cache; Run fills it.
@@ -60,7 +66,8 @@ func NewCache(store *eventstore.Store, log *slog.Logger) *Cache {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Cache{store: store, log: log, kinds: map[string]*kindIndex{}, advanced: make(chan struct{}), children: map[string]int{}}
+	c := &Cache{store: store, log: log, kinds: map[string]*kindIndex{}, advanced: make(chan struct{}), children: map[string]int{},
+		addresses: addressIndex{}}
 	for _, k := range domain.Kinds() {
 		c.kinds[k.Kind] = newKindIndex()
 	}
@@ -171,6 +178,7 @@ func newEntry(state *domain.Object, raw []byte, seq uint64) *entry {
 			e.ref = providerRef(p)
 		}
 	}
+	e.addrs = entryAddresses(state)
 	return e
 }
 
@@ -184,6 +192,7 @@ func (c *Cache) set(ref domain.Ref, e *entry) {
 	key := ref.Key()
 	old, existed := idx.items[key]
 	idx.version++
+	c.addresses.update(ref, old, e)
 	if existed && old.ref != "" && (e == nil || e.ref != old.ref) {
 		idx.unref(old.ref, key)
 	}
