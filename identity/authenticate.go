@@ -140,6 +140,9 @@ func (s *Service) authenticateToken(ctx context.Context, raw string) (Identity, 
 		// is not older than its user: not a token of an earlier user of that name.
 		return Identity{}, bad
 	}
+	if err := s.tokenOwnerVouched(ctx, owner); err != nil {
+		return Identity{}, err
+	}
 	if len(tok.Spec.Bindings) > 0 {
 		// A narrowed token: only its bindings, each capped by what the
 		// owner has now (Identity.Access).

@@ -55,13 +55,16 @@ func (s *Service) EndSessions(ctx context.Context, user, except string) error {
 }
 
 // RevokeUser ends everything a deleted user could still act with: its
-// sessions, its password and its API tokens (secrets and objects; the objects
+// sessions, its password, its provider's standing and its API tokens (secrets and objects; the objects
 // are deleted by actor under correlationID, as part of the user's deletion).
 func (s *Service) RevokeUser(ctx context.Context, user, actor, correlationID string) error {
 	if err := s.EndSessions(ctx, user, ""); err != nil {
 		return err
 	}
 	if err := s.DeletePassword(ctx, user); err != nil {
+		return err
+	}
+	if err := s.secrets.Delete(ctx, secretSSOUserPrefix+user); err != nil {
 		return err
 	}
 	return s.RevokeTokens(ctx, user, actor, correlationID)

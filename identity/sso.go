@@ -323,8 +323,17 @@ func (s *Service) FinishSSO(ctx context.Context, cookie, state, code string) (SS
 	if err != nil {
 		return SSOResult{}, err
 	}
+	// The provider vouches for the user anew: the grant of this sign-in
+	// becomes the user's standing, which the user's sessions and API
+	// tokens follow, and a suspended user's tokens work again (it is the
+	// same account: issuer and subject).
+	standing := ssoStanding{UID: u.Metadata.UID, Subject: claims.Subject, Groups: claims.Groups, RefreshToken: tok.RefreshToken,
+		CheckAt: o.nextCheck(now, claims.Expiry).Unix()}
+	if err := s.putStanding(ctx, u.Metadata.Name, standing); err != nil {
+		return SSOResult{}, err
+	}
 	rec := ssoSession{User: u.Metadata.Name, UID: u.Metadata.UID, Subject: claims.Subject, Groups: claims.Groups,
-		RefreshToken: tok.RefreshToken, CheckAt: o.nextCheck(now, claims.Expiry).Unix()}
+		CheckAt: standing.CheckAt, Standing: true}
 	exp := now.Add(s.cfg.SessionTTL)
 	if tok.RefreshToken == "" && claims.Expiry.Before(exp) {
 		// Nothing to ask the provider again with: the session is only as

@@ -25,8 +25,12 @@ const (
 )
 
 // ssoSession is what a session started by single sign-on keeps beside the
-// session itself: the groups the provider reported last, and the refresh
-// token to ask it again with at CheckAt.
+// session itself. Sessions of this version follow their user's standing
+// (Standing, sso_standing.go): the provider's word on the user, shared with
+// the user's API tokens. Records of earlier versions hold their own grant:
+// the groups the provider reported last and the refresh token to ask it
+// again with at CheckAt; the first good refresh moves that grant to the
+// user's standing when the user has none.
 type ssoSession struct {
 	User         string   `json:"user"`
 	UID          string   `json:"uid"`
@@ -35,6 +39,8 @@ type ssoSession struct {
 	RefreshToken string   `json:"rt,omitempty"`
 	CheckAt      int64    `json:"checkAt"`
 	Expires      int64    `json:"exp"`
+	// Standing: the session asks the provider through its user's standing.
+	Standing bool `json:"standing,omitempty"`
 }
 
 func (s *Service) putSSOSession(ctx context.Context, sid string, rec ssoSession) error {
@@ -70,10 +76,11 @@ func (s *Service) endSSOSession(ctx context.Context, sid string) {
 }
 
 // ssoGroups returns the groups of a session started by single sign-on,
-// asking the provider again (refresh grant) when the record's CheckAt has
-// passed: the user's groups are re-read then, and a provider that refuses
-// (the user was removed, disabled, or their grant revoked) ends the
-// session. One refresh per session runs at a time in this process.
+// asking the provider again (refresh grant) when the check is due: the
+// user's groups are re-read then, and a provider that refuses (the user was
+// removed, disabled, or their grant revoked) ends the session and suspends
+// the user's standing, so the user's API tokens end too. A provider that
+// cannot be reached refuses the request (503) and changes nothing.
 func (s *Service) ssoGroups(ctx context.Context, sid, user, uid string) ([]string, error) {
 	ended := domain.NewUnauthorized("the single sign-on session has ended; log in again")
 	rec, ok, err := s.getSSOSession(ctx, sid)
@@ -83,6 +90,28 @@ func (s *Service) ssoGroups(ctx context.Context, sid, user, uid string) ([]strin
 	if !ok || rec.User != user || rec.UID != uid {
 		return nil, ended
 	}
+	if rec.Standing {
+		st, err := s.checkStanding(ctx, user, uid)
+		switch {
+		case err == nil:
+			return st.Groups, nil
+		case errors.Is(err, errProviderDown):
+			return nil, err
+		case errors.Is(err, errStandingRefused), errors.Is(err, errNoStanding), errors.Is(err, errSSOOffForToken):
+			// Refused, nothing left to ask with, or single sign-on turned
+			// off: its sessions end with it.
+			s.endSSOSession(ctx, sid)
+			return nil, ended
+		}
+		return nil, err
+	}
+	return s.ownGrantGroups(ctx, sid, rec)
+}
+
+// ownGrantGroups is ssoGroups for a session of an earlier version, which
+// holds its own grant.
+func (s *Service) ownGrantGroups(ctx context.Context, sid string, rec ssoSession) ([]string, error) {
+	ended := domain.NewUnauthorized("the single sign-on session has ended; log in again")
 	now := s.cfg.Now()
 	if now.Before(time.Unix(rec.CheckAt, 0)) {
 		return rec.Groups, nil
@@ -98,44 +127,39 @@ func (s *Service) ssoGroups(ctx context.Context, sid, user, uid string) ([]strin
 	mu.Lock()
 	defer mu.Unlock()
 	defer o.refreshing.Delete(sid)
-	if rec, ok, err = s.getSSOSession(ctx, sid); err != nil || !ok {
+	rec, ok, err := s.getSSOSession(ctx, sid)
+	if err != nil || !ok {
 		return nil, ended
 	}
-	if now.Before(time.Unix(rec.CheckAt, 0)) {
-		return rec.Groups, nil // refreshed by the request this one waited for
+	if rec.Standing || now.Before(time.Unix(rec.CheckAt, 0)) {
+		return rec.Groups, nil // refreshed (or moved) by the request this one waited for
 	}
 	if rec.RefreshToken == "" {
 		s.endSSOSession(ctx, sid)
 		return nil, ended
 	}
-	p, verifier, err := o.discover(ctx)
+	claims, rt, err := o.refresh(ctx, rec.RefreshToken, rec.Subject)
+	if errors.Is(err, errGrantRefused) {
+		s.endSSOSession(ctx, sid)
+		s.suspend(ctx, rec.User, rec.UID, rec.RefreshToken, err)
+		return nil, ended
+	}
 	if err != nil {
 		return nil, err
 	}
-	src := o.oauth2(p).TokenSource(o.ctx(ctx), &oauth2.Token{RefreshToken: rec.RefreshToken})
-	tok, err := src.Token()
-	if err != nil {
-		var re *oauth2.RetrieveError
-		if errors.As(err, &re) {
-			// The provider answered no: the grant is gone.
-			s.cfg.Log.Info("single sign-on refresh refused; session ended", "user", user, "err", oauthMessage(err))
-			s.endSSOSession(ctx, sid)
-			return nil, ended
+	if rt == "" {
+		rt = rec.RefreshToken
+	}
+	rec.Groups, rec.RefreshToken, rec.CheckAt = claims.Groups, rt, o.nextCheck(now, claims.Expiry).Unix()
+	if _, found, err := s.standing(ctx, rec.User, rec.UID); err == nil && !found {
+		// The user has no standing yet: this grant becomes it, and the
+		// session follows it from now on.
+		st := ssoStanding{UID: rec.UID, Subject: rec.Subject, Groups: rec.Groups, RefreshToken: rt, CheckAt: rec.CheckAt}
+		if err := s.putStanding(ctx, rec.User, st); err != nil {
+			return nil, err
 		}
-		// The provider could not be reached: refuse now, keep the session
-		// for when it answers again.
-		return nil, &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "the identity provider could not confirm the session; try again"}
+		rec.RefreshToken, rec.Standing = "", true
 	}
-	claims, err := o.verify(ctx, p, verifier, tok, "")
-	if err != nil || claims.Subject != rec.Subject {
-		s.endSSOSession(ctx, sid)
-		return nil, ended
-	}
-	rec.Groups = claims.Groups
-	if tok.RefreshToken != "" {
-		rec.RefreshToken = tok.RefreshToken // providers that rotate them
-	}
-	rec.CheckAt = o.nextCheck(now, claims.Expiry).Unix()
 	if err := s.putSSOSession(ctx, sid, rec); err != nil {
 		return nil, err
 	}

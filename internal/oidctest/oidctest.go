@@ -37,6 +37,8 @@ type Provider struct {
 	users     map[string]*storage.User // by id
 	groups    map[string][]string      // by user id
 	redirects []string
+	// storage holds the grants (RemoveUser ends a user's).
+	storage *storage.Storage
 }
 
 // Start runs a provider until the test ends.
@@ -49,7 +51,8 @@ func Start(t testing.TB) *Provider {
 	p := &Provider{Issuer: "http://" + ln.Addr().String(), ClientID: "rezuscloud", ClientSecret: "rezuscloud-test-secret",
 		users: map[string]*storage.User{}, groups: map[string][]string{}}
 	clients := map[string]*storage.Client{p.ClientID: storage.WebClient(p.ClientID, p.ClientSecret)}
-	st := &groupStorage{Storage: storage.NewStorageWithClients(p, clients), p: p}
+	p.storage = storage.NewStorageWithClients(p, clients)
+	st := &groupStorage{Storage: p.storage, p: p}
 	srv := &http.Server{Handler: exampleop.SetupServer(p.Issuer, st, nil, false), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -76,6 +79,19 @@ func (p *Provider) AddUser(id, username, password string, groups ...string) {
 	p.users[id] = &storage.User{ID: id, Username: username, Password: password, FirstName: username, LastName: "Test",
 		Email: username + "@example.test", EmailVerified: true, PreferredLanguage: language.English}
 	p.groups[id] = slices.Clone(groups)
+}
+
+// RemoveUser removes a user from the provider, as an administrator there
+// would: the user can no longer sign in, and the grants the user was given
+// end with it, so their refresh is refused with invalid_grant, as real
+// providers answer (Keycloak, Entra ID, Okta, Google). AddUser with the
+// same id brings the account back, without its old grants.
+func (p *Provider) RemoveUser(id string) {
+	p.mu.Lock()
+	delete(p.users, id)
+	delete(p.groups, id)
+	p.mu.Unlock()
+	_ = p.storage.TerminateSession(context.Background(), id, p.ClientID)
 }
 
 // SetGroups changes a user's groups: what the next ID token (a login or a
