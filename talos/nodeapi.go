@@ -12,6 +12,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -34,6 +35,21 @@ type NodeState struct {
 type NodeAPI struct {
 	// Timeout bounds each call; default 10s.
 	Timeout time.Duration
+	// Addresses, when set, is checked against every address dialled, after
+	// name resolution (AddressPolicy.Control): the metal path's, whose
+	// addresses tenant editors write. Nil dials any.
+	Addresses *AddressPolicy
+}
+
+// dialOptions are the client options every call's connection is made with.
+func (a NodeAPI) dialOptions() []client.OptionFunc {
+	if a.Addresses == nil {
+		return nil
+	}
+	d := &net.Dialer{Control: a.Addresses.Control}
+	return []client.OptionFunc{client.WithGRPCDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}))}
 }
 
 func (a NodeAPI) timeout() time.Duration {
@@ -60,12 +76,12 @@ func (a NodeAPI) secure(ctx context.Context, b *secrets.Bundle, address string) 
 	if err != nil {
 		return nil, err
 	}
-	return client.New(ctx, client.WithConfig(tc), client.WithEndpoints(endpoint(address)))
+	return client.New(ctx, append(a.dialOptions(), client.WithConfig(tc), client.WithEndpoints(endpoint(address)))...)
 }
 
 func (a NodeAPI) insecure(ctx context.Context, address string) (*client.Client, error) {
-	return client.New(ctx, client.WithEndpoints(endpoint(address)),
-		client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // maintenance mode has no PKI yet: Talos' own insecure path.
+	return client.New(ctx, append(a.dialOptions(), client.WithEndpoints(endpoint(address)),
+		client.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))...) //nolint:gosec // maintenance mode has no PKI yet: Talos' own insecure path.
 }
 
 // Probe finds out whether a node runs a config of this tenant (answers over
