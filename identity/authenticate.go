@@ -72,6 +72,15 @@ func (s *Service) authenticateSession(ctx context.Context, raw string) (Identity
 		// Sessions from before uids were recorded: log in again once.
 		return Identity{}, domain.NewUnauthorized("the session has ended; log in again")
 	}
+	if !claims.SSO && s.cfg.DisablePasswordLogin {
+		// A session says it came from single sign-on (its signed sso claim,
+		// there since single sign-on was, and an ssoSession record beside
+		// it); every other one came from a password, whatever version made
+		// it. With password logins off they end, for good: turning them on
+		// again does not bring them back.
+		_ = s.sessions.End(ctx, claims.ID)
+		return Identity{}, errPasswordLoginOff
+	}
 	id, _, err := s.userIdentity(claims.Subject, claims.UID, AuthSession)
 	if err != nil {
 		return Identity{}, err

@@ -13,6 +13,10 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
+// errPasswordLoginOff refuses a session of a password login on a server
+// whose password logins are off.
+var errPasswordLoginOff = domain.NewUnauthorized("password login is disabled on this server and this session came from one; sign in with single sign-on")
+
 // Login checks a password and starts a session; it returns the signed session token.
 func (s *Service) Login(ctx context.Context, user, password, client string) (string, time.Time, Identity, error) {
 	now := s.cfg.Now()
