@@ -233,12 +233,10 @@ func (a *API) setPassword(c echo.Context) error {
 		if me.Name != name {
 			return domain.NewForbidden(domain.UserKind.Kind, name, "you may change only your own password")
 		}
-		ok, err := a.identity.CheckPassword(ctx, name, req.CurrentPassword)
-		if err != nil {
+		// Through the login limiter, counted with logins: a session or a
+		// token must not guess the password behind it without limit.
+		if err := a.identity.CheckCurrentPassword(ctx, name, req.CurrentPassword, c.RealIP(), "currentPassword"); err != nil {
 			return err
-		}
-		if !ok {
-			return domain.NewInvalid(domain.UserKind.Kind, name, []domain.Cause{{Field: "currentPassword", Type: domain.CauseInvalid, Message: "is not the current password"}})
 		}
 	}
 	if causes := domain.ValidatePassword(req.Password, "password"); causes != nil {

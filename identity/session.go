@@ -24,13 +24,8 @@ func (s *Service) Login(ctx context.Context, user, password, client string) (str
 		return "", time.Time{}, Identity{}, &domain.Error{Reason: domain.ReasonForbidden,
 			Message: "password login is disabled on this server; sign in with single sign-on"}
 	}
-	if wait := s.limiter.addrWait(now, client, user); wait > 0 {
-		return "", time.Time{}, Identity{}, tooManyLogins(wait)
-	}
-	if wait := s.limiter.userDelay(now, user); wait > 0 && !s.limiter.addrClean(now, client, user) {
-		// The user is under a failure delay and this address has failed too;
-		// an address with no failures takes the slow path: its password is checked.
-		return "", time.Time{}, Identity{}, tooManyLogins(wait)
+	if err := s.limited(now, user, client); err != nil {
+		return "", time.Time{}, Identity{}, err
 	}
 	ok, err := s.CheckPassword(ctx, user, password)
 	if err != nil {
@@ -83,6 +78,42 @@ func (s *Service) sessionExpiry(raw string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return claims.ExpiresAt.Time, true
+}
+
+// limited refuses a password check of user from client while the login
+// limiter holds that address back as that user, or holds the user back and
+// the address has failed as it too; an address with no failures takes the
+// slow path: its password is checked.
+func (s *Service) limited(now time.Time, user, client string) error {
+	if wait := s.limiter.addrWait(now, client, user); wait > 0 {
+		return tooManyLogins(wait)
+	}
+	if wait := s.limiter.userDelay(now, user); wait > 0 && !s.limiter.addrClean(now, client, user) {
+		return tooManyLogins(wait)
+	}
+	return nil
+}
+
+// CheckCurrentPassword checks the current password a user gives to change
+// it. It goes through the login limiter with the same keys (client address
+// and user name) and delays, and its failures count with failed logins: a
+// session or a token is no licence to guess the password behind it without
+// limit. A wrong password is Invalid on field.
+func (s *Service) CheckCurrentPassword(ctx context.Context, user, password, client, field string) error {
+	now := s.cfg.Now()
+	if err := s.limited(now, user, client); err != nil {
+		return err
+	}
+	ok, err := s.CheckPassword(ctx, user, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.limiter.fail(now, user, client)
+		return domain.NewInvalid(domain.UserKind.Kind, user, []domain.Cause{{Field: field, Type: domain.CauseInvalid, Message: "is not the current password"}})
+	}
+	s.limiter.succeed(user)
+	return nil
 }
 
 func tooManyLogins(wait time.Duration) error {
