@@ -199,14 +199,20 @@ func routeTarget(c echo.Context) auditTarget {
 }
 
 // secretRead reports whether the request reads something that carries a
-// tenant's secrets, and names it: kubeconfig, talosconfig, a machine's or a
-// node group's rendered config, terraform state. Such reads are audited
-// whatever their outcome, refused ones (before any handler ran) included.
+// tenant's secrets, or is issued a credential, and names it: kubeconfig,
+// talosconfig, a Kubernetes credential, a machine's or a node group's
+// rendered config, terraform state. Such requests are audited under their
+// own kind whatever their outcome, refused ones (before any handler ran)
+// included: a refused issuance named after the route would be a Tenant's.
 func secretRead(c echo.Context) (auditTarget, bool) {
+	tenant := c.Param("tenant")
+	if c.Request().Method == http.MethodPost && c.Path() == apiPrefix+"tenants/:tenant/kubernetes/credential" {
+		// Named after the caller, as the handler names an issuance.
+		return auditTarget{kind: CredentialKubernetes, tenant: tenant, name: identityOf(c).Name}, true
+	}
 	if changes(c.Request().Method) {
 		return auditTarget{}, false
 	}
-	tenant := c.Param("tenant")
 	switch c.Path() {
 	case apiPrefix + "tenants/:tenant/kubeconfig":
 		return auditTarget{kind: CredentialKubeconfig, tenant: tenant}, true

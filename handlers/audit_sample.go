@@ -23,7 +23,10 @@ const otherSources = "other"
 // like, so each is counted, not stored. Per source address (an IPv6 address
 // by its /64, which one client holds whole) and minute, one record goes to
 // the log: the first request of the minute, with Count set to how many were
-// refused. At most maxSources sources are counted apart in a minute; the rest
+// refused; a source's refused credential requests (kubeconfig, talosconfig,
+// a Kubernetes credential, …) are counted apart per kind, so an issuance
+// refused for want of an identity is still recorded under its kind. At
+// most maxSources sources (and kinds) are counted apart in a minute; the rest
 // are folded into one record from "other". A minute's records are written by
 // the first request after it, by Run's ticker, or when Run stops.
 type refusedSampler struct {
@@ -44,18 +47,24 @@ func newRefusedSampler(maxSources int, emit func(domain.AuditRecord)) *refusedSa
 func (s *refusedSampler) add(rec domain.AuditRecord) {
 	minute := rec.Time.Truncate(time.Minute)
 	source := sourceOf(rec.ClientAddress)
+	key := source
+	if credentialKind(rec.Kind) != "" {
+		// A refused credential issuance or download is counted under its
+		// own kind, not folded into whatever the source asked first.
+		key += "\x00" + rec.Kind
+	}
 	s.mu.Lock()
 	var due []domain.AuditRecord
 	if !minute.Equal(s.minute) {
 		due = s.takeLocked()
 		s.minute = minute
 	}
-	cur, ok := s.counts[source]
+	cur, ok := s.counts[key]
 	switch {
 	case ok:
 	case len(s.counts) < s.maxSources:
 		cur = sampled(rec, minute, source)
-		s.counts[source] = cur
+		s.counts[key] = cur
 	default:
 		if s.other == nil {
 			s.other = sampled(rec, minute, otherSources)
@@ -109,8 +118,12 @@ func (s *refusedSampler) takeLocked() []domain.AuditRecord {
 
 func (s *refusedSampler) write(recs []domain.AuditRecord) {
 	for _, rec := range recs {
-		rec.Detail = truncate(fmt.Sprintf("%d refused unauthenticated requests from %s in this minute; the first is shown",
-			rec.Count, rec.ClientAddress), maxAuditPath)
+		what := "requests"
+		if credentialKind(rec.Kind) != "" && rec.ClientAddress != otherSources {
+			what = rec.Kind + " requests"
+		}
+		rec.Detail = truncate(fmt.Sprintf("%d refused unauthenticated %s from %s in this minute; the first is shown",
+			rec.Count, what, rec.ClientAddress), maxAuditPath)
 		s.emit(rec)
 	}
 }
