@@ -21,6 +21,9 @@ const (
 	CredentialTalosconfig = "Talosconfig"
 	// CredentialMachineConfig is a rendered machine config: it holds the tenant's keys.
 	CredentialMachineConfig = "MachineConfig"
+	// CredentialMachineConfigSecrets is a rendered machine config with the
+	// tenant's keys and tokens in it (a global admin's includeSecrets=true).
+	CredentialMachineConfigSecrets = "MachineConfigSecrets"
 	// CredentialEtcdSnapshot is an etcd backup's plain snapshot: it holds
 	// everything the cluster keeps, its secrets included.
 	CredentialEtcdSnapshot = "EtcdSnapshot"
@@ -32,7 +35,7 @@ const (
 	CredentialKubeconfigBreakGlass = "KubeconfigBreakGlass"
 )
 
-var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialEtcdSnapshot,
+var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialMachineConfigSecrets, CredentialEtcdSnapshot,
 	CredentialKubernetes, CredentialKubeconfigBreakGlass}
 
 // credentialKind returns the credential kind named by s (any case), or "".

@@ -48,11 +48,12 @@ func expectedForBinding(b bindingCase, method, route string) int {
 	switch {
 	case b.narrowed && !read && (strings.HasPrefix(rest, "apitokens") || rest == "users/:name/password"):
 		return http.StatusForbidden
-	case rest == "tenants/:tenant/kubeconfig/admin":
+	case rest == "tenants/:tenant/kubeconfig/admin", strings.HasSuffix(rest, "/etcdbackups/:name/snapshot"):
 		if b.onAcme == domain.RoleNone {
 			return http.StatusNotFound
 		}
-		return forbid(b.global == domain.RoleAdmin && !b.narrowed) // break-glass: the global role, not a binding
+		// break-glass and etcd snapshots: the global role, not a binding
+		return forbid(b.global == domain.RoleAdmin && !b.narrowed)
 	case strings.HasPrefix(rest, "tenants/:tenant"):
 		if b.onAcme == domain.RoleNone {
 			return http.StatusNotFound

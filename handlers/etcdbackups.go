@@ -44,6 +44,13 @@ func (a *API) etcdSnapshot(c echo.Context) error {
 		return err
 	}
 	a.AuditCredentialDownload(c, CredentialEtcdSnapshot, tenant, name)
+	// A snapshot is everything the cluster keeps: its Secrets, service
+	// account and bootstrap tokens, and what they are encrypted with lives
+	// in the configs only global admins read whole. Tenant admins and
+	// editors make and restore backups but do not carry one away.
+	if accessOf(c).Global() != domain.RoleAdmin {
+		return domain.NewForbidden(CredentialEtcdSnapshot, name, "an etcd snapshot holds every secret of the cluster: only global admins download one (restoring needs no download)")
+	}
 	if a.etcdBackups == nil {
 		return &domain.Error{Reason: domain.ReasonServiceUnavailable, Message: "etcd backups are not enabled on this server"}
 	}

@@ -83,9 +83,9 @@ func requiredPermission(method, route string) permission {
 	case rest == "tenants/:tenant/kubeconfig", rest == "tenants/:tenant/talosconfig", rest == "tenants/:tenant/kubernetes/credential":
 		return permRead // per-user, short-lived, by the caller's role on the tenant
 	case strings.HasSuffix(rest, "/config") && strings.HasPrefix(rest, "tenants/"):
-		return permWrite // rendered machine configs carry the tenant's keys
+		return permWrite // rendered configs; their keys only with includeSecrets, for global admins (the handler)
 	case strings.HasPrefix(rest, "tenants/") && strings.HasSuffix(rest, "/etcdbackups/:name/snapshot"):
-		return permWrite // an etcd snapshot holds the cluster's secrets
+		return permAdmin // an etcd snapshot holds the cluster's secrets; the handler also wants the global role
 	}
 	if read {
 		return permRead

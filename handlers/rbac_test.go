@@ -37,15 +37,15 @@ func expectedAllowed(role, method, route string) bool {
 		return read
 	case route == "/api/v1/tenants/:tenant/machines/:name/logs", route == "/api/v1/tenants/:tenant/machines/:name/dmesg":
 		return read // machine logs through the Talos API: read only, every role
-	case strings.HasSuffix(route, "/etcdbackups/:name/snapshot"): // an etcd snapshot holds the cluster's secrets
-		return role != domain.RoleView
+	case strings.HasSuffix(route, "/etcdbackups/:name/snapshot"): // an etcd snapshot holds the cluster's secrets: global admins
+		return role == domain.RoleAdmin
 	case route == "/api/v1/tenants/:tenant/kubeconfig/admin": // break-glass system:masters: global admins
 		return role == domain.RoleAdmin
 	case route == "/api/v1/tenants/:tenant/kubeconfig", route == "/api/v1/tenants/:tenant/talosconfig",
 		route == "/api/v1/tenants/:tenant/kubernetes/credential":
 		return true // per-user, short-lived credentials of the caller's own role on the tenant
 	case strings.HasSuffix(route, "/config"):
-		return role != domain.RoleView // rendered configs hold the tenant's keys
+		return role != domain.RoleView // rendered configs; their keys only to global admins (includeSecrets)
 	case strings.HasPrefix(route, "/api/v1/credentials/"): // provider credentials, even their names
 		return role == domain.RoleAdmin
 	case route == "/api/v1/tenants/:tenant/state/lock": // force-unlock

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -52,7 +53,36 @@ func pendingOf(c echo.Context) *talos.Pending {
 	return nil
 }
 
-func (a *API) answerConfig(c echo.Context, body []byte, err error) error {
+// headerLeftOut names, in a redacted config's answer, the secrets left out.
+const headerLeftOut = "X-Rezus-Secrets-Left-Out"
+
+// configOptions reads what a config download may hold. The tenant's keys,
+// tokens and secrets (the cluster, etcd, OS, service-account and aggregator
+// CA keys: whoever holds them mints system:masters for years) are left out
+// unless a global admin asks for them with ?includeSecrets=true; a tenant
+// admin by binding, an editor or anyone else asking is refused (403). The
+// read with secrets is audited as its own kind.
+func (a *API) configOptions(c echo.Context, tenant, name string) (talos.ConfigOptions, error) {
+	opts := talos.ConfigOptions{Pending: pendingOf(c)}
+	switch q := c.QueryParam("includeSecrets"); q {
+	case "", "false":
+		a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
+		return opts, nil
+	case "true":
+		a.AuditCredentialDownload(c, CredentialMachineConfigSecrets, tenant, name)
+		if accessOf(c).Global() != domain.RoleAdmin {
+			return opts, domain.NewForbidden(CredentialMachineConfig, name,
+				"a config with the tenant's keys and tokens is for global admins; without includeSecrets it comes with them left out")
+		}
+		opts.IncludeSecrets = true
+		return opts, nil
+	default:
+		return opts, domain.NewBadRequest("includeSecrets must be true or false",
+			domain.Cause{Field: "includeSecrets", Type: domain.CauseInvalid, Message: "must be true or false"})
+	}
+}
+
+func (a *API) answerConfig(c echo.Context, rc *talos.RenderedConfig, err error) error {
 	if err != nil {
 		return err
 	}
@@ -60,7 +90,11 @@ func (a *API) answerConfig(c echo.Context, body []byte, err error) error {
 	if pendingOf(c) != nil {
 		ct = "text/x-diff; charset=utf-8"
 	}
-	return c.Blob(http.StatusOK, ct, body)
+	if len(rc.LeftOut) > 0 {
+		c.Response().Header().Set(headerLeftOut, strings.Join(rc.LeftOut, ", "))
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, ct, rc.Body)
 }
 
 // machineConfig serves GET /tenants/{t}/machines/{m}/config.
@@ -69,9 +103,12 @@ func (a *API) machineConfig(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
-	body, err := a.talos.MachineConfig(c.Request().Context(), tenant, name, pendingOf(c))
-	return a.answerConfig(c, body, err)
+	opts, err := a.configOptions(c, tenant, name)
+	if err != nil {
+		return err
+	}
+	rc, err := a.talos.MachineConfig(c.Request().Context(), tenant, name, opts)
+	return a.answerConfig(c, rc, err)
 }
 
 // nodeGroupConfig serves GET /tenants/{t}/nodegroups/{ng}/config: the group's template.
@@ -80,9 +117,12 @@ func (a *API) nodeGroupConfig(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	a.AuditCredentialDownload(c, CredentialMachineConfig, tenant, name)
-	body, err := a.talos.NodeGroupConfig(c.Request().Context(), tenant, name, pendingOf(c))
-	return a.answerConfig(c, body, err)
+	opts, err := a.configOptions(c, tenant, name)
+	if err != nil {
+		return err
+	}
+	rc, err := a.talos.NodeGroupConfig(c.Request().Context(), tenant, name, opts)
+	return a.answerConfig(c, rc, err)
 }
 
 // callerTenantRole is the caller's role on the tenant now; a caller with

@@ -349,6 +349,14 @@ func (a *API) stateCurrent(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// The state holds the machine configs with the tenant's keys. Encrypted
+	// (every state since issue 13), it is ciphertext under a key only the
+	// server holds; a plain one (kept from before) is for global admins.
+	if accessOf(c).Global() != domain.RoleAdmin {
+		if _, _, encrypted, ierr := eventstore.InspectState(st.Data); ierr != nil || !encrypted {
+			return domain.NewForbidden(stateKind, tenant, "this state version is not encrypted and holds the tenant's keys: only global admins read it")
+		}
+	}
 	return writeState(c, st)
 }
 

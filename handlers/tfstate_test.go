@@ -309,10 +309,12 @@ func TestStateAPI(t *testing.T) {
 	require.Equal(t, 200, s.do("LOCK", "/tfstate/acme/lock", lockBody("lock-a", "runner@a"), auth...).Code)
 	require.Equal(t, 200, s.do(http.MethodPost, "/tfstate/acme?ID=lock-a", tfState(2, ""), auth...).Code)
 
-	// Reading state: edit and admin, not view.
+	// Reading state: edit and admin, not view; a plain version (it holds the
+	// machine configs with the tenant's keys) only global admins.
 	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil, as(domain.RoleView)...), 403, domain.ReasonForbidden)
 	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state/versions", nil, as(domain.RoleView)...), 403, domain.ReasonForbidden)
-	r = s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil, as(domain.RoleEdit)...)
+	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil, as(domain.RoleEdit)...), 403, domain.ReasonForbidden)
+	r = s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil, as(domain.RoleAdmin)...)
 	require.Equal(t, 200, r.Code, string(r.Body))
 	require.Equal(t, tfState(2, ""), string(r.Body))
 	require.Equal(t, "2", r.Header.Get("Rezus-State-Serial"))
@@ -337,9 +339,18 @@ func TestStateAPI(t *testing.T) {
 	require.Equal(t, "apply-7", list.Lock.ApplyID)
 	require.Equal(t, "lock-a", list.Lock.Info.ID)
 
-	r = s.do(http.MethodGet, fmt.Sprintf("/api/v1/tenants/acme/state?revision=%d", list.Items[1].Revision), nil, as(domain.RoleEdit)...)
+	r = s.do(http.MethodGet, fmt.Sprintf("/api/v1/tenants/acme/state?revision=%d", list.Items[1].Revision), nil, as(domain.RoleAdmin)...)
 	require.Equal(t, 200, r.Code, string(r.Body))
 	require.Equal(t, tfState(1, ""), string(r.Body), "an older kept version")
+	requireStatus(t, s.do(http.MethodGet, fmt.Sprintf("/api/v1/tenants/acme/state?revision=%d", list.Items[1].Revision), nil, as(domain.RoleEdit)...),
+		403, domain.ReasonForbidden)
+
+	// An encrypted version is ciphertext under a key only the server holds: editors read it.
+	encrypted := tfState(3, `,"encryption_version":"v0","encrypted_data":"c2VhbGVk","meta":{}`)
+	require.Equal(t, 200, s.do(http.MethodPost, "/tfstate/acme?ID=lock-a", encrypted, auth...).Code)
+	r = s.do(http.MethodGet, "/api/v1/tenants/acme/state", nil, as(domain.RoleEdit)...)
+	require.Equal(t, 200, r.Code, string(r.Body))
+	require.Equal(t, encrypted, string(r.Body))
 	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state?revision=x", nil, as(domain.RoleEdit)...), 400, domain.ReasonBadRequest)
 	requireStatus(t, s.do(http.MethodGet, "/api/v1/tenants/acme/state?revision=99999", nil, as(domain.RoleEdit)...), 404, domain.ReasonNotFound)
 

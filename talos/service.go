@@ -3,6 +3,7 @@ package talos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
@@ -99,9 +100,27 @@ type Pending struct {
 	Spec *domain.ConfigPatchSpec
 }
 
-// MachineConfig renders one machine's config; with pending, it answers the
-// unified diff the pending patch would make instead.
-func (s *Service) MachineConfig(ctx context.Context, tenant, machineName string, pending *Pending) ([]byte, error) {
+// ConfigOptions says what a rendered config answer holds.
+type ConfigOptions struct {
+	// Pending asks for the unified diff a pending patch would make instead
+	// of the config.
+	Pending *Pending
+	// IncludeSecrets keeps the keys, tokens and secrets of the tenant's PKI
+	// (for global admins only: the caller decides). Otherwise they are
+	// emptied and the answer starts with a comment naming them.
+	IncludeSecrets bool
+}
+
+// RenderedConfig is a rendered config (or a diff) as a caller reads it.
+type RenderedConfig struct {
+	Body []byte
+	// LeftOut are the paths of the secrets emptied (RedactSecrets).
+	LeftOut []string
+}
+
+// MachineConfig renders one machine's config; with a pending patch, it
+// answers the unified diff the patch would make instead.
+func (s *Service) MachineConfig(ctx context.Context, tenant, machineName string, opts ConfigOptions) (*RenderedConfig, error) {
 	v, err := s.load(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -119,12 +138,12 @@ func (s *Service) MachineConfig(ctx context.Context, tenant, machineName string,
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", machineName, err)
 	}
-	return s.renderOrDiff(v, ng, m, pending)
+	return s.renderOrDiff(v, ng, m, opts)
 }
 
 // NodeGroupConfig renders a node group's template: the config of a machine of
 // the group before machine-targeted patches. With pending it answers a diff.
-func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string, pending *Pending) ([]byte, error) {
+func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string, opts ConfigOptions) (*RenderedConfig, error) {
 	v, err := s.load(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -133,14 +152,33 @@ func (s *Service) NodeGroupConfig(ctx context.Context, tenant, nodeGroup string,
 	if err != nil {
 		return nil, err
 	}
-	return s.renderOrDiff(v, ng, nil, pending)
+	return s.renderOrDiff(v, ng, nil, opts)
 }
 
-func (s *Service) renderOrDiff(v *tenantView, ng *domain.NodeGroup, m *domain.Machine, pending *Pending) ([]byte, error) {
+// renderFor renders in as the caller may read it: without secrets unless
+// asked for them.
+func renderFor(in RenderInput, opts ConfigOptions) ([]byte, []string, error) {
+	cfg, err := Render(in)
+	if err != nil || opts.IncludeSecrets {
+		return cfg, nil, err
+	}
+	out, leftOut, err := RedactSecrets(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("leaving the secrets out of the config: %w", err)
+	}
+	return out, leftOut, nil
+}
+
+func (s *Service) renderOrDiff(v *tenantView, ng *domain.NodeGroup, m *domain.Machine, opts ConfigOptions) (*RenderedConfig, error) {
 	in := RenderInput{Tenant: v.tenant, NodeGroup: ng, Machine: m, ControlPlaneAddress: v.firstControlPlane(), Bundle: v.bundle, ImageFactory: v.factory}
+	pending := opts.Pending
 	if pending == nil {
 		in.Patches = v.patches
-		return Render(in)
+		cfg, leftOut, err := renderFor(in, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &RenderedConfig{Body: append(RedactionHeader(leftOut), cfg...), LeftOut: leftOut}, nil
 	}
 	var p domain.ConfigPatch
 	name := pending.Name
@@ -166,17 +204,22 @@ func (s *Service) renderOrDiff(v *tenantView, ng *domain.NodeGroup, m *domain.Ma
 		}
 	}
 	in.Patches = without
-	before, err := Render(in)
+	// Both sides without secrets, so that neither a changed line nor its
+	// context carries one.
+	before, leftOut, err := renderFor(in, opts)
 	if err != nil {
 		return nil, err
 	}
 	in.Patches = append(append([]domain.ConfigPatch{}, without...), p)
-	after, err := Render(in)
+	after, leftAfter, err := renderFor(in, opts)
 	if err != nil {
 		return nil, err
 	}
 	label := "configpatch/" + name
-	return []byte(UnifiedDiff("current", "with "+label, string(before), string(after))), nil
+	leftOut = append(leftOut, leftAfter...)
+	slices.Sort(leftOut)
+	leftOut = slices.Compact(leftOut)
+	return &RenderedConfig{Body: []byte(UnifiedDiff("current", "with "+label, string(before), string(after))), LeftOut: leftOut}, nil
 }
 
 // ValidatePatch checks a patch as the API receives it: machinery must load it

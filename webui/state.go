@@ -104,7 +104,9 @@ type stateVersionList struct {
 // differences when both could be read.
 type stateDiffView struct {
 	From, To stateVersion
-	// Unreadable says why resources were not compared ("" when they were).
+	// Unreadable says why resources were not compared ("" when they were):
+	// "encrypted" under a key the server lacks, or "plain" versions, which
+	// only global admins read.
 	Unreadable string
 	Diff       stateDiff
 }
@@ -203,6 +205,11 @@ func (u *UI) diffVersions(c echo.Context, tenant string, vs []stateVersion, from
 		var blob []byte
 		path := "/tenants/" + tenant + "/state" + query("revision", strconv.FormatUint(v.Revision, 10))
 		if err := u.api.call(c.Request(), apiRequest{Path: path}, &blob); err != nil {
+			if domain.ReasonOf(err) == domain.ReasonForbidden {
+				// A version stored plain holds the tenant's keys: the API
+				// hands it to global admins only.
+				return stateResources{Plain: true}, nil
+			}
 			return stateResources{}, err
 		}
 		if v.Encrypted && u.decryptState != nil {
@@ -227,6 +234,10 @@ func (u *UI) diffVersions(c echo.Context, tenant string, vs []stateVersion, from
 	}
 	if rf.Encrypted || rt.Encrypted {
 		d.Unreadable = "encrypted"
+		return d, nil
+	}
+	if rf.Plain || rt.Plain {
+		d.Unreadable = "plain"
 		return d, nil
 	}
 	d.Diff = diffStateResources(rf, rt)

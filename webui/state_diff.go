@@ -16,6 +16,9 @@ import (
 type stateResources struct {
 	// Encrypted says the blob is encrypted: Instances is empty.
 	Encrypted bool
+	// Plain says the blob is stored unencrypted and the caller may not read
+	// it (it holds the tenant's keys): Instances is empty.
+	Plain bool
 	// Instances maps an instance address ("module.m.aws_instance.web[\"a\"]",
 	// a deposed one suffixed " (deposed XXXX)") to its attributes.
 	Instances map[string]map[string]json.RawMessage

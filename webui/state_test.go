@@ -126,6 +126,12 @@ func TestStatePage(t *testing.T) {
 	require.Contains(t, d.Body, "null_resource.a: ")
 	require.Contains(t, d.Body, `<span class="text-slate-600">token</span>`)
 	require.NotContains(t, d.Body, "hunter", "attribute values are never shown")
+	// Plain versions hold the tenant's keys: an editor's page does not
+	// compare them (the API refuses their blobs to all but global admins).
+	d = ed.get("/ui/tenants/acme/state?from=" + revStr(v1.Revision) + "&to=" + revStr(v2.Revision))
+	require.Equal(t, http.StatusOK, d.Code, d.Body)
+	require.Contains(t, d.Body, `data-testid="state-diff-plain"`)
+	require.NotContains(t, d.Body, "null_resource.b")
 	bad := admin.get("/ui/tenants/acme/state?from=999999&to=" + revStr(v2.Revision))
 	require.Equal(t, http.StatusOK, bad.Code)
 	require.Contains(t, bad.Body, "not a kept version")

@@ -311,7 +311,17 @@ func TestOperationsEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 		assert.Contains(t, tc.ok("config", "render", "nodegroup/workers"), "type: worker")
-		r := tc.run("config", "render", "machine/nope")
+		// The tenant's secrets only on a global admin's request (finding 1 of
+		// the 2026-12-06 review); an editor asking is refused.
+		assert.Contains(t, out, "# RezusCloud left out the secrets of this config")
+		assert.Regexp(t, `\n    token: ""\n`, out)
+		full := tc.ok("config", "render", "machine/w-1", "--include-secrets")
+		assert.NotContains(t, full, "left out")
+		assert.Regexp(t, `\n    token: [a-z0-9]{6}\.[a-z0-9]{16}\n`, full)
+		r := editor.with(t).run("config", "render", "machine/w-1", "--include-secrets")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "Error from server (Forbidden)")
+		r = tc.run("config", "render", "machine/nope")
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "Error from server (NotFound)")
 	})
