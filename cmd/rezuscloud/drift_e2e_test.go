@@ -66,11 +66,7 @@ func (p *proc) drift(tenant string) tenantDrift {
 // deleting a server in a cloud console would.
 func (p *proc) deleteEmulatedNode(node string) {
 	p.t.Helper()
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	req, err := http.NewRequest(http.MethodDelete, endpoint+"/v1/nodes/"+node, nil)
-	require.NoError(p.t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodDelete, "/v1/nodes/"+node, nil))
 	require.NoError(p.t, err)
 	resp.Body.Close()
 	require.Equal(p.t, http.StatusNoContent, resp.StatusCode)
@@ -86,7 +82,7 @@ func reconfigureWithTalosctl(t *testing.T, p *proc, tenant string, m machine) {
 	require.NoError(t, os.WriteFile(tc, p.raw("/api/v1/tenants/"+tenant+"/talosconfig"), 0o600))
 	patch, err := configpatcher.LoadPatch([]byte("machine:\n  nodeLabels:\n    changed-by: talosctl\n"))
 	require.NoError(t, err)
-	out, err := configpatcher.Apply(configpatcher.WithBytes(p.raw("/api/v1/tenants/"+tenant+"/machines/"+m.Metadata.Name+"/config")), []configpatcher.Patch{patch})
+	out, err := configpatcher.Apply(configpatcher.WithBytes(p.raw("/api/v1/tenants/"+tenant+"/machines/"+m.Metadata.Name+"/config?includeSecrets=true")), []configpatcher.Patch{patch})
 	require.NoError(t, err)
 	b, err := out.Bytes()
 	require.NoError(t, err)
