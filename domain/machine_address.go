@@ -37,10 +37,12 @@ type AddressClaim struct {
 
 // ConflictingClaim returns the first of claims that an address held by self
 // conflicts with. An address belongs to one tenant: any claim of another
-// tenant conflicts. Within a tenant it belongs to one place: a node group
-// and the machines recorded for it (a listed machine's Machine names its
-// group) share it; any other pair (two node groups, two machines, a machine
-// of another group) conflicts. self's own claim never conflicts with itself.
+// tenant conflicts. Within a tenant it belongs to one node group: two
+// groups listing it conflict, and so do a group listing it and a machine of
+// another group (a selector would build it too); the machines recorded for
+// a listing group name it and share the address. Two Machines of a tenant
+// at one address do not conflict (the tenant's own bookkeeping, as when a
+// machine is replaced). self's own claim never conflicts with itself.
 func ConflictingClaim(self AddressClaim, claims []AddressClaim) (AddressClaim, bool) {
 	for _, c := range claims {
 		switch {
@@ -51,6 +53,8 @@ func ConflictingClaim(self AddressClaim, claims []AddressClaim) (AddressClaim, b
 		case self.Kind == NodeGroupKind.Kind && c.Kind == MachineKind.Kind && c.NodeGroup == self.Name:
 			continue
 		case self.Kind == MachineKind.Kind && c.Kind == NodeGroupKind.Kind && c.Name == self.NodeGroup:
+			continue
+		case self.Kind == MachineKind.Kind && c.Kind == MachineKind.Kind:
 			continue
 		}
 		return c, true

@@ -47,7 +47,8 @@ func TestConflictingClaim(t *testing.T) {
 		{"a machine of another group", ng("a", "cp"), []AddressClaim{m("a", "workers-0", "workers")}, &AddressClaim{Kind: "Machine", Tenant: "a", Name: "workers-0", NodeGroup: "workers"}},
 		{"machine: itself", m("a", "m1", "cp"), []AddressClaim{m("a", "m1", "cp")}, nil},
 		{"machine: the group that lists it", m("a", "cp-0", "cp"), []AddressClaim{ng("a", "cp")}, nil},
-		{"machine: another machine of the tenant", m("a", "m2", "cp"), []AddressClaim{m("a", "m1", "cp")}, &AddressClaim{Kind: "Machine", Tenant: "a", Name: "m1", NodeGroup: "cp"}},
+		{"machine: another machine of the tenant", m("a", "m2", "workers"), []AddressClaim{m("a", "m1", "cp")}, nil},
+		{"machine: a machine of another tenant", m("a", "m2", "cp"), []AddressClaim{m("b", "m1", "cp")}, &AddressClaim{Kind: "Machine", Tenant: "b", Name: "m1", NodeGroup: "cp"}},
 		{"machine: a group of another tenant", m("a", "m1", "cp"), []AddressClaim{ng("b", "cp")}, &AddressClaim{Kind: "NodeGroup", Tenant: "b", Name: "cp"}},
 		{"machine: another group lists it", m("a", "m1", "cp"), []AddressClaim{ng("a", "workers")}, &AddressClaim{Kind: "NodeGroup", Tenant: "a", Name: "workers"}},
 	} {

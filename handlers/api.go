@@ -74,6 +74,12 @@ type Config struct {
 	// proxy, for the audit trail and the login limiter. Empty (the default)
 	// takes the peer's address and ignores the header, which any client can set.
 	TrustedProxies []*net.IPNet
+	// MetalAddresses is the rule for the machine addresses editors write (a
+	// metal group's listed machines, a registered Machine's spec.address):
+	// an IP address it refuses is refused at write (serve --metal-networks,
+	// --with-emulator). The zero value is talos.AddressPolicy's default
+	// (no loopback, link-local or cloud metadata addresses).
+	MetalAddresses talos.AddressPolicy
 	// Version is reported by /version.
 	Version string
 	// RequireEncryptedState makes the state backend refuse state tofu did not

@@ -67,6 +67,8 @@ func (a *API) hooksFor(k *domain.KindInfo) kindHooks {
 		return a.nodeGroupHooks()
 	case domain.ProviderKind:
 		return a.providerHooks()
+	case domain.MachineKind:
+		return a.machineHooks()
 	}
 	return noHooks{}
 }

@@ -44,7 +44,8 @@ func newLogEnv(t *testing.T) *logEnv {
 	pki := talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: sealed, Log: quiet})
 	s.srv.Close()
 	s.api.StopWatches()
-	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: s.env.Store, Cache: s.cache, Projector: s.projector,
+	// The emulator's nodes are on loopback, as with serve --with-emulator.
+	s.api = handlers.New(handlers.Config{MetalAddresses: talos.AddressPolicy{AllowLoopback: true}}, handlers.Deps{Store: s.env.Store, Cache: s.cache, Projector: s.projector,
 		Identity: s.identity, MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: s.cache, PKI: pki, FirstAnswer: time.Second})})
 	s.srv = httptest.NewServer(s.api.Handler())
 

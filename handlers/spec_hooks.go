@@ -122,6 +122,7 @@ func (a *API) nodeGroupHooks() kindHooks {
 		a.nodeGroupVersionCauses,
 		a.nodeGroupScaleCauses,
 		a.nodeGroupProviderCauses,
+		a.nodeGroupAddressCauses,
 	}, deleteChecks: []func(domain.Ref, *domain.Object) []domain.Cause{
 		a.nodeGroupDeleteCauses,
 	}}
