@@ -72,6 +72,19 @@ func (w *Worker) applyMetal(ctx context.Context, tenant, apply string, t *domain
 		wanted[tg.Name] = true
 	}
 	var errs []error
+	// An address is one machine: two groups of the tenant listing it (a
+	// write that raced another) would give it two configs.
+	byAddress := map[string]string{}
+	targets = slices.DeleteFunc(targets, func(tg providers.MetalTarget) bool {
+		a := domain.CanonicalAddress(tg.Address)
+		if first, ok := byAddress[a]; ok {
+			logw.Printf("machine %s: %s is machine %s's address too: left out", tg.Name, tg.Address, first)
+			errs = append(errs, fmt.Errorf("machine %s: %s is machine %s's address too", tg.Name, tg.Address, first))
+			return true
+		}
+		byAddress[a] = tg.Name
+		return false
+	})
 	gone, err := w.leaveEtcdMetal(ctx, tenant, in.bundle, wanted, logw)
 	if err != nil {
 		return err
@@ -82,7 +95,7 @@ func (w *Worker) applyMetal(ctx context.Context, tenant, apply string, t *domain
 			continue
 		}
 		logw.Printf("machine %s (%s) left its node group: resetting it", m.Metadata.Name, m.Spec.Address)
-		if err := w.cfg.Metal.Reset(ctx, in.bundle, m.Spec.Address); err != nil {
+		if err := w.resetMetalMachine(ctx, tenant, in.bundle, m); err != nil {
 			logw.Printf("resetting %s: %v (forgetting it anyway)", m.Metadata.Name, err)
 		}
 		w.deleteObject(ctx, domain.ObjectRef(domain.MachineKind, tenant, m.Metadata.Name))
@@ -143,7 +156,13 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		}
 		return nil
 	}
-	st, err := w.cfg.Metal.Probe(ctx, in.bundle, tg.Address)
+	// The address is checked (and a name resolved) right before it is
+	// dialled: the API's check at write may have raced another tenant.
+	dial, err := w.metalDialAddress(ctx, tenant, tg.Address)
+	if err != nil {
+		return err
+	}
+	st, err := w.cfg.Metal.Probe(ctx, in.bundle, dial)
 	if err != nil {
 		return err
 	}
@@ -159,7 +178,7 @@ func (w *Worker) applyMetalMachine(ctx context.Context, tenant string, t *domain
 		return fmt.Errorf("rendering its config: %w", err)
 	}
 	hash := talos.ConfigHash(cfg)
-	res, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, tg.Address, cfg, true)
+	res, err := w.cfg.Metal.ApplyConfig(ctx, in.bundle, dial, cfg, true)
 	if err != nil {
 		return err
 	}
@@ -261,10 +280,21 @@ func (w *Worker) resetMetal(ctx context.Context, tenant string, bundle *secrets.
 		if m.Metadata.Labels[ManagedByLabel] != managedByMetal {
 			continue
 		}
-		if err := w.cfg.Metal.Reset(ctx, bundle, m.Spec.Address); err != nil {
+		if err := w.resetMetalMachine(ctx, tenant, bundle, m); err != nil {
 			logw.Printf("resetting %s: %v", m.Metadata.Name, err)
 			continue
 		}
 		logw.Printf("reset %s (%s)", m.Metadata.Name, m.Spec.Address)
 	}
+}
+
+// resetMetalMachine resets one of the tenant's metal machines, unless its
+// address is another tenant's now or the rule refuses it: a reset wipes
+// the disks of whatever answers there.
+func (w *Worker) resetMetalMachine(ctx context.Context, tenant string, bundle *secrets.Bundle, m domain.Machine) error {
+	dial, err := w.metalDialAddress(ctx, tenant, m.Spec.Address)
+	if err != nil {
+		return err
+	}
+	return w.cfg.Metal.Reset(ctx, bundle, dial)
 }

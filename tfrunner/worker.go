@@ -19,6 +19,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
@@ -116,6 +117,14 @@ type Config struct {
 	// Metal drives machines through the Talos API: metal node groups and the
 	// bootstrap of etcd on every tenant's first control plane. Nil leaves both out.
 	Metal Metal
+	// MetalAddresses is the rule for the metal machine addresses a run
+	// dials (serve --metal-networks); the zero value is
+	// talos.AddressPolicy's default (no loopback, link-local or cloud
+	// metadata addresses).
+	MetalAddresses talos.AddressPolicy
+	// Resolver resolves metal machines' DNS names, so a run checks and
+	// dials the addresses they stand for; default net.DefaultResolver.
+	Resolver Resolver
 	// Nodes takes machines out of the cluster before they are destroyed:
 	// control planes leave etcd (one at a time, quorum checked), workers are
 	// reset (scaledown.go). Nil destroys them without either.

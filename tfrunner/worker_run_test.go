@@ -39,7 +39,8 @@ type runEnv struct {
 	secrets *eventstore.SealedSecrets
 }
 
-func newRunEnv(t *testing.T) *runEnv {
+// newRunEnv starts the worker; opts adjust its config (a fake Metal, ...).
+func newRunEnv(t *testing.T, opts ...func(*Config)) *runEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	env := eventstoretest.Start(t)
@@ -59,7 +60,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	w := NewWorker(Config{
+	cfg := Config{
 		Store: env.Store, Cache: cache, Bundles: talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: secretStore}), Logs: logs,
 		Tofu:    Tofu{Bin: self, Runner: fake},
 		WorkDir: dir, BackendURL: "http://127.0.0.1:1", Credentials: fake, State: fake, Holder: "test",
@@ -67,7 +68,11 @@ func newRunEnv(t *testing.T) *runEnv {
 		// A tenant and its node group, created back to back, make one run.
 		Debounce: 300 * time.Millisecond, MaxDelay: 2 * time.Second, Resync: -1,
 		BackoffBase: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w := NewWorker(cfg)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
