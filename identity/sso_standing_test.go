@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"encoding/json"
 	"net"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/identity"
 )
 
@@ -126,4 +128,53 @@ func TestSSOTokenWithoutTheProvidersWord(t *testing.T) {
 	require.Equal(t, domain.ReasonUnauthorized, domain.ReasonOf(err), "%v", err)
 	_, err = off.Authenticate(bearerRequest(local))
 	require.NoError(t, err)
+}
+
+// TestSSOSessionOfAnEarlierVersion: a session record of an earlier version
+// holds its own grant and its user has no standing. It keeps working; its
+// first good refresh moves the grant to the user's standing, after which
+// the user's API tokens work and a refusal at the provider ends them all.
+func TestSSOSessionOfAnEarlierVersion(t *testing.T) {
+	e, op := ssoEnv(t)
+	op.AddUser("u-kai", "kai", "kai-secret-pw")
+	res := signIn(t, e, op, "kai", "kai-secret-pw", nil)
+	ci := ssoToken(t, e, "kai-ci", "kai")
+
+	// Rewrite what the sign-in stored as an earlier version stored it.
+	secrets, err := eventstore.OpenSecrets(t.Context(), e.store)
+	require.NoError(t, err)
+	raw, err := secrets.Get(t.Context(), "sso-user.kai")
+	require.NoError(t, err)
+	var standing struct {
+		RT string `json:"rt"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &standing))
+	require.NotEmpty(t, standing.RT)
+	key := "sso-session." + res.Identity.SessionID
+	raw, err = secrets.Get(t.Context(), key)
+	require.NoError(t, err)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(raw, &rec))
+	delete(rec, "standing")
+	rec["rt"] = standing.RT
+	raw, err = json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, secrets.Put(t.Context(), key, raw))
+	require.NoError(t, secrets.Delete(t.Context(), "sso-user.kai"))
+
+	session := bearerRequest(res.Token)
+	_, err = e.svc.Authenticate(session)
+	require.NoError(t, err, "the earlier version's session goes on")
+	require.Equal(t, domain.ReasonUnauthorized, reasonOf(t, e, ci), "no word of the provider on the user yet")
+
+	e.clock.Add(6 * time.Minute)
+	_, err = e.svc.Authenticate(session)
+	require.NoError(t, err, "refreshed with its own grant")
+	require.Empty(t, reasonOf(t, e, ci), "the grant moved to the user's standing")
+
+	op.RemoveUser("u-kai")
+	e.clock.Add(6 * time.Minute)
+	require.Equal(t, domain.ReasonUnauthorized, reasonOf(t, e, ci))
+	_, err = e.svc.Authenticate(session)
+	require.Equal(t, domain.ReasonUnauthorized, domain.ReasonOf(err), "%v", err)
 }
