@@ -17,14 +17,18 @@ import (
 // provider mirror and the tofu binary. Other tenants' work dirs are under
 // the hidden data dir, so they are hidden too.
 //
-// On Linux it is a mount namespace of tofu's own, set up by this binary
-// re-executed (see sandbox_linux.go); as root directly, else inside a user
-// namespace. Elsewhere a configured Sandbox makes runs fail.
+// /proc was the server's, and so a way around all of it: the server's root
+// (/proc/<pid>/root), working dir, open files and environment are there
+// (issue 42). On Linux the sandbox is a mount and a PID namespace of tofu's
+// own, with a /proc of that namespace, set up by this binary re-executed as
+// its first process (see sandbox_linux.go); as root directly, else inside a
+// user namespace. tofu runs there without any capability. Elsewhere a
+// configured Sandbox makes runs fail.
 type Sandbox struct {
 	// Hide are directories (the data dir) shown empty to tofu.
 	Hide []string
-	// HideFiles are files outside them (the seal key file, TLS keys, NATS
-	// credentials) shown empty.
+	// HideFiles are files outside them (the seal key file, the TLS key, NATS
+	// credentials, the single sign-on client secret) shown empty.
 	HideFiles []string
 	// Keep are paths under Hide tofu still needs besides those a run names
 	// (the plugin caches).

@@ -9,10 +9,10 @@ import (
 )
 
 func sandboxCommand(context.Context, sandboxSpec, []string, ...string) (*exec.Cmd, error) {
-	return nil, errors.New("tofu sandbox: only on Linux (mount namespaces); run without one only where modules are trusted")
+	return nil, errors.New("tofu sandbox: only on Linux (mount and PID namespaces); run without one only where modules are trusted")
 }
 
 // ProbeSandbox reports that there is no sandbox here.
 func ProbeSandbox(context.Context, *Sandbox) error {
-	return errors.New("tofu sandbox: only on Linux (mount namespaces)")
+	return errors.New("tofu sandbox: only on Linux (mount and PID namespaces)")
 }

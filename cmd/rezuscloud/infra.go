@@ -22,6 +22,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
 	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
 	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // infraFlags configure the apply worker and the in-process emulator.
@@ -40,7 +41,7 @@ func infraFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "rollout-interval", Value: 5 * time.Second, EnvVars: []string{"REZUSCLOUD_ROLLOUT_INTERVAL"}, Usage: "how often a rollout under way looks at its tenants again (their health during a soak, a config patch taken) when no event moves it"},
 		&cli.BoolFlag{Name: "allow-module-exec", EnvVars: []string{"REZUSCLOUD_ALLOW_MODULE_EXEC"}, Usage: "let module providers use the local-exec, remote-exec and file provisioners (they run commands on this host or copy files to machines)"},
 		&cli.BoolFlag{Name: "allow-provider-downloads", EnvVars: []string{"REZUSCLOUD_ALLOW_PROVIDER_DOWNLOADS"}, Usage: "without --provider-mirror, let module providers name providers tofu downloads from their registries and runs on this host (refused otherwise)"},
-		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
+		&cli.StringFlag{Name: "tofu-sandbox", Value: "auto", EnvVars: []string{"REZUSCLOUD_TOFU_SANDBOX"}, Usage: "run tofu where the data dir and the secrets are hidden from it (Linux mount and PID namespaces): on (refuse to start without), auto (without it, module providers are refused) or off (trust every module's author)"},
 		&cli.BoolFlag{Name: "with-emulator", EnvVars: []string{"REZUSCLOUD_WITH_EMULATOR"}, Usage: "run the Talos node emulator in-process (nodes under <data-dir>/emulator) and register the Provider `emulated` for it"},
 		&cli.StringFlag{Name: "emulator-kube", Value: "auto", EnvVars: []string{"REZUSCLOUD_EMULATOR_KUBE"}, Usage: "run a real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler) on emulated control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` has built them into --kube-tools)"},
 		&cli.StringFlag{Name: "kube-tools", Value: ".tools", EnvVars: []string{"REZUSCLOUD_KUBE_TOOLS"}, Usage: "where hack/kube.sh built etcd and the Kubernetes binaries (kube/<version>/, etcd/<version>/), for --emulator-kube"},
@@ -104,23 +105,34 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 // EmulatedProvider is the Provider that --with-emulator registers.
 const EmulatedProvider = "emulated"
 
+// emulatorAPI is where the emulator's HTTP API listens and the bearer
+// token it needs.
+type emulatorAPI struct{ URL, Token string }
+
+// EmulatorAPIFile is where, under the data dir, serve --with-emulator
+// writes the emulator API's URL and token (mode 0600) as environment
+// variables, for the emulated provider, curl and tests run by the server's
+// owner: `set -a; . data/emulator/api.env`. The API is not announced
+// anywhere else (the Provider holds both in sealed credentials).
+const EmulatorAPIFile = "emulator/api.env"
+
 // startEmulator runs the node emulator and its HTTP API until ctx ends, and
-// returns the API's URL once it listens.
-func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra infraConfig, run func(func() error)) (string, error) {
+// returns the API's URL and token once it listens.
+func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra infraConfig, run func(func() error)) (emulatorAPI, error) {
 	kube, err := emulatorKube(log, infra.EmulatorKube, infra.KubeTools)
 	if err != nil {
-		return "", err
+		return emulatorAPI{}, err
 	}
 	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(dataDir, "emulator"),
 		// The README sends users to talosctl against these nodes.
 		ShutdownDelay: emulator.InteractiveShutdownDelay, Kube: kube,
 		Logf: func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "emulator") }})
 	if err != nil {
-		return "", fmt.Errorf("starting the emulator: %w", err)
+		return emulatorAPI{}, fmt.Errorf("starting the emulator: %w", err)
 	}
 	ln, err := net.Listen("tcp", infra.EmulatorListen)
 	if err != nil {
-		return "", fmt.Errorf("emulator: listening on %s: %w", infra.EmulatorListen, err)
+		return emulatorAPI{}, fmt.Errorf("emulator: listening on %s: %w", infra.EmulatorListen, err)
 	}
 	srv := &http.Server{Handler: emu.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	run(func() error { return emu.Run(ctx) })
@@ -139,11 +151,16 @@ func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra 
 	select {
 	case <-emu.Ready():
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return emulatorAPI{}, ctx.Err()
 	}
-	url := "http://" + ln.Addr().String()
-	log.Info("talos node emulator started", "api", url, "dir", filepath.Join(dataDir, "emulator"))
-	return url, nil
+	api := emulatorAPI{URL: "http://" + ln.Addr().String(), Token: emu.APIToken()}
+	env := fmt.Sprintf("%s=%s\n%s=%s\n", providers.EmulatorEndpointEnv, api.URL, providers.EmulatorTokenEnv, api.Token)
+	if err := os.WriteFile(filepath.Join(dataDir, EmulatorAPIFile), []byte(env), 0o600); err != nil {
+		return emulatorAPI{}, fmt.Errorf("emulator: %w", err)
+	}
+	log.Info("talos node emulator started", "api", api.URL, "dir", filepath.Join(dataDir, "emulator"),
+		"credentials", filepath.Join(dataDir, EmulatorAPIFile))
+	return api, nil
 }
 
 // emulatorKube decides --emulator-kube and says in the log what nodes run.
@@ -205,14 +222,26 @@ func (k kubeAccess) EnsureAccessRBAC(ctx context.Context, tenant string) error {
 	return k.clients.EnsureAccessRBAC(ctx, tenant)
 }
 
+// credentialStore keeps Provider credentials sealed (identity.Service).
+type credentialStore interface {
+	PutProviderCredentials(ctx context.Context, name string, data map[string]string) (bool, error)
+}
+
 // registerEmulatedProvider creates (or points at the emulator) the Provider
-// `emulated` once the read model is ready.
-func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, endpoint string) error {
+// `emulated` once the read model is ready. The emulator's URL and token go
+// into sealed credentials of the same name (spec.credentialsRef), which
+// the runner hands tofu as EMULATOR_ENDPOINT and EMULATOR_TOKEN: every role
+// reads Providers, and the API makes machines and injects faults.
+func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, creds credentialStore, api emulatorAPI) error {
 	if err := cache.Sync(ctx); err != nil {
 		return err
 	}
-	cfg, _ := json.Marshal(map[string]string{"endpoint": endpoint})
-	spec, _ := json.Marshal(domain.ProviderSpec{Type: domain.ProviderEmulated, Config: cfg})
+	if _, err := creds.PutProviderCredentials(ctx, EmulatedProvider, map[string]string{
+		providers.EmulatorEndpointEnv: api.URL, providers.EmulatorTokenEnv: api.Token}); err != nil {
+		return fmt.Errorf("storing the emulator's credentials: %w", err)
+	}
+	spec, _ := json.Marshal(domain.ProviderSpec{Type: domain.ProviderEmulated, Config: json.RawMessage(`{}`),
+		CredentialsRef: &domain.SecretRef{Name: EmulatedProvider}})
 	ref := domain.Ref{Kind: domain.ProviderKind.Kind, Name: EmulatedProvider}
 	_, err := store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {
 		cmd := domain.Command{Ref: ref, Actor: "system:emulator", Now: time.Now(), NewUID: uuid.NewString()}
@@ -243,6 +272,23 @@ func backendURL(addr net.Addr, tls bool) string {
 	return scheme + "://" + net.JoinHostPort(host, port)
 }
 
+// secretFiles are the files of secrets serve's flags name, which tofu's
+// sandbox shows empty (those in the data dir are hidden with it). A secret
+// given as a value (--admin-token, REZUSCLOUD_SECRETS_PASSPHRASE, the
+// session signing key) is only in the server's memory and environment,
+// which the sandbox's own PID namespace keeps out of tofu's /proc.
+// TestSandboxHidesEverySecretFile fails on a flag added without saying
+// whether it names one.
+func (cfg serveConfig) secretFiles() []string {
+	var files []string
+	for _, f := range []string{cfg.SecretsKeyFile, cfg.TLS.KeyFile, cfg.NATSCreds, cfg.SSO.SecretFile} {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
 // tofuSandbox is the sandbox tofu runs in (--tofu-sandbox): the data dir and
 // the secret files outside it hidden, but for the plugin caches. nil when it
 // is off, or when auto finds that this host cannot make one (then module
@@ -257,13 +303,8 @@ func tofuSandbox(ctx context.Context, log *slog.Logger, cfg serveConfig, workDir
 	default:
 		return nil, fmt.Errorf("--tofu-sandbox %q: want on, auto or off", mode)
 	}
-	sb := &tfrunner.Sandbox{Hide: []string{cfg.DataDir},
+	sb := &tfrunner.Sandbox{Hide: []string{cfg.DataDir}, HideFiles: cfg.secretFiles(),
 		Keep: []string{filepath.Join(workDir, "plugin-cache"), filepath.Join(workDir, "validate-plugin-cache")}}
-	for _, f := range []string{cfg.SecretsKeyFile, cfg.TLS.KeyFile, cfg.NATSCreds} {
-		if f != "" {
-			sb.HideFiles = append(sb.HideFiles, f)
-		}
-	}
 	if err := tfrunner.ProbeSandbox(ctx, sb); err != nil {
 		if mode == "on" {
 			return nil, fmt.Errorf("--tofu-sandbox=on: tofu's sandbox cannot be made here: %w", err)
