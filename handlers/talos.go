@@ -137,8 +137,8 @@ func (a *API) callerTenantRole(c echo.Context, tenant string) (string, error) {
 
 // talosconfig serves GET /tenants/{t}/talosconfig: a client certificate
 // valid for CredentialTTL with the Talos role of the caller's role on the
-// tenant (admin os:admin, edit os:operator, view os:reader); the download
-// is recorded.
+// tenant (talos.TalosRoleFor: global admins os:admin, everyone else
+// os:reader); the download is recorded.
 func (a *API) talosconfig(c echo.Context) error {
 	tenant, _, err := a.talosParams(c, false)
 	if err != nil {
@@ -149,7 +149,7 @@ func (a *API) talosconfig(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tr, _ := talos.TalosRoleFor(r)
+	tr, _ := talos.TalosRoleFor(r, accessOf(c).Global() == domain.RoleAdmin)
 	body, notAfter, err := a.talos.UserTalosconfig(c.Request().Context(), tenant, tr, a.cfg.CredentialTTL)
 	if err != nil {
 		return err

@@ -72,14 +72,19 @@ func KubeGroups(role string, idpGroups []string) []string {
 }
 
 // TalosRoleFor is the Talos API role of a RezusCloud role on a tenant
-// (false for none).
-func TalosRoleFor(r string) (role.Role, bool) {
+// (false for none). os:admin reads the machine config with every CA key and
+// mints a year-long system:masters kubeconfig (Talos's Kubeconfig call), and
+// os:operator takes etcd snapshots: what holds the tenant's secrets goes to
+// global admins only (globalAdmin), so a tenant admin by binding and an
+// editor get os:reader, as a viewer does (issue 42, finding 1).
+func TalosRoleFor(r string, globalAdmin bool) (role.Role, bool) {
 	switch r {
 	case domain.RoleAdmin:
-		return role.Admin, true
-	case domain.RoleEdit:
-		return role.Operator, true
-	case domain.RoleView:
+		if globalAdmin {
+			return role.Admin, true
+		}
+		return role.Reader, true
+	case domain.RoleEdit, domain.RoleView:
 		return role.Reader, true
 	}
 	return "", false
