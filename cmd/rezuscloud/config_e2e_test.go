@@ -101,11 +101,7 @@ func (p *proc) waitConfigs(tenant, what string) map[string]string {
 // emulatorFault replaces a node's faults on the emulator's HTTP API.
 func (p *proc) emulatorFault(node, faults string) {
 	p.t.Helper()
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	req, err := http.NewRequest("PUT", endpoint+"/v1/nodes/"+node+"/faults", bytes.NewReader([]byte(faults)))
-	require.NoError(p.t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodPut, "/v1/nodes/"+node+"/faults", bytes.NewReader([]byte(faults))))
 	require.NoError(p.t, err)
 	resp.Body.Close()
 	require.Equal(p.t, http.StatusOK, resp.StatusCode)

@@ -124,9 +124,7 @@ func (p *proc) settled(tenant string, wantMachines int) {
 }
 
 func (p *proc) emulatorNodes() []map[string]any {
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	resp, err := http.Get(endpoint + "/v1/nodes")
+	resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodGet, "/v1/nodes", nil))
 	require.NoError(p.t, err)
 	defer resp.Body.Close()
 	var l struct{ Items []map[string]any }

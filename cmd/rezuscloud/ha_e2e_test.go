@@ -25,8 +25,9 @@ import (
 )
 
 // startTestEmulator runs the node emulator in the test process, so the
-// machines outlive whichever replica is killed, and returns its API's URL.
-func startTestEmulator(t *testing.T) string {
+// machines outlive whichever replica is killed, and returns its API's URL
+// and bearer token.
+func startTestEmulator(t *testing.T) (url, token string) {
 	t.Helper()
 	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(t.TempDir(), "emulator")})
 	require.NoError(t, err)
@@ -48,7 +49,7 @@ func startTestEmulator(t *testing.T) string {
 	case <-time.After(startWithin):
 		t.Fatal("the emulator did not start")
 	}
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), emu.APIToken()
 }
 
 // watchEvent is one event of a watch: its type and the object's name and
@@ -161,7 +162,7 @@ func (p *proc) providerNames() []string {
 func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	t.Parallel()
 	tofu, mirror := tofutest.Tools(t)
-	emu := startTestEmulator(t)
+	emu, emuToken := startTestEmulator(t)
 	c := newTestCluster(t)
 	infra := []string{"--tofu", tofu, "--provider-mirror", mirror, "--apply-debounce", "1500ms", "--resync", "0", "--log-level", "info"}
 	var ps [3]*proc
@@ -171,8 +172,11 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	for i, p := range ps {
 		require.True(t, p.waitReady(c.dirs[i]), "another process took its address")
 	}
-	code, body := ps[0].do(http.MethodPost, "/api/v1/providers",
-		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q}}}`, emu))
+	// The emulator's token as any Provider's credentials: sealed, named by credentialsRef.
+	code, body := ps[0].do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = ps[0].do(http.MethodPost, "/api/v1/providers",
+		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
 	require.Equal(t, http.StatusCreated, code, body)
 
 	// Writes through all three: providers (cheap, no apply), each

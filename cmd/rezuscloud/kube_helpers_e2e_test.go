@@ -128,11 +128,7 @@ func etcdDisaster(t *testing.T, p *proc, tenant string, k kubernetes.Interface, 
 		}
 	}
 	require.NotEmpty(t, cluster)
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	req, err := http.NewRequest(http.MethodDelete, endpoint+"/v1/clusters/"+cluster+"/etcd", nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodDelete, "/v1/clusters/"+cluster+"/etcd", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)

@@ -21,11 +21,7 @@ import (
 func (p *proc) setFaults(node, faults string) {
 	p.t.Helper()
 	p.eventually(time.Minute, "faults of "+node+" set", func() bool {
-		_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-		endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-		req, err := http.NewRequest(http.MethodPut, endpoint+"/v1/nodes/"+node+"/faults", strings.NewReader(faults))
-		require.NoError(p.t, err)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodPut, "/v1/nodes/"+node+"/faults", strings.NewReader(faults)))
 		if err != nil {
 			return false
 		}

@@ -15,6 +15,8 @@ import (
 )
 
 // moduleProviderBody is a Provider of type module whose files are dir's.
+// Its provider reads the emulator API's token from the credentials
+// serve --with-emulator stores for its own Provider (EMULATOR_TOKEN).
 func moduleProviderBody(t *testing.T, name, dir string, config map[string]any) string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -26,7 +28,8 @@ func moduleProviderBody(t *testing.T, name, dir string, config map[string]any) s
 		files[e.Name()] = string(b)
 	}
 	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"name": name},
-		"spec": map[string]any{"type": "module", "config": config, "module": map[string]any{"files": files}}})
+		"spec": map[string]any{"type": "module", "config": config, "module": map[string]any{"files": files},
+			"credentialsRef": map[string]any{"name": "emulated"}}})
 	require.NoError(t, err)
 	return string(b)
 }
@@ -60,8 +63,7 @@ func (p *proc) providerCondition(name, typ string) (status, reason, message stri
 func TestModuleProviderBuildsScalesUpgradesAndDestroys(t *testing.T) {
 	t.Parallel()
 	p := startInfraServer(t, t.TempDir())
-	_, emu := p.do("GET", "/api/v1/providers/emulated", "")
-	api := emu["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
+	api, _ := p.emulatorAPI()
 	code, body := p.do("POST", "/api/v1/providers", moduleProviderBody(t, "mod", filepath.Join("testdata", "module-emulated"), map[string]any{"api": api}))
 	require.Equal(t, http.StatusCreated, code, body)
 	p.eventually(2*time.Minute, "tofu validate of the module", func() bool {

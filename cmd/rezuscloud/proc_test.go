@@ -59,8 +59,10 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	logs   *bytes.Buffer
-	done   chan error
+	// dataDir is the server's --data-dir.
+	dataDir string
+	logs    *bytes.Buffer
+	done    chan error
 }
 
 func freePort(t *testing.T) string {
@@ -94,7 +96,7 @@ func launchServer(t *testing.T, addr, dataDir string, extra ...string) *proc {
 	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
 	for _, a := range extra {
 		if a == "--tls-self-signed" {
 			p.url = "https://" + addr

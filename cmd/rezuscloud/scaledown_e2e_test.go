@@ -47,7 +47,7 @@ type etcdWatch struct {
 	done     chan struct{}
 }
 
-func watchEtcd(endpoint, tenant string) *etcdWatch {
+func watchEtcd(endpoint, token, tenant string) *etcdWatch {
 	w := &etcdWatch{last: map[string]map[string]any{}, gone: map[string]map[string]any{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
@@ -58,15 +58,20 @@ func watchEtcd(endpoint, tenant string) *etcdWatch {
 			case <-w.stop:
 				return
 			case <-t.C:
-				w.poll(endpoint, tenant)
+				w.poll(endpoint, token, tenant)
 			}
 		}
 	}()
 	return w
 }
 
-func (w *etcdWatch) poll(endpoint, tenant string) {
-	resp, err := http.Get(endpoint + "/v1/nodes")
+func (w *etcdWatch) poll(endpoint, token, tenant string) {
+	req, err := http.NewRequest(http.MethodGet, endpoint+"/v1/nodes", nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
 	}
@@ -171,9 +176,8 @@ func TestScaleDownControlPlanesKeepsQuorum(t *testing.T) {
 	require.Contains(t, fmt.Sprint(st["message"]), "would remove all 3 control planes")
 
 	// 3 → 1, watched through the emulator.
-	_, prov := p.do("GET", "/api/v1/providers/emulated", "")
-	endpoint := prov["spec"].(map[string]any)["config"].(map[string]any)["endpoint"].(string)
-	watch := watchEtcd(endpoint, tenant)
+	url, tok := p.emulatorAPI()
+	watch := watchEtcd(url, tok, tenant)
 	before := len(p.applies(tenant))
 	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/tenants/"+tenant+"/nodegroups/cp", `{"spec":{"count":1}}`))
 	p.eventually(3*time.Minute, "the scale-down applied", func() bool {

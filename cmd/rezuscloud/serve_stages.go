@@ -381,16 +381,16 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	rollouts := rollout.New(rolloutCfg)
 	g.Go(func() error { return rollouts.Run(gctx) })
 	if cfg.Infra.WithEmulator {
-		endpoint, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
+		api, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {
 			return err
 		}
 		if !cfg.Infra.ImageFactorySet {
 			// No factory is reachable from here: the emulator stands in.
-			s.schematics.set(factory.New(endpoint, nil))
-			log.Info("schematics are registered with the emulator's stand-in for the image factory", "url", endpoint)
+			s.schematics.set(factory.New(api.URL, nil))
+			log.Info("schematics are registered with the emulator's stand-in for the image factory", "url", api.URL)
 		}
-		g.Go(func() error { return registerEmulatedProvider(gctx, s.store, s.cache, endpoint) })
+		g.Go(func() error { return registerEmulatedProvider(gctx, s.store, s.cache, s.ids, api) })
 	}
 	// The sampler of refused anonymous requests outlives the workers: it
 	// stops after the HTTP server's last request and before the audit log closes.

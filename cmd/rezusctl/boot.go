@@ -65,7 +65,7 @@ func (r *rezusctl) bootCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Value: 0, Usage: "number of worker machines"},
 			&cli.StringFlag{Name: "state-dir", Usage: "emulated: persist the nodes in `DIR`, so a rerun brings them back"},
 			&cli.StringFlag{Name: "addressing", Usage: "emulated: loopback (127.0.N.M:50000) or ports; default: loopback where possible"},
-			&cli.StringFlag{Name: "listen", Usage: "emulated: serve the emulator's HTTP API on `ADDR` (e.g. 127.0.0.1:8099)"},
+			&cli.StringFlag{Name: "listen", Usage: "emulated: serve the emulator's HTTP API on `ADDR` (e.g. 127.0.0.1:8099); it prints the bearer token the API needs"},
 			&cli.StringFlag{Name: "kube", Value: "auto", Usage: "emulated: run the real Kubernetes control plane on control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` built them into --kube-tools)"},
 			&cli.StringFlag{Name: "kube-tools", Value: ".tools", Usage: "emulated: where hack/kube.sh built etcd and the Kubernetes binaries"},
 			&cli.StringFlag{Name: "image", Value: defaultTalosImage, Usage: "docker: the Talos container `IMAGE`"},
@@ -140,7 +140,9 @@ func (r *rezusctl) bootEmulated(c *cli.Context, plan bootPlan) error {
 		srv := &http.Server{Handler: em.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go srv.Serve(lis)                        //nolint:errcheck // ends with Shutdown.
 		defer srv.Shutdown(context.Background()) //nolint:errcheck
-		fmt.Fprintf(r.env.Stdout, "emulator API: http://%s/v1/nodes\n", lis.Addr())
+		// The token is the caller's to use (the emulated provider reads it
+		// as EMULATOR_TOKEN); kept in the state dir when there is one.
+		fmt.Fprintf(r.env.Stdout, "emulator API: http://%s/v1/nodes (Authorization: Bearer %s)\n", lis.Addr(), em.APIToken())
 	}
 	for _, n := range plan.Nodes {
 		if _, err := em.Get(n.Name); err == nil {

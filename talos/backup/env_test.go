@@ -141,6 +141,7 @@ func (e *env) etcd(method, path, body string) emulator.EtcdData {
 	e.T.Helper()
 	req, err := http.NewRequestWithContext(e.Ctx, method, e.api.URL+"/v1/clusters/"+url.PathEscape(e.cluster)+"/etcd"+path, strings.NewReader(body))
 	require.NoError(e.T, err)
+	req.Header.Set("Authorization", "Bearer "+e.Em.APIToken())
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.T, err)
 	defer resp.Body.Close()

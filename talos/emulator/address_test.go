@@ -47,7 +47,7 @@ func apiCall(t *testing.T, url, method, path string, body any, want int) map[str
 func TestAddressReservations(t *testing.T) {
 	t.Parallel()
 	em, _ := startEmulator(t, Config{Addressing: AddressingLoopback})
-	srv := httptest.NewServer(em.Handler())
+	srv := httptest.NewServer(authorized(em))
 	t.Cleanup(srv.Close)
 
 	cp := apiCall(t, srv.URL, http.MethodPost, "/v1/addresses", AddressSpec{Name: "cp"}, http.StatusCreated)
@@ -158,7 +158,7 @@ func TestAddressReservations(t *testing.T) {
 func TestAddressesNeedLoopback(t *testing.T) {
 	t.Parallel()
 	em, _ := startEmulator(t, Config{Addressing: AddressingPorts})
-	srv := httptest.NewServer(em.Handler())
+	srv := httptest.NewServer(authorized(em))
 	t.Cleanup(srv.Close)
 
 	tests := []struct {

@@ -71,7 +71,7 @@ func eventuallyHolds(t *testing.T, base, name, want string) {
 }
 
 func serveHTTP(t *testing.T, em *Emulator) string {
-	srv := httptest.NewServer(em.Handler())
+	srv := httptest.NewServer(authorized(em))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -61,6 +61,10 @@ type Config struct {
 	Now func() time.Time
 	// Logf receives the emulator's diagnostics; default: discarded.
 	Logf func(format string, args ...any)
+	// APIToken is the bearer token Handler's /v1 routes require. Default
+	// "": the one kept in StateDir/APITokenFile, else a new random one,
+	// kept there when StateDir is set (APIToken returns it).
+	APIToken string
 	// Kube, when set, runs a real Kubernetes control plane on the control
 	// planes and an emulated kubelet on every node (kube.go); nil: light
 	// mode, with etcd imitated and no Kubernetes API.

@@ -23,6 +23,8 @@ const kindNode = "EmulatedNode"
 type Emulator struct {
 	cfg   Config
 	ready chan struct{}
+	// token is the HTTP API's bearer token (apitoken.go).
+	token string
 
 	// osCAs maps a cluster id to its OS CA with key, learnt from control-plane
 	// configs; a sync.Map so nodes read it under their own lock.
@@ -58,7 +60,11 @@ func New(cfg Config) (*Emulator, error) {
 		return nil, fmt.Errorf("emulator config: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	e := &Emulator{cfg: cfg, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
+	token, err := apiToken(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
+	e := &Emulator{cfg: cfg, token: token, ready: make(chan struct{}), nodes: map[string]*node{}, addresses: map[string]*reservation{},
 		etcd: map[string]*etcdState{}, scanFrom: loopbackScanStart(cfg.StateDir)}
 	if cfg.Kube != nil {
 		dir := filepath.Join(cfg.StateDir, "kube")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
@@ -166,4 +167,15 @@ func requireCode(t *testing.T, want codes.Code, err error) {
 	t.Helper()
 	require.Error(t, err)
 	require.Equal(t, want, status.Code(err), "error: %v", err)
+}
+
+// authorized is em's HTTP API for the tests that are not about its
+// authentication: every request carries the bearer token, as the emulated
+// provider's do (TestHTTPAPIToken tests the refusals).
+func authorized(em *Emulator) http.Handler {
+	h := em.Handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+em.APIToken())
+		h.ServeHTTP(w, r)
+	})
 }

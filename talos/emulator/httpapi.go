@@ -13,7 +13,12 @@ import (
 
 // Handler serves the emulator over HTTP, for the `emulated` provider and for
 // people poking at it with curl. Bodies are JSON; errors are Kubernetes-style
-// Status objects (domain.StatusOf).
+// Status objects (domain.StatusOf). Every /v1 route needs the bearer token
+// (Authorization: Bearer <APIToken()>; 401 Unauthorized without it): they
+// make and remove nodes and inject faults that make remediation replace
+// machines. The schematic routes need none, as the public Image Factory
+// they stand in for: a schematic's ID is the hash of its content, so adding
+// one changes no other.
 //
 //	GET    /v1/nodes                list nodes             200 {"items":[NodeStatus…]}
 //	POST   /v1/nodes                create a node          201 NodeStatus
@@ -172,7 +177,10 @@ func (e *Emulator) Handler() http.Handler {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	e.etcdRoutes(mux)
-	return mux
+	top := http.NewServeMux()
+	top.Handle("/v1/", e.requireToken(mux))
+	top.Handle("/", mux)
+	return top
 }
 
 // etcdRoutes adds the etcd data API documented on Handler.

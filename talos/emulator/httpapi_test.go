@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ import (
 func TestHTTPAPI(t *testing.T) {
 	t.Parallel()
 	em, _ := startEmulator(t, Config{Addressing: AddressingPorts})
-	srv := httptest.NewServer(em.Handler())
+	srv := httptest.NewServer(authorized(em))
 	t.Cleanup(srv.Close)
 
 	call := func(method, path string, body any, want int, out any) {
@@ -79,7 +81,7 @@ func TestHTTPAPI(t *testing.T) {
 func TestHTTPEtcd(t *testing.T) {
 	t.Parallel()
 	em, _ := startEmulator(t, fastConfig(""))
-	srv := httptest.NewServer(em.Handler())
+	srv := httptest.NewServer(authorized(em))
 	t.Cleanup(srv.Close)
 	cl := newTestCluster(t, "httpetcd")
 	st := configuredNode(t, em, "cp-1", cl.controlPlane)
@@ -133,4 +135,75 @@ func TestHTTPEtcd(t *testing.T) {
 	call(http.MethodDelete, base, "", http.StatusNoContent)
 	require.Equal(t, EtcdData{Cluster: d.Cluster, Keys: map[string]string{}}, call(http.MethodGet, base, "", http.StatusOK))
 	call(http.MethodPut, base+"/keys/a", "1", http.StatusConflict)
+}
+
+// TestHTTPAPIToken replays issue 42's finding 12: a local process without
+// the API's token put a node unreachable through PUT /v1/nodes/{n}/faults,
+// and remediation replaced the machine. Every /v1 route now answers 401
+// without the token (and does nothing); the token is kept in the state dir
+// (0600) and outlives a restart; the schematic routes stay open, as the
+// public Image Factory's.
+func TestHTTPAPIToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	em, stop := startEmulator(t, Config{Addressing: AddressingPorts, StateDir: dir})
+	srv := httptest.NewServer(em.Handler())
+	t.Cleanup(srv.Close)
+	_, err := em.Create(t.Context(), NodeSpec{Name: "n1", Cluster: "c"})
+	require.NoError(t, err)
+	token := em.APIToken()
+	require.Len(t, token, 64)
+
+	call := func(method, path, auth, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	for _, auth := range []string{"", "Bearer", "Bearer " + token[:63], "Bearer " + token + "x", "Basic " + token, token, "Bearer  " + token} {
+		for _, r := range []struct{ method, path, body string }{
+			{http.MethodPut, "/v1/nodes/n1/faults", `{"unreachable":true,"unhealthy":true}`},
+			{http.MethodGet, "/v1/nodes", ""},
+			{http.MethodPost, "/v1/nodes", `{"name":"n2"}`},
+			{http.MethodDelete, "/v1/nodes/n1", ""},
+			{http.MethodPost, "/v1/addresses", `{"name":"a"}`},
+			{http.MethodDelete, "/v1/clusters/c/etcd", ""},
+			{http.MethodGet, "/v1/", ""},
+		} {
+			code, body := call(r.method, r.path, auth, r.body)
+			require.Equal(t, http.StatusUnauthorized, code, "%s %s with %q: %s", r.method, r.path, auth, body)
+			require.Contains(t, body, `"reason":"Unauthorized"`)
+		}
+	}
+	st, err := em.Get("n1")
+	require.NoError(t, err)
+	require.Equal(t, Faults{}, st.Faults, "no fault was injected")
+	require.Equal(t, PhaseMaintenance, st.Phase)
+	require.Len(t, em.List(), 1)
+
+	code, body := call(http.MethodPut, "/v1/nodes/n1/faults", "Bearer "+token, `{"unhealthy":true}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = call(http.MethodGet, "/v1/nodes", "bearer "+token, "") // the scheme is case-insensitive (RFC 9110)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = call(http.MethodPost, "/schematics", "", `{"customization":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+
+	fi, err := os.Stat(filepath.Join(dir, APITokenFile))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	stop()
+	again, _ := startEmulator(t, Config{Addressing: AddressingPorts, StateDir: dir})
+	require.Equal(t, token, again.APIToken(), "the token outlives a restart")
+	other, _ := startEmulator(t, Config{Addressing: AddressingPorts})
+	require.NotEqual(t, token, other.APIToken())
+	given, _ := startEmulator(t, Config{Addressing: AddressingPorts, APIToken: "given"})
+	require.Equal(t, "given", given.APIToken())
 }

@@ -36,6 +36,7 @@ type tofuRunner struct {
 	tofu    string
 	dir     string
 	cliConf string
+	token   string
 }
 
 // run runs tofu with args and returns its exit code and combined output; it
@@ -53,6 +54,7 @@ func (r tofuRunner) run(args ...string) (int, string) {
 		"TF_IN_AUTOMATION=1",
 		"TF_INPUT=0",
 		"CHECKPOINT_DISABLE=1",
+		EnvToken + "=" + r.token,
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -73,15 +75,16 @@ func (r tofuRunner) must(args ...string) string {
 	return out
 }
 
-// newWorkspace writes main.tf and the variables into a new directory and runs tofu init there.
-func newWorkspace(t *testing.T, tofu, cliConf, mainTF string, vars map[string]string) tofuRunner {
+// newWorkspace writes main.tf and the variables into a new directory and runs tofu init there;
+// tofu gets the emulator's token as RezusCloud hands it over, in the environment.
+func newWorkspace(t *testing.T, tofu, cliConf, token, mainTF string, vars map[string]string) tofuRunner {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(mainTF), 0o600))
 	b, err := json.Marshal(vars)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "vars.auto.tfvars.json"), b, 0o600))
-	r := tofuRunner{t: t, tofu: tofu, dir: dir, cliConf: cliConf}
+	r := tofuRunner{t: t, tofu: tofu, dir: dir, cliConf: cliConf, token: token}
 	r.must("init", "-no-color", "-input=false")
 	return r
 }
@@ -187,7 +190,7 @@ func TestAcceptance(t *testing.T) {
 	em, endpoint := startEmulator(t, emulator.AddressingLoopback)
 	cp, worker := renderConfigs(t, "acc")
 
-	ws := newWorkspace(t, tofu, cliConf, clusterTF, map[string]string{
+	ws := newWorkspace(t, tofu, cliConf, em.APIToken(), clusterTF, map[string]string{
 		"endpoint": endpoint, "controlplane_config": cp, "worker_config": worker,
 	})
 	lock, err := os.ReadFile(filepath.Join(ws.dir, ".terraform.lock.hcl"))
@@ -279,7 +282,7 @@ resource "emulated_address" "bad" {
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				ws := newWorkspace(t, tofu, cliConf, providerBlock+tt.resource, map[string]string{"endpoint": endpoint})
+				ws := newWorkspace(t, tofu, cliConf, em.APIToken(), providerBlock+tt.resource, map[string]string{"endpoint": endpoint})
 				code, out := ws.run("apply", "-auto-approve", "-no-color", "-input=false")
 				t.Log(out)
 				require.Equal(t, 1, code, out)
@@ -307,7 +310,7 @@ resource "emulated_machine" "left" {
   address   = emulated_address.left.address
   user_data = ""
 }`
-		ws := newWorkspace(t, tofu, cliConf, main, map[string]string{"endpoint": endpoint})
+		ws := newWorkspace(t, tofu, cliConf, em.APIToken(), main, map[string]string{"endpoint": endpoint})
 		out := ws.must("apply", "-auto-approve", "-no-color", "-input=false")
 		flat := strings.Join(strings.Fields(out), " ")
 		require.Contains(t, flat, `Adopted existing emulated address "acc-left"`)
@@ -325,7 +328,7 @@ resource "emulated_machine" "m" {
   name      = "acc-inplace"
   user_data = var.worker_config
 }`
-		ws := newWorkspace(t, tofu, cliConf, main, map[string]string{"endpoint": endpoint})
+		ws := newWorkspace(t, tofu, cliConf, em.APIToken(), main, map[string]string{"endpoint": endpoint})
 		ws.must("apply", "-auto-approve", "-no-color", "-input=false")
 		before, err := em.Get("acc-inplace")
 		require.NoError(t, err)
@@ -364,7 +367,7 @@ resource "emulated_machine" "i" {
   address   = emulated_address.i.address
   user_data = ""
 }`
-		ws := newWorkspace(t, tofu, cliConf, main, map[string]string{"endpoint": endpoint})
+		ws := newWorkspace(t, tofu, cliConf, em.APIToken(), main, map[string]string{"endpoint": endpoint})
 		ws.must("import", "-no-color", "-input=false", "emulated_address.i", "acc-imported")
 		ws.must("import", "-no-color", "-input=false", "emulated_machine.i", "acc-imported")
 		code, out := ws.run("plan", "-detailed-exitcode", "-no-color", "-input=false")

@@ -24,12 +24,14 @@ const DefaultTimeout = 30 * time.Second
 // it against the real emulator handler, so the two cannot drift apart.
 type Client struct {
 	endpoint string
+	token    string
 	http     *http.Client
 }
 
-// NewClient returns a client for the API at endpoint (an http or https URL);
-// each call gives up after timeout (DefaultTimeout when zero).
-func NewClient(endpoint string, timeout time.Duration) (*Client, error) {
+// NewClient returns a client for the API at endpoint (an http or https URL)
+// that authenticates with the API's bearer token; each call gives up after
+// timeout (DefaultTimeout when zero).
+func NewClient(endpoint, token string, timeout time.Duration) (*Client, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
@@ -40,7 +42,7 @@ func NewClient(endpoint string, timeout time.Duration) (*Client, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	return &Client{endpoint: strings.TrimSuffix(endpoint, "/"), http: &http.Client{Timeout: timeout}}, nil
+	return &Client{endpoint: strings.TrimSuffix(endpoint, "/"), token: token, http: &http.Client{Timeout: timeout}}, nil
 }
 
 // NodeSpec is the emulator's NodeSpec: what creating a node needs.
@@ -169,6 +171,9 @@ func (c *Client) do(ctx context.Context, method, path string, body any, want int
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("calling the emulator: %w", err)

@@ -47,7 +47,7 @@ func startEmulator(t *testing.T, addressing emulator.Addressing) (*emulator.Emul
 func TestClientAgainstEmulator(t *testing.T) {
 	t.Parallel()
 	em, url := startEmulator(t, emulator.AddressingLoopback)
-	c, err := NewClient(url+"/", 0)
+	c, err := NewClient(url+"/", em.APIToken(), 0)
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -93,6 +93,17 @@ func TestClientAgainstEmulator(t *testing.T) {
 			http.StatusNotFound, "NotFound", `emulatednode "nope" not found`},
 		{"missing address", func() error { _, err := c.GetAddress(ctx, "nope"); return err },
 			http.StatusNotFound, "NotFound", `emulatedaddress "nope" not found`},
+		{"no token", func() error {
+			anon, err := NewClient(url, "", 0)
+			require.NoError(t, err)
+			_, err = anon.GetNode(ctx, "cp-0")
+			return err
+		}, http.StatusUnauthorized, "Unauthorized", "needs its bearer token"},
+		{"wrong token", func() error {
+			wrong, err := NewClient(url, "not-"+em.APIToken(), 0)
+			require.NoError(t, err)
+			return wrong.DeleteNode(ctx, "cp-0")
+		}, http.StatusUnauthorized, "Unauthorized", "needs its bearer token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,7 +151,7 @@ func TestClientErrors(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(tt.handler)
 			t.Cleanup(srv.Close)
-			c, err := NewClient(srv.URL, tt.timeout)
+			c, err := NewClient(srv.URL, "", tt.timeout)
 			require.NoError(t, err)
 			_, err = c.GetNode(context.Background(), "n")
 			require.ErrorContains(t, err, tt.want)
@@ -151,7 +162,7 @@ func TestClientErrors(t *testing.T) {
 func TestNewClientRefusesBadEndpoints(t *testing.T) {
 	t.Parallel()
 	for _, endpoint := range []string{"", "127.0.0.1:8080", "ftp://host", "http://", "http://[::1"} {
-		_, err := NewClient(endpoint, 0)
+		_, err := NewClient(endpoint, "", 0)
 		require.Error(t, err, endpoint)
 		require.True(t, strings.Contains(err.Error(), "endpoint"), err.Error())
 	}

@@ -4,7 +4,8 @@
 // cloud account. cmd/terraform-provider-emulated serves it; nothing else in
 // the module should import it.
 //
-//	provider "emulated" { endpoint = "http://127.0.0.1:PORT" }
+//	provider "emulated" {} # EMULATOR_ENDPOINT and EMULATOR_TOKEN from the environment
+//	provider "emulated" { endpoint = "http://127.0.0.1:PORT", token = var.token }
 //	resource "emulated_address" "cp" { name = "demo-cp" }
 //	resource "emulated_machine" "cp" {
 //	  name      = "demo-cp-0"
@@ -16,6 +17,7 @@ package emulated
 
 import (
 	"context"
+	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -39,8 +41,18 @@ func New(version string) func() provider.Provider {
 
 type emulatedProvider struct{ version string }
 
+// The environment variables the provider falls back to, as RezusCloud sets
+// them from the Provider's sealed credentials (spec.credentialsRef): the
+// token never reaches the generated files, and the endpoint need not be in
+// the Provider's spec, which every role reads.
+const (
+	EnvEndpoint = "EMULATOR_ENDPOINT"
+	EnvToken    = "EMULATOR_TOKEN"
+)
+
 type providerModel struct {
 	Endpoint types.String `tfsdk:"endpoint"`
+	Token    types.String `tfsdk:"token"`
 }
 
 func (p *emulatedProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -53,8 +65,13 @@ func (p *emulatedProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 		Description: "Machines and reserved addresses on the RezusCloud Talos node emulator.",
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
-				Required:    true,
-				Description: "The emulator's HTTP API, e.g. http://127.0.0.1:8081.",
+				Optional:    true,
+				Description: "The emulator's HTTP API, e.g. http://127.0.0.1:8081; default $" + EnvEndpoint + ".",
+			},
+			"token": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "The emulator API's bearer token (its state dir's api-token); default $" + EnvToken + ".",
 			},
 		},
 	}
@@ -66,10 +83,22 @@ func (p *emulatedProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 func (p *emulatedProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
 	var m providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || m.Endpoint.IsUnknown() {
+	if resp.Diagnostics.HasError() || m.Endpoint.IsUnknown() || m.Token.IsUnknown() {
 		return
 	}
-	c, err := NewClient(m.Endpoint.ValueString(), DefaultTimeout)
+	endpoint, token := m.Endpoint.ValueString(), m.Token.ValueString()
+	if m.Endpoint.IsNull() {
+		endpoint = os.Getenv(EnvEndpoint)
+	}
+	if m.Token.IsNull() {
+		token = os.Getenv(EnvToken)
+	}
+	if endpoint == "" {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "No emulator endpoint",
+			"set the provider's endpoint or the environment variable "+EnvEndpoint)
+		return
+	}
+	c, err := NewClient(endpoint, token, DefaultTimeout)
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid emulator endpoint", err.Error())
 		return

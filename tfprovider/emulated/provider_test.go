@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // attr is how an attribute is declared, as the generated configurations and
@@ -72,4 +73,11 @@ func TestToolsPinTheVersion(t *testing.T) {
 	m := regexp.MustCompile(`(?m)^EMULATED_PROVIDER_VERSION=(\S+)$`).FindSubmatch(b)
 	require.NotNil(t, m, "hack/tools.sh sets EMULATED_PROVIDER_VERSION")
 	require.Equal(t, Version, string(m[1]))
+}
+
+// TestEnvNamesAreTheRunners: the runner hands tofu the emulator's endpoint
+// and token under the names the provider reads.
+func TestEnvNamesAreTheRunners(t *testing.T) {
+	require.Equal(t, providers.EmulatorEndpointEnv, EnvEndpoint)
+	require.Equal(t, providers.EmulatorTokenEnv, EnvToken)
 }

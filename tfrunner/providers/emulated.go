@@ -11,16 +11,20 @@ import (
 // emulatedType builds machines on the Talos node emulator through this
 // project's provider (tfprovider/emulated). Provider.spec.config:
 //
-//	{"endpoint": "http://127.0.0.1:8089"}   the emulator's HTTP API (required)
+//	{"endpoint": "http://127.0.0.1:8089"}   the emulator's HTTP API
 //
-// Node groups take no providerConfig of their own (only the renderer's
-// installDisk/installImage). The emulator needs no credentials.
+// The emulator's API needs its bearer token: the credentials the Provider's
+// spec.credentialsRef names hold it as EMULATOR_TOKEN, and may hold the
+// endpoint as EMULATOR_ENDPOINT instead of spec.config (which every role
+// reads): `serve --with-emulator` registers its emulator that way. Node
+// groups take no providerConfig of their own (only the renderer's
+// installDisk/installImage).
 var emulatedType = ProviderType{
 	Type:          domain.ProviderEmulated,
 	LocalName:     "emulated",
 	Source:        "rezuscloud/emulated",
 	Version:       "0.1.0",
-	CredentialEnv: nil,
+	CredentialEnv: []string{EmulatorEndpointEnv, EmulatorTokenEnv},
 	// Its machines are its module's output; the mapping reads states
 	// written before the type was a module.
 	Machines: MachineMapping{
@@ -34,6 +38,13 @@ var emulatedType = ProviderType{
 	config:      emulatedGen{},
 	gen:         emulatedGen{},
 }
+
+// The environment variables the emulated provider (tfprovider/emulated)
+// reads the emulator's API and its bearer token from.
+const (
+	EmulatorEndpointEnv = "EMULATOR_ENDPOINT"
+	EmulatorTokenEnv    = "EMULATOR_TOKEN"
+)
 
 type emulatedGen struct{}
 
@@ -52,7 +63,7 @@ func (emulatedGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
 		return nil, causes
 	}
 	c := fieldCauses{root: "spec.config"}
-	if c.required("endpoint", cfg.Endpoint) {
+	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			c.add("endpoint", domain.CauseInvalid, "%q must be an http URL of the emulator's API, e.g. http://127.0.0.1:8089", cfg.Endpoint)
@@ -80,9 +91,24 @@ var emulatedModule = embeddedModule("emulated")
 func (emulatedGen) module() *domain.ModuleSource { return emulatedModule }
 
 // moduleVars gives the module its emulator (spec.config.endpoint; the
-// module's endpoint input is the tenant's control-plane endpoint).
+// module's endpoint input is the tenant's control-plane endpoint). Without
+// one the module's provider reads EMULATOR_ENDPOINT from the credentials.
 func (emulatedGen) moduleVars(cfg any) map[string]any {
-	return map[string]any{"emulator": lit(cfg.(emulatedConfig).Endpoint)}
+	if e := cfg.(emulatedConfig).Endpoint; e != "" {
+		return map[string]any{"emulator": lit(e)}
+	}
+	return map[string]any{}
+}
+
+// emulatedEndpointCauses: an emulated Provider names its emulator in
+// spec.config.endpoint or through the credentials of spec.credentialsRef
+// (EMULATOR_ENDPOINT, which only the runner reads).
+func emulatedEndpointCauses(spec *domain.ProviderSpec, cfg any) []domain.Cause {
+	if c, ok := cfg.(emulatedConfig); !ok || c.Endpoint != "" || spec.CredentialsRef != nil {
+		return nil
+	}
+	return []domain.Cause{{Field: "spec.config.endpoint", Type: domain.CauseRequired,
+		Message: "required unless spec.credentialsRef names credentials that hold EMULATOR_ENDPOINT"}}
 }
 
 // moved moves the resources runs made before the type was a module

@@ -258,7 +258,7 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 			return nil, domain.NewInvalid(domain.ProviderKind.Kind, name, []domain.Cause{{Field: "spec.type", Type: domain.CauseNotSupported,
 				Message: fmt.Sprintf("%q cannot be built with OpenTofu; supported: %s", p.Spec.Type, strings.Join(TofuTypeNames(), ", "))}})
 		}
-		cfg, causes := typ.gen.decodeConfig(p.Spec.Config)
+		cfg, causes := decodeSpecConfig(typ, &p.Spec)
 		if len(causes) > 0 {
 			return nil, domain.NewInvalid(domain.ProviderKind.Kind, name, causes)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -169,11 +170,16 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	mirror = tofutest.WithProvider(t, mirror, "registry.opentofu.org/rezuscloud/emulated", "0.1.0", "./cmd/terraform-provider-emulated")
 	tofu := tofutest.NewRunnerWith(t, tofuBin, mirror)
 	em, url := startTestEmulator(t)
+	// As serve --with-emulator registers its emulator: the endpoint and the
+	// token in the Provider's credentials, which the runner hands tofu as
+	// its environment; nothing about the emulator in the generated files.
+	tofu.Env = []string{"EMULATOR_ENDPOINT=" + url, "EMULATOR_TOKEN=" + em.APIToken()}
 
 	tn := genTenant("demo", "")
 	bundle, err := talos.NewBundle(tn.Spec.TalosVersion, time.Now())
 	require.NoError(t, err)
-	providers := map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, `{"endpoint":"`+url+`"}`)}
+	providers := map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, `{}`)}
+	providers["emulated"].Spec.CredentialsRef = &domain.SecretRef{Name: "emulated"}
 	input := func(cpAddress string, workers int) GenerateInput {
 		return emulatedInput(t, tn, bundle, providers, cpAddress, workers)
 	}
@@ -181,6 +187,15 @@ func TestGeneratedEmulatedApply(t *testing.T) {
 	write := func(in GenerateInput) { writeFiles(t, dir, mustGenerate(t, in)) }
 
 	write(input(EndpointPlaceholder, 2))
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		require.NotContains(t, string(b), url, path)
+		require.NotContains(t, string(b), em.APIToken(), path)
+		return err
+	}))
 	tofu.Run(t, dir, "init", "-input=false", "-no-color")
 	out := tofu.Run(t, dir, "apply", "-auto-approve", "-input=false", "-no-color")
 	require.Contains(t, string(out), "Apply complete! Resources: 4 added, 0 changed, 0 destroyed.")
@@ -269,6 +284,7 @@ func TestEmulatedStatesMoveIntoTheModule(t *testing.T) {
 	mirror = tofutest.WithProvider(t, mirror, "registry.opentofu.org/rezuscloud/emulated", "0.1.0", "./cmd/terraform-provider-emulated")
 	tofu := tofutest.NewRunnerWith(t, tofuBin, mirror)
 	em, url := startTestEmulator(t)
+	tofu.Env = []string{"EMULATOR_TOKEN=" + em.APIToken()} // a Provider of before: the endpoint in spec.config
 	tn := genTenant("demo", "")
 	bundle, err := talos.NewBundle(tn.Spec.TalosVersion, time.Now())
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ func TestModuleCheckerInfo(t *testing.T) {
 	info, causes := ModuleChecker{Available: mirror}.Check(emulatedModuleSpec(nil))
 	require.Empty(t, causes)
 	require.Equal(t, []string{ModuleVarEndpoint, ModuleVarMachines, ModuleVarRole, ModuleVarTenant}, info.Inputs)
-	require.Equal(t, map[string]bool{"emulator": false}, info.Own)
+	require.Equal(t, map[string]bool{"emulator": true}, info.Own, "without it the provider reads EMULATOR_ENDPOINT")
 	require.True(t, info.Endpoint)
 	require.Equal(t, map[string]string{"emulated": "registry.opentofu.org/rezuscloud/emulated"}, info.Providers)
 

@@ -15,8 +15,6 @@ func TestProviderConfigValidation(t *testing.T) {
 		// want are "field: message" of every cause, in order.
 		want []string
 	}{
-		{"emulated: endpoint required", domain.ProviderEmulated, `{}`, []string{"spec.config.endpoint: required"}},
-		{"emulated: no config at all", domain.ProviderEmulated, ``, []string{"spec.config.endpoint: required"}},
 		{"emulated: not a URL", domain.ProviderEmulated, `{"endpoint":"127.0.0.1:8089"}`,
 			[]string{`spec.config.endpoint: "127.0.0.1:8089" must be an http URL of the emulator's API, e.g. http://127.0.0.1:8089`}},
 		{"emulated: unknown field", domain.ProviderEmulated, `{"endpoint":"http://x","region":"a"}`, []string{`spec.config.region: unknown field`}},

@@ -16,8 +16,18 @@ func ValidateProviderSpec(spec *domain.ProviderSpec) []domain.Cause {
 	if !ok {
 		return nil
 	}
-	_, causes := typ.config.decodeConfig(spec.Config)
+	_, causes := decodeSpecConfig(typ, spec)
 	return causes
+}
+
+// decodeSpecConfig decodes spec.config by typ's rules, with the checks
+// that need the rest of the spec: what both the write and the generator run.
+func decodeSpecConfig(typ *ProviderType, spec *domain.ProviderSpec) (any, []domain.Cause) {
+	cfg, causes := typ.config.decodeConfig(spec.Config)
+	if typ.Type == domain.ProviderEmulated && len(causes) == 0 {
+		causes = emulatedEndpointCauses(spec, cfg)
+	}
+	return cfg, causes
 }
 
 // ValidateGroupConfig runs the validation of a node group's

@@ -17,7 +17,7 @@ func TestValidateProviderSpec(t *testing.T) {
 		want              []string
 	}{
 		{"emulated fine", domain.ProviderEmulated, `{"endpoint":"http://127.0.0.1:8089"}`, nil},
-		{"emulated: endpoint required", domain.ProviderEmulated, `{}`, []string{"spec.config.endpoint: required"}},
+		{"emulated: endpoint required", domain.ProviderEmulated, `{}`, []string{"spec.config.endpoint: required unless spec.credentialsRef names credentials that hold EMULATOR_ENDPOINT"}},
 		{"openstack: a secret in the config", domain.ProviderOpenStack, `{"authURL":"https://k","password":"x"}`, []string{"spec.config.password: unknown field"}},
 		{"oci: required", domain.ProviderOCI, `{}`, []string{"spec.config.region: required", "spec.config.compartmentID: required"}},
 		{"metal: no settings", domain.ProviderMetal, ``, nil},
@@ -30,11 +30,19 @@ func TestValidateProviderSpec(t *testing.T) {
 			require.Equal(t, tc.want, causeStrings(got))
 			if typ, ok := tofuType(tc.typ); ok {
 				// The same causes as the generator's.
-				_, gen := typ.gen.decodeConfig(json.RawMessage(tc.config))
+				_, gen := decodeSpecConfig(typ, &domain.ProviderSpec{Type: tc.typ, Config: json.RawMessage(tc.config)})
 				require.Equal(t, causeStrings(gen), causeStrings(got))
 			}
 		})
 	}
+	t.Run("emulated: the endpoint in the credentials", func(t *testing.T) {
+		// serve --with-emulator's registration: EMULATOR_ENDPOINT and the
+		// token sealed, nothing about the emulator in what every role reads.
+		for _, config := range []string{``, `{}`} {
+			require.Empty(t, ValidateProviderSpec(&domain.ProviderSpec{Type: domain.ProviderEmulated, Config: json.RawMessage(config),
+				CredentialsRef: &domain.SecretRef{Name: "emulated"}}))
+		}
+	})
 }
 
 func TestValidateGroupConfig(t *testing.T) {

@@ -28,5 +28,6 @@ variable "machines" {
 
 variable "emulator" {
   type        = string
-  description = "The emulator's HTTP API, e.g. http://127.0.0.1:8089."
+  default     = null
+  description = "The emulator's HTTP API, e.g. http://127.0.0.1:8089; null: the provider reads EMULATOR_ENDPOINT, from the Provider's credentials."
 }
