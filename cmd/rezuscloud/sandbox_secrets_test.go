@@ -30,7 +30,7 @@ func TestSandboxHidesEverySecretFile(t *testing.T) {
 		"tofu": "", "provider-mirror": "", "tofu-sandbox": "", "emulator-kube": "", "kube-tools": "",
 		"image-factory": "", "emulator-listen": "", "cluster-name": "", "cluster-listen": "", "peers": "",
 		"node-name": "", "all-peers": "", "oidc-issuer": "", "oidc-client-id": "", "oidc-groups-claim": "", "oidc-scopes": "",
-		"external-url": "",
+		"external-url": "", "metal-networks": "",
 	}
 	base := t.TempDir()
 	var args []string

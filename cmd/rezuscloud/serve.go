@@ -54,6 +54,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "trusted-proxies", EnvVars: []string{"REZUSCLOUD_TRUSTED_PROXIES"}, Usage: "reverse proxies (comma-separated CIDRs) whose X-Forwarded-For names the client, for the audit trail and the login limiter; default none: the peer's address counts and the header is ignored"},
+			metalNetworksFlag,
 			ssoFlags[0], ssoFlags[1], ssoFlags[2], ssoFlags[3], ssoFlags[4], ssoFlags[5], ssoFlags[6], ssoFlags[7],
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
@@ -123,6 +124,11 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, n)
 	}
+	metal, err := metalAddressPolicy(c.String("metal-networks"), cfg.Infra.WithEmulator)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	cfg.MetalAddresses = metal
 	cwd, err := os.Getwd()
 	if err != nil {
 		return serveConfig{}, fmt.Errorf("finding the working directory for relative paths: %w", err)
@@ -164,6 +170,9 @@ type serveConfig struct {
 	Cluster clusterFlagsConfig
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is believed.
 	TrustedProxies []*net.IPNet
+	// MetalAddresses is the rule for metal machine addresses
+	// (--metal-networks, --with-emulator), for the API and the apply worker.
+	MetalAddresses talos.AddressPolicy
 	// Infra configures the apply worker and the emulator.
 	Infra infraConfig
 	// SSO configures single sign-on and password login.
