@@ -284,7 +284,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	s.modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
 	s.api = handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: s.modules, TrustedProxies: cfg.TrustedProxies,
-		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login"}, apiDeps)
+		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login", MetalAddresses: cfg.MetalAddresses}, apiDeps)
 	// The state page decrypts state with the apply worker's keys (made by
 	// startWorkers, before the server answers any request).
 	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
@@ -321,7 +321,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		WorkDir: s.workDir, BackendURL: backendURL(s.ln.Addr(), s.tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: s.ids, ProviderCredentials: s.ids, State: tfrunner.StoreState(s.stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
-		Metal: talos.NodeAPI{}, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
+		Metal: talos.NodeAPI{Addresses: &cfg.MetalAddresses}, MetalAddresses: cfg.MetalAddresses, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
