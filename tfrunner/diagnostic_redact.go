@@ -189,6 +189,9 @@ func moduleWord(w string, files map[string]string) bool {
 	return false
 }
 
+// maxConfigText bounds what configFiles reads.
+const maxConfigText = 8 << 20
+
 // configFiles are the configuration files tofu ran with in dir (its .tf and
 // .tf.json files, those of the modules under it too), by their path from
 // dir as tofu names them, up to max bytes in all.

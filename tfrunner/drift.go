@@ -195,7 +195,9 @@ func (w *Worker) planDrift(ctx context.Context, tenant string, t *domain.Tenant)
 	case errors.As(err, &exit) && exit.ExitCode() == 2 && ctx.Err() == nil:
 		// -detailed-exitcode: the plan has changes.
 	case len(ui.errors) > 0:
-		return plan, fmt.Errorf("tofu plan: %s", ui.errors[0])
+		// Stored in the tenant's drift status, which its viewers read:
+		// tofu's own words only, never what a module computed.
+		return plan, fmt.Errorf("tofu plan: %s", redactForReaders(ui.errors[0], configFiles(x.dir, maxConfigText)))
 	default:
 		return plan, err
 	}

@@ -36,6 +36,9 @@ type fakeTofu struct {
 	failApplies int
 	// block makes applies wait until their ctx ends.
 	block bool
+	// planDiagnostic, when set, is the error diagnostic (a line of tofu's
+	// JSON UI) plans print before failing.
+	planDiagnostic string
 	// started receives the args of each apply as it starts.
 	started chan []string
 	// onApply, when set, runs as an apply starts.
@@ -56,6 +59,7 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 	idx := len(f.calls) - 1
 	state := f.state
 	block := f.block
+	planDiagnostic := f.planDiagnostic
 	fail := false
 	if args[0] == "apply" && f.failApplies > 0 {
 		f.failApplies--
@@ -74,6 +78,10 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 			// Interrupted, tofu stops its walk and says only this.
 			<-ctx.Done()
 			fmt.Fprintln(out, `{"@level":"error","@message":"Error: execution halted","type":"diagnostic","diagnostic":{"severity":"error","summary":"execution halted","detail":""}}`)
+			return errors.New("tofu plan: exit status 1")
+		}
+		if planDiagnostic != "" {
+			fmt.Fprintln(out, planDiagnostic)
 			return errors.New("tofu plan: exit status 1")
 		}
 		fmt.Fprintln(out, `{"@level":"info","@message":"Plan: 0 to add, 0 to change, 0 to destroy.","type":"change_summary","changes":{"add":0,"change":0,"remove":0,"operation":"plan"}}`)

@@ -91,7 +91,9 @@ func (w *Worker) PlanChange(ctx context.Context, tenant string, ch talos.Change)
 		// tofu was interrupted ("execution halted"): say why.
 		return nil, context.Cause(ctx)
 	case len(ui.errors) > 0:
-		return nil, fmt.Errorf("tofu plan: %s", ui.errors[0])
+		// The tenant's editors read it (a dry run's planError): tofu's
+		// own words only, never what a module computed.
+		return nil, fmt.Errorf("tofu plan: %s", redactForReaders(ui.errors[0], configFiles(dir, maxConfigText)))
 	default:
 		return nil, err
 	}
