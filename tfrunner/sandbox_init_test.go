@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
 // TestSandboxFirstProcess: issue 42, finding 4. tofu's sandbox is a PID
@@ -124,4 +126,41 @@ func groupProcs(t *testing.T, pgid int) map[string]string {
 		}
 	}
 	return procs
+}
+
+// TestSandboxRunsProviderPlugins: tofu in its sandbox has no capability, a
+// /proc of its own and a /dev of a few devices; a provider plugin it starts
+// from the mirror (talos: talos_machine_secrets makes a PKI in the plugin)
+// still works, its plugin cache bound back under the hidden data dir.
+func TestSandboxRunsProviderPlugins(t *testing.T) {
+	tofu, mirror := tofutest.Tools(t)
+	tofutest.RequireProvider(t, mirror, "registry.opentofu.org/siderolabs/talos", "0.8.0")
+	data := t.TempDir()
+	dir := filepath.Join(data, "tofu", "tenants", "acme")
+	cache := filepath.Join(data, "tofu", "plugin-cache")
+	for _, d := range []string{dir, cache} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.tf"), []byte(`terraform {
+  required_providers {
+    talos = { source = "siderolabs/talos", version = "0.8.0" }
+  }
+}
+resource "talos_machine_secrets" "s" {}
+output "ca" { value = nonsensitive(talos_machine_secrets.s.client_configuration.ca_certificate) != "" }
+`), 0o600))
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + filepath.Join(data, "tofu", "home"), "TMPDIR=" + os.TempDir(),
+		"TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_CLI_CONFIG_FILE=" + tofutest.CLIConfig(t, mirror), "TF_PLUGIN_CACHE_DIR=" + cache}
+	tf := Tofu{Bin: tofu, Mirror: mirror, Sandbox: &Sandbox{Hide: []string{data}, Keep: []string{cache}}}
+	ctx := context.Background()
+	var out bytes.Buffer
+	require.NoError(t, tf.RunTofu(ctx, dir, env, &out, "init", "-input=false", "-no-color"), out.String())
+	out.Reset()
+	require.NoError(t, tf.RunTofu(ctx, dir, env, &out, "apply", "-auto-approve", "-input=false", "-no-color"), out.String())
+	out.Reset()
+	require.NoError(t, tf.RunTofu(ctx, dir, env, &out, "output", "-raw", "ca"), out.String())
+	require.Equal(t, "true", out.String())
+	entries, err := os.ReadDir(cache)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries, "the plugin cache, bound back, holds the provider")
 }
