@@ -130,6 +130,15 @@ func TestModuleProvidersCheckedAtWriteTime(t *testing.T) {
 		{"no files", map[string]string{}, cfg, "spec.module.files", "a module provider needs its module's files"},
 		{"unsupported top-level block", with("weird.tf", "widget \"x\" {}\n"), cfg,
 			"spec.module.files[weird.tf]", `1:1: Unsupported block type`},
+		// Issue 42, finding 2: a provisioner hidden from the exec guard.
+		{"a duplicate key hiding a local-exec", with("exec.tf.json", `{"resource": {"terraform_data": {"pwn": {"provisioner": {"local-exec": {"command": "id"}}}}},
+			"resource": {"terraform_data": {"quiet": {}}}}`), cfg,
+			"spec.module.files[exec.tf.json]", `2:4: Duplicate key: duplicate key "resource" (first at 1:2)`},
+		{"a number beyond float64 beside a local-exec", with("exec.tf.json", `{"locals": {"big": 1e400}, "resource": {"terraform_data": {"pwn": {"provisioner": {"local-exec": {"command": "id"}}}}}}`), cfg,
+			"spec.module.files[exec.tf.json]", `1:68: the local-exec provisioner is not allowed`},
+		// Issue 42, finding 6: 1 MiB of ! killed the server here.
+		{"a megabyte of !", with("deep.tf", "locals {\n  x = "+strings.Repeat("!", domain.MaxModuleBytes-4096)+"true\n}\n"), cfg,
+			"spec.module.files[deep.tf]", "1:1: Nested too deeply: the text nests"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := s.do("POST", "/api/v1/providers", moduleProvider("mod", tc.files, tc.config))

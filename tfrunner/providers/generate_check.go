@@ -23,7 +23,7 @@ import (
 // every string parses as a template whose references are declared, whose
 // functions are known, and which uses each.* only where for_each is set.
 func checkGenerated(main, vars []byte) error {
-	file, diags := parseGuarded(main, MainFileName, func() (*hcl.File, hcl.Diagnostics) { return hcljson.Parse(main, MainFileName) })
+	file, diags := parseGuarded(main, MainFileName, syntaxJSON, func() (*hcl.File, hcl.Diagnostics) { return hcljson.Parse(main, MainFileName) })
 	if diags.HasErrors() {
 		return fmt.Errorf("%s: %s", MainFileName, diags.Error())
 	}
@@ -269,7 +269,7 @@ func (c *tfChecker) template(s string, forEach bool) error {
 	if !strings.Contains(s, "{") {
 		return nil
 	}
-	expr, diags := parseGuarded([]byte(s), "", func() (hclsyntax.Expression, hcl.Diagnostics) {
+	expr, diags := parseGuarded([]byte(s), "", syntaxTemplate, func() (hclsyntax.Expression, hcl.Diagnostics) {
 		return hclsyntax.ParseTemplate([]byte(s), "", hcl.InitialPos)
 	})
 	if diags.HasErrors() {
@@ -331,7 +331,7 @@ func (c *tfChecker) reference(t hcl.Traversal, forEach bool) error {
 // vars checks the vars file: only declared variables, each with a value that
 // is an object of strings, and every declared variable given.
 func (c *tfChecker) vars(vars []byte) error {
-	file, diags := parseGuarded(vars, VarsFileName, func() (*hcl.File, hcl.Diagnostics) { return hcljson.Parse(vars, VarsFileName) })
+	file, diags := parseGuarded(vars, VarsFileName, syntaxJSONValues, func() (*hcl.File, hcl.Diagnostics) { return hcljson.Parse(vars, VarsFileName) })
 	if diags.HasErrors() {
 		return diags
 	}

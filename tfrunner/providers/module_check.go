@@ -208,12 +208,12 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 	parsed := make([]parsedFile, len(names))
 	parseFiles(spec.Module, names, parsed)
 	var bodies []hcl.Body
-	for i, p := range parsed {
+	for _, p := range parsed {
 		addDiags(p.diags)
 		if p.file != nil && !p.diags.HasErrors() {
 			bodies = append(bodies, p.file.Body)
 			if !c.AllowExec {
-				for _, u := range provisionerBlocks(p.file, []byte(spec.Module.Files[names[i]]), names[i]) {
+				for _, u := range p.provisioners {
 					add(u.rng, domain.CauseForbidden, "the %s provisioner is not allowed: it runs commands on the management plane or copies files to machines (start the server with --allow-module-exec to allow it)", u.kind)
 				}
 			}
@@ -334,6 +334,8 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 type parsedFile struct {
 	file  *hcl.File
 	diags hcl.Diagnostics
+	// provisioners are the file's provisioner blocks (the exec guard's).
+	provisioners []provisionerUse
 }
 
 // parseFiles parses the named files of m into out (same order), on up to
@@ -347,14 +349,7 @@ func parseFiles(m *domain.ModuleSource, names []string, out []parsedFile) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				name := names[i]
-				src := []byte(m.Files[name])
-				out[i].file, out[i].diags = parseGuarded(src, name, func() (*hcl.File, hcl.Diagnostics) {
-					if strings.HasSuffix(name, ".tf.json") {
-						return hcljson.Parse(src, name)
-					}
-					return hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-				})
+				out[i] = parseModuleFile(names[i], []byte(m.Files[names[i]]))
 			}
 		}()
 	}
@@ -363,6 +358,33 @@ func parseFiles(m *domain.ModuleSource, names []string, out []parsedFile) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// parseModuleFile reads one module file the way tofu will, or says why it
+// cannot: a name the guard does not judge, text nested too deeply, a syntax
+// error, JSON that another reader would read differently, or a file its
+// provisioners cannot be found in.
+func parseModuleFile(name string, src []byte) parsedFile {
+	s, diags := moduleFileSyntax(name)
+	if diags.HasErrors() {
+		return parsedFile{diags: diags}
+	}
+	f, diags := parseGuarded(src, name, s, func() (*hcl.File, hcl.Diagnostics) {
+		if s == syntaxJSON {
+			return hcljson.Parse(src, name)
+		}
+		return hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+	})
+	if diags.HasErrors() {
+		return parsedFile{file: f, diags: diags}
+	}
+	if s == syntaxJSON {
+		if d := strictJSON(src, name); d.HasErrors() {
+			return parsedFile{file: f, diags: append(diags, d...)}
+		}
+	}
+	uses, d := provisioners(f, src, name, s)
+	return parsedFile{file: f, diags: append(diags, d...), provisioners: uses}
 }
 
 // sortCauses orders causes by field, keeping the order of one field's.
