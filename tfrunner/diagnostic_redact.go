@@ -135,6 +135,11 @@ func redactSummaryAndDetail(s string, files map[string]string) string {
 		if staticDetail(sum, detail, files) {
 			return sum + ": " + detail
 		}
+		if providerSummaries[sum] {
+			if named := providersNamed(detail, files); len(named) > 0 {
+				return sum + ": " + strings.Join(named, ", ") + ": " + redacted
+			}
+		}
 		return sum + ": " + redacted
 	}
 	return redacted
@@ -161,6 +166,47 @@ func staticDetail(sum, detail string, files map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// providerSummaries are tofu init's summaries of a provider it could not
+// install. Which providers a configuration requires is its text (a
+// required_providers source, a resource type), never a value: the ones
+// the module names are kept of the detail, so that its author reads which.
+var providerSummaries = map[string]bool{
+	"Failed to query available provider packages":  true,
+	"Failed to resolve provider packages":          true,
+	"Failed to install provider":                   true,
+	"Failed to install provider from shared cache": true,
+}
+
+// providerAddr is a provider's address in tofu's text, its host left out.
+var providerAddr = regexp.MustCompile(`(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+/)?([a-z0-9][a-z0-9-]*)/([a-z0-9][a-z0-9-]*)`)
+
+// providersNamed are the providers (namespace/type) detail names whose type
+// the module names: a word of its own, or the prefix of a resource type.
+func providersNamed(detail string, files map[string]string) []string {
+	var named []string
+	for _, m := range providerAddr.FindAllStringSubmatch(detail, -1) {
+		addr := m[1] + "/" + m[2]
+		if slices.Contains(named, addr) {
+			continue
+		}
+		if moduleWord(m[2], files) || moduleWordPrefix(m[2]+"_", files) {
+			named = append(named, addr)
+		}
+	}
+	return named
+}
+
+// moduleWordPrefix reports whether a word of files begins with p.
+func moduleWordPrefix(p string, files map[string]string) bool {
+	re := regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])` + regexp.QuoteMeta(p) + `[A-Za-z0-9_-]`)
+	for _, text := range files {
+		if re.MatchString(text) {
+			return true
+		}
+	}
+	return false
 }
 
 // redactAddress redacts the instance keys of addr that are not words of the
