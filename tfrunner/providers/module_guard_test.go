@@ -51,6 +51,10 @@ var guardBypasses = []struct {
 		"resource \"terraform_data\" \"pwn\" {\n  provisioner \"local-exec\" {\n    command = \"id\"\n  }\n}\n", "tofu reads it, but this server judges only .tf and .tf.json files"},
 	{"a .tofu.json file", "x.tofu.json",
 		`{` + execResourceJSON + `}`, "tofu reads it, but this server judges only .tf and .tf.json files"},
+	{"a local module call", "x.tf",
+		"module \"sub\" {\n  source = \"./sub\"\n}\n", "a module provider is one directory"},
+	{"a module call beside a duplicate key", "x.tf.json",
+		`{"module": {"sub": {"source": "../other"}}, "module": {}}`, `duplicate key "module"`},
 	{"a file in a directory", "sub/x.tf",
 		"resource \"terraform_data\" \"pwn\" {\n  provisioner \"local-exec\" {\n    command = \"id\"\n  }\n}\n", "not a file name of the module's directory"},
 }
