@@ -141,6 +141,23 @@ func hclDepth(src []byte, s syntax) int {
 	return deepest
 }
 
+// levelBound is an upper bound of hclDepth that needs no lexer: every token
+// that adds a level holds one of these bytes, and a [ or a { adds at most
+// two (an index and its bracket; a directive's %{ and its keyword). Most
+// files and templates are far below the bound by this count alone.
+func levelBound(src []byte) int {
+	n := 0
+	for _, b := range src {
+		switch b {
+		case '[', '{':
+			n += 2
+		case '(', '"', '<', '>', '!', '-', '?', '+', '*', '/', '%', '=', '&', '|':
+			n++
+		}
+	}
+	return n
+}
+
 // endsValue reports whether a token of type t can end an operand, so that
 // a [ after it is an index (or a splat) rather than a tuple.
 func endsValue(t hclsyntax.TokenType) bool {
@@ -221,7 +238,8 @@ func jsonTemplateDepth(src []byte) int {
 		case b == '"':
 			if special {
 				var s string
-				if json.Unmarshal(src[start:i+1], &s) == nil && (strings.Contains(s, "${") || strings.Contains(s, "%{")) {
+				if json.Unmarshal(src[start:i+1], &s) == nil && (strings.Contains(s, "${") || strings.Contains(s, "%{")) &&
+					levelBound([]byte(s)) > deepest {
 					deepest = max(deepest, hclDepth([]byte(s), syntaxTemplate))
 				}
 			}
@@ -246,6 +264,9 @@ func tooDeep(src []byte, filename string, s syntax) hcl.Diagnostics {
 			detail = fmt.Sprintf("a string's template nests %d deep (brackets, templates, directives and operators); at most %d are accepted", d, MaxHCLNesting)
 		}
 	default:
+		if levelBound(src) <= MaxHCLNesting {
+			break
+		}
 		if d := hclDepth(src, s); d > MaxHCLNesting {
 			detail = fmt.Sprintf("the text nests %d deep (brackets, templates, directives and operators); at most %d are accepted", d, MaxHCLNesting)
 		}

@@ -18,7 +18,8 @@ import (
 // decoded with one), not the guard's walk. Native-syntax files also check
 // the nesting measure: a tree hcl builds is never much deeper than
 // hclDepth said (finding 6; a deeper one means a construct the measure
-// misses). The seeds are the known bypasses and the provisioner cases.
+// misses), and never deeper than levelBound, which spares most texts the
+// lexer. The seeds are the known bypasses and the provisioner cases.
 //
 //	go test -run XXX -fuzz FuzzModuleGuard -fuzztime 3m ./tfrunner/providers/
 func FuzzModuleGuard(f *testing.F) {
@@ -56,6 +57,11 @@ func FuzzModuleGuard(f *testing.F) {
 			measured := hclDepth([]byte(text), syntaxConfig)
 			if d := astDepth([]byte(text)); d > 2*measured+8 {
 				t.Fatalf("hcl built a tree %d deep of a text measured %d deep:\n%s", d, measured, text)
+			}
+			for _, s := range []syntax{syntaxConfig, syntaxTemplate} {
+				if d, b := hclDepth([]byte(text), s), levelBound([]byte(text)); d > b {
+					t.Fatalf("measured %d deep (syntax %d), above the bound %d that skips the lexer:\n%s", d, s, b, text)
+				}
 			}
 		}
 	})
