@@ -157,14 +157,24 @@ func (w *Worker) providerEnv(ctx context.Context, tenant string) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(groups))
+	for _, ng := range groups {
+		names = append(names, ng.Spec.Provider)
+	}
+	return w.credentialsEnv(ctx, names)
+}
+
+// credentialsEnv is the credentials of the named Providers (a name twice,
+// or one without credentials, adds nothing).
+func (w *Worker) credentialsEnv(ctx context.Context, names []string) ([]string, error) {
 	seen := map[string]bool{}
 	var env []string
-	for _, ng := range groups {
-		if seen[ng.Spec.Provider] {
+	for _, name := range names {
+		if seen[name] {
 			continue
 		}
-		seen[ng.Spec.Provider] = true
-		p, err := w.provider(ng.Spec.Provider)
+		seen[name] = true
+		p, err := w.provider(name)
 		if err != nil || p.Spec.CredentialsRef == nil {
 			continue
 		}

@@ -387,6 +387,13 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *LogWrit
 		}
 		in.Providers[n] = p
 	}
+	// The credentials of the providers the state names: the node groups,
+	// whose providers prepare gave credentials for, may be gone already.
+	creds, err := w.credentialsEnv(ctx, names)
+	if err != nil {
+		return res, err
+	}
+	x.env = append(x.env, creds...) // a name given twice: exec keeps the last, the same value
 	files, err := providers.Generate(in)
 	if err != nil {
 		return res, err

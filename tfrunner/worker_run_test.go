@@ -300,3 +300,44 @@ func TestPlanChangeCutShortSaysWhy(t *testing.T) {
 	require.ErrorIs(t, err, slow)
 	require.NotContains(t, err.Error(), "execution halted")
 }
+
+// staticCredentials are provider credentials by name.
+type staticCredentials map[string]map[string]string
+
+func (s staticCredentials) ProviderCredentials(_ context.Context, name string) (map[string]string, error) {
+	v, ok := s[name]
+	if !ok {
+		return nil, domain.NewNotFound("ProviderCredentials", name)
+	}
+	return v, nil
+}
+
+// TestDestroyGetsTheCredentialsOfTheStatesProviders: a tenant's node groups
+// are gone when its destroy runs (the tenant's deletion removes them
+// first), so the credentials tofu gets are those of the Providers the
+// state names. Before, they were the node groups' only: the destroy ran
+// without them (and the emulator, whose token is such a credential since
+// issue 42, refused it).
+func TestDestroyGetsTheCredentialsOfTheStatesProviders(t *testing.T) {
+	e := newRunEnv(t, func(c *Config) {
+		c.ProviderCredentials = staticCredentials{"emu-creds": {"EMULATOR_TOKEN": "t0k"}}
+	})
+	rec, err := e.store.Load(e.ctx, domain.ObjectRef(domain.ProviderKind, "", "emulated"))
+	require.NoError(t, err)
+	p := rec.State().DeepCopy()
+	p.Spec = json.RawMessage(`{"type":"emulated","config":{"endpoint":"http://127.0.0.1:8089"},"credentialsRef":{"name":"emu-creds"}}`)
+	e.execute(domain.Command{Op: domain.OpUpdate, Ref: domain.ObjectRef(domain.ProviderKind, "", "emulated"), Object: p})
+	e.createTenant("acme")
+	e.waitApplies("acme", domain.ApplySucceeded)
+	require.Contains(t, e.tofu.callsOf("apply")[0].Env, "EMULATOR_TOKEN=t0k")
+
+	e.execute(domain.Command{Op: domain.OpDelete, Ref: domain.ObjectRef(domain.NodeGroupKind, "acme", "cp")})
+	e.waitApplies("acme", domain.ApplySucceeded, domain.ApplySucceeded)
+	e.execute(domain.Command{Op: domain.OpDelete, Ref: domain.TenantRef("acme")})
+	as := e.waitApplies("acme", domain.ApplySucceeded, domain.ApplySucceeded, domain.ApplySucceeded)
+	require.Equal(t, domain.OperationDestroy, as[2].Spec.Operation)
+	applies := e.tofu.callsOf("apply")
+	require.Len(t, applies, 3)
+	require.Contains(t, applies[2].Args, "-destroy")
+	require.Contains(t, applies[2].Env, "EMULATOR_TOKEN=t0k", "the destroy has the credentials of the state's provider")
+}
