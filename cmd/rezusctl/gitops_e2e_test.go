@@ -371,7 +371,8 @@ func TestOperationsEndToEnd(t *testing.T) {
 		}
 		var cfg string
 		require.Eventually(t, func() bool {
-			r := tc.run("config", "render", "machine/cp-1", "-t", "logs")
+			// The node needs its keys: a global admin's render with them.
+			r := tc.run("config", "render", "machine/cp-1", "-t", "logs", "--include-secrets")
 			cfg = r.stdout
 			return r.code == 0
 		}, 30*time.Second, 100*time.Millisecond, "the tenant's PKI is made")
