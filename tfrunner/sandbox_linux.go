@@ -143,10 +143,11 @@ func enterSandbox(spec sandboxSpec) error {
 			return err
 		}
 	}
-	if err := ownProc(); err != nil {
+	// /dev first: binding its devices back reads the old /proc's fds.
+	if err := harmlessDev(); err != nil {
 		return err
 	}
-	if err := harmlessDev(); err != nil {
+	if err := ownProc(); err != nil {
 		return err
 	}
 	return os.Chdir(spec.Dir)
@@ -198,8 +199,17 @@ func (k kept) bind() error {
 // open files, working dir and root (/proc/<pid>/root is the whole host's
 // file system, where nothing is hidden). /proc/sys and /proc/sysrq-trigger
 // are read-only, as container runtimes leave them.
+//
+// Inside a user namespace the kernel refuses a new /proc when the server's
+// has parts covered (systemd's ProtectKernelTunables, a container runtime's
+// masked paths): /proc is then an empty directory, which tofu and its
+// plugins do without.
 func ownProc() error {
-	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+	err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+	if errors.Is(err, syscall.EPERM) {
+		err = syscall.Mount("tmpfs", "/proc", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC|syscall.MS_RDONLY, "size=4k,mode=0555")
+	}
+	if err != nil {
 		return fmt.Errorf("mounting the sandbox's /proc: %w", err)
 	}
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger"} {
@@ -336,7 +346,7 @@ const sandboxProbeEnv = "REZUSCLOUD_TOFU_SANDBOX_PROBE"
 
 // probeInside checks, as tofu would run, that this process is in a PID
 // namespace of its own (its parent the sandbox's first process, the only
-// other process /proc shows) and holds no capability.
+// other process /proc shows, if /proc shows any) and holds no capability.
 func probeInside() int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(os.Stderr, "tofu sandbox: "+format+"\n", a...)
@@ -354,13 +364,14 @@ func probeInside() int {
 			return fail("/proc shows process %d, not of the sandbox", pid)
 		}
 	}
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return fail("reading /proc/self/status: %v", err)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fail("reading its capabilities: %v", err)
 	}
-	for _, l := range strings.Split(string(status), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "CapBnd") && strings.Trim(strings.TrimSpace(v), "0") != "" {
-			return fail("holds capabilities (%s %s)", k, strings.TrimSpace(v))
+	for _, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return fail("holds capabilities (%+v)", data)
 		}
 	}
 	return 0
