@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -289,7 +288,7 @@ func (v *ModuleValidator) validate(ctx context.Context, p *domain.Provider) (sta
 		if ctx.Err() != nil {
 			return "", "", "", ctx.Err()
 		}
-		return "False", domain.ReasonModuleInitFailed, truncateLines(redactDiagnostic(initErrors(initOut.String()), p.Spec.Module), maxDiagnostics), nil
+		return "False", domain.ReasonModuleInitFailed, truncateLines(redactForReaders(initErrors(initOut.String()), p.Spec.Module.Files), maxDiagnostics), nil
 	}
 	var out bytes.Buffer
 	err = v.cfg.Tofu.exec(ctx, dir, env, &out, "validate", "-json", "-no-color")
@@ -308,7 +307,7 @@ func (v *ModuleValidator) validate(ctx context.Context, p *domain.Provider) (sta
 		if d.Severity != "error" {
 			continue
 		}
-		lines = append(lines, redactDiagnostic(formatDiagnostic(d), p.Spec.Module))
+		lines = append(lines, redactForReaders(formatDiagnostic(d), p.Spec.Module.Files))
 	}
 	if res.Valid && len(lines) == 0 {
 		return "True", domain.ReasonModuleValid, "tofu validate: the module is valid", nil
@@ -327,60 +326,6 @@ func formatDiagnostic(d tofuDiagnostic) string {
 		sb.WriteString(": " + strings.Join(strings.Fields(d.Detail), " "))
 	}
 	return sb.String()
-}
-
-// quoted is a double-quoted string in a diagnostic, escapes included.
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-
-// dataWord is a word that looks like data, not prose or an address: 24 or
-// more characters of base64 or hex (a file's contents encoded).
-var dataWord = regexp.MustCompile(`^[A-Za-z0-9+/=_-]{24,}$`)
-
-// redactedText replaces what a diagnostic quoted that is not the module's.
-const redactedText = `"(redacted: not the module's own text)"`
-
-// redactDiagnostic keeps of a diagnostic only what the module's author wrote
-// or tofu says of its own: a quoted value, or a long word that looks like
-// encoded data, found in none of the module's files is replaced. A diagnostic can quote a value a function
-// computed (tonumber(filebase64(...)) quoted a file's contents), and the
-// Provider's status is readable by every role; the sandbox keeps the
-// server's secrets out of reach, this keeps whatever else a module reads
-// out of the status.
-func redactDiagnostic(line string, m *domain.ModuleSource) string {
-	inModule := func(s string) bool {
-		if s == "" {
-			return true
-		}
-		for _, text := range m.Files {
-			if strings.Contains(text, s) {
-				return true
-			}
-		}
-		return false
-	}
-	var b strings.Builder
-	last := 0
-	for _, at := range quoted.FindAllStringIndex(line, -1) {
-		q := line[at[0]:at[1]]
-		inner := q[1 : len(q)-1]
-		b.WriteString(line[last:at[0]])
-		last = at[1]
-		// tofu's suggestion is a name of the provider's schema, not data.
-		if inModule(inner) || inModule(strings.ReplaceAll(inner, `\"`, `"`)) || strings.HasSuffix(line[:at[0]], "Did you mean ") {
-			b.WriteString(q)
-			continue
-		}
-		b.WriteString(redactedText)
-	}
-	b.WriteString(line[last:])
-	line = b.String()
-	words := strings.Fields(line)
-	for i, w := range words {
-		if t := strings.Trim(w, `.,:;()[]{}`); dataWord.MatchString(t) && !inModule(t) {
-			words[i] = "(redacted)"
-		}
-	}
-	return strings.Join(words, " ")
 }
 
 // jsonPart skips anything tofu printed before its JSON document.
