@@ -154,6 +154,26 @@ func TestPerUserKubernetesCredentials(t *testing.T) {
 	got, err = kubectl("ed", "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
 	require.NoError(t, err, got)
 	require.Contains(t, got, "rezuscloud:edit")
+	// Issue 42, finding 3, with kube-controller-manager's aggregated edit
+	// role: the editor edits the workload namespaces, and reaches no
+	// kube-system service account (clusterrole-aggregation-controller may
+	// escalate ClusterRoles).
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "deployments", "-n", "default"}, "yes"},
+		{[]string{"impersonate", "serviceaccounts", "-n", "kube-system"}, "no"},
+		{[]string{"create", "serviceaccounts", "--subresource=token", "-n", "kube-system"}, "no"},
+		{[]string{"create", "pods", "-n", "kube-system"}, "no"},
+		{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+		{[]string{"escalate", "clusterroles"}, "no"},
+	} {
+		got, _ = kubectl("ed", append([]string{"auth", "can-i"}, c.args...)...)
+		words := strings.Fields(got) // the answer is last, after any warning
+		require.NotEmpty(t, words)
+		require.Equal(t, c.want, words[len(words)-1], "ed: kubectl auth can-i %s: %s", strings.Join(c.args, " "), got)
+	}
 
 	// A single sign-on user: view on the tenant through the group binding of
 	// "platform"; its provider groups ride in the certificate as oidc:<group>,
