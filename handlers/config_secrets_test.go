@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
+	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // TestRenderedConfigsLeaveTheKeysOut replays finding 1 of the 2026-12-06
@@ -41,7 +41,7 @@ func TestRenderedConfigsLeaveTheKeysOut(t *testing.T) {
 			"/api/v1/tenants/acme/machines/w1/config"} {
 			r := s.do(http.MethodGet, path, nil, who.auth...)
 			require.Equal(t, http.StatusOK, r.Code, "%s %s: %s", who.name, path, r.Body)
-			requireNoKeyMaterial(t, r.Body)
+			talostest.RequireNoKeyMaterial(t, r.Body)
 			cfg, err := configloader.NewFromBytes(r.Body)
 			require.NoError(t, err, "a redacted config still loads")
 			require.Empty(t, cfg.Cluster().IssuingCA().Key, "%s %s: the cluster CA key", who.name, path)
@@ -70,7 +70,7 @@ func TestRenderedConfigsLeaveTheKeysOut(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Code, string(r.Body))
 	require.Contains(t, string(r.Body), "+        - cp.acme.example")
 	require.Contains(t, string(r.Body), "\n         key: \"\"\n", "the line before, machine.ca.key, is context")
-	requireNoKeyMaterial(t, r.Body)
+	talostest.RequireNoKeyMaterial(t, r.Body)
 
 	// The global admin's deliberate read has the keys, and is its own audit kind.
 	r = s.do(http.MethodGet, "/api/v1/tenants/acme/machines/cp1/config?includeSecrets=true", nil, boss...)
@@ -91,25 +91,4 @@ func TestRenderedConfigsLeaveTheKeysOut(t *testing.T) {
 		}
 		assert.Equal(c, map[string][]int{"ed": {403}, "tina": {403}, "gail": {403}, "boss": {200}}, codes)
 	}, 10*time.Second, 5*time.Millisecond)
-}
-
-// requireNoKeyMaterial fails when body holds a private key, plain or in
-// base64 (as machine configs carry keys), or a non-empty token or secret.
-func requireNoKeyMaterial(t *testing.T, body []byte) {
-	t.Helper()
-	require.NotContains(t, string(body), "PRIVATE KEY")
-	for _, line := range strings.Split(string(body), "\n") {
-		k, v, ok := strings.Cut(strings.TrimLeft(strings.TrimSpace(line), "+- "), ":")
-		if !ok {
-			continue
-		}
-		v = strings.Trim(strings.TrimSpace(v), `"'`)
-		switch k {
-		case "key", "token", "secret", "secretboxEncryptionSecret", "aescbcEncryptionSecret":
-			require.Empty(t, v, "line %q", line)
-		}
-		if raw, err := base64.StdEncoding.DecodeString(v); err == nil {
-			require.NotContains(t, string(raw), "PRIVATE KEY", "line %q", line)
-		}
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // TestRedactSecretsLeavesNoKey replays finding 1 of the 2026-12-06 review on
@@ -35,7 +36,7 @@ func TestRedactSecretsLeavesNoKey(t *testing.T) {
 			out, leftOut, err := talos.RedactSecrets(full)
 			require.NoError(t, err)
 			require.ElementsMatch(t, tc.leftOut, leftOut)
-			requireNoSecret(t, out)
+			talostest.RequireNoKeyMaterial(t, out)
 
 			// Only the secrets' lines differ, each now an empty value.
 			fl, ol := strings.Split(string(full), "\n"), strings.Split(string(out), "\n")
@@ -69,30 +70,9 @@ func TestRedactSecretsFindsKeysAnywhere(t *testing.T) {
 	out, leftOut, err := talos.RedactSecrets([]byte(in))
 	require.NoError(t, err)
 	require.Equal(t, []string{"machine.files[0].content", "machine.certSANs[0]", "WireguardConfig(wg0).privateKey"}, leftOut)
-	requireNoSecret(t, out)
+	talostest.RequireNoKeyMaterial(t, out)
 	require.NotContains(t, string(out), "c2VjcmV0")
 	require.Contains(t, string(out), "path: /var/k.pem")
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"` }
-
-// requireNoSecret fails when any line of cfg holds a private key (plain or
-// base64, as machinery writes keys) or a non-empty token or secret.
-func requireNoSecret(t *testing.T, cfg []byte) {
-	t.Helper()
-	require.NotContains(t, string(cfg), "PRIVATE KEY")
-	for _, line := range strings.Split(string(cfg), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), ":")
-		if !ok {
-			continue
-		}
-		v = strings.Trim(strings.TrimSpace(v), `"'`)
-		switch k {
-		case "key", "token", "secret", "secretboxEncryptionSecret", "aescbcEncryptionSecret":
-			require.Empty(t, v, "line %q", line)
-		}
-		if raw, err := base64.StdEncoding.DecodeString(v); err == nil {
-			require.NotContains(t, string(raw), "PRIVATE KEY", "line %q", line)
-		}
-	}
-}
