@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,20 @@ import (
 // bootMaintenance runs `rezusctl boot --platform emulated` (built from this
 // tree) for machines in maintenance mode, and returns their Talos API hosts
 // and the URL of that emulator's HTTP API.
-func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (hosts []string, api string) {
+// bootAPI is the HTTP API of a `rezusctl boot --platform emulated`
+// emulator: its address and the bearer token boot printed.
+type bootAPI struct{ url, token string }
+
+// request is a request to the boot emulator's API, with its token.
+func (a bootAPI) request(t *testing.T, method, path string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, a.url+path, body)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	return req
+}
+
+func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (hosts []string, api bootAPI) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rezusctl")
 	out, err := exec.Command("go", "build", "-o", bin, "../rezusctl").CombinedOutput()
@@ -39,7 +53,12 @@ func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	sc := bufio.NewScanner(stdout)
-	for len(hosts) < controlPlanes+workers && sc.Scan() {
+	apiRE := regexp.MustCompile(`emulator API: (http://\S+)/v1/nodes \(Authorization: Bearer ([0-9a-f]{64})\)`)
+	for (len(hosts) < controlPlanes+workers || api.token == "") && sc.Scan() {
+		if m := apiRE.FindStringSubmatch(sc.Text()); m != nil {
+			api = bootAPI{url: m[1], token: m[2]}
+			continue
+		}
 		f := strings.Fields(sc.Text())
 		if len(f) >= 3 && strings.HasPrefix(f[0], cluster) {
 			host, _, err := net.SplitHostPort(f[2])
@@ -48,14 +67,16 @@ func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (
 		}
 	}
 	require.Len(t, hosts, controlPlanes+workers, "rezusctl boot printed the machines")
+	require.NotEmpty(t, api.token, "rezusctl boot printed its API and token")
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return hosts, "http://" + listen
+	return hosts, api
 }
 
-func nodesAt(t *testing.T, api string) []map[string]any {
-	resp, err := http.Get(api + "/v1/nodes")
+func nodesAt(t *testing.T, api bootAPI) []map[string]any {
+	resp, err := http.DefaultClient.Do(api.request(t, http.MethodGet, "/v1/nodes", nil))
 	require.NoError(t, err)
 	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var l struct{ Items []map[string]any }
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
 	return l.Items

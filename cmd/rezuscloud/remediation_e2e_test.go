@@ -395,8 +395,7 @@ func TestSickMetalWorkerIsReinstalled(t *testing.T) {
 	}
 	require.NotEmpty(t, node)
 	faults := func(body string) {
-		req, err := http.NewRequest(http.MethodPut, rack+"/v1/nodes/"+node+"/faults", strings.NewReader(body))
-		require.NoError(t, err)
+		req := rack.request(t, http.MethodPut, "/v1/nodes/"+node+"/faults", strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
 		resp.Body.Close()
