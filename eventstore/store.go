@@ -170,7 +170,11 @@ func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
 	var msg *jetstream.RawStreamMsg
 	err := retryUnavailable(ctx, func() error {
 		var err error
-		msg, err = s.stream.GetLastMsgForSubject(ctx, ref.Subject())
+		if s.cfg.Replicas > 1 {
+			msg, err = s.lastMsgFromLeader(ctx, ref.Subject())
+		} else {
+			msg, err = s.stream.GetLastMsgForSubject(ctx, ref.Subject())
+		}
 		return err
 	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

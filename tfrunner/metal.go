@@ -246,9 +246,15 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 		return nil
 	}
 	logw.Printf("bootstrapping etcd on %s (%s)", cp.Metadata.Name, cp.Spec.Address)
+	api := w.cfg.Metal
+	if cp.Metadata.Labels[ManagedByLabel] == managedByValue && w.cfg.Built != nil {
+		// A machine tofu built is where its provider put it (the emulator's
+		// on loopback): the rule for listed metal addresses is not its.
+		api = w.cfg.Built
+	}
 	deadline := time.Now().Add(w.cfg.BootstrapWait)
 	for {
-		st, err := w.cfg.Metal.Probe(ctx, bundle, cp.Spec.Address)
+		st, err := api.Probe(ctx, bundle, cp.Spec.Address)
 		if err == nil && !st.Maintenance {
 			break
 		}
@@ -261,7 +267,7 @@ func (w *Worker) bootstrap(ctx context.Context, tenant string, bundle *secrets.B
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	if err := w.cfg.Metal.Bootstrap(ctx, bundle, cp.Spec.Address); err != nil {
+	if err := api.Bootstrap(ctx, bundle, cp.Spec.Address); err != nil {
 		return fmt.Errorf("bootstrapping etcd on %s: %w", cp.Metadata.Name, err)
 	}
 	w.updateTenantStatus(ctx, tenant, func(s *domain.TenantStatus, gen int64) {

@@ -117,6 +117,11 @@ type Config struct {
 	// Metal drives machines through the Talos API: metal node groups and the
 	// bootstrap of etcd on every tenant's first control plane. Nil leaves both out.
 	Metal Metal
+	// Built, when set, is the Talos API client for machines tofu built (the
+	// bootstrap of their first control plane): Metal may refuse addresses
+	// (MetalAddresses at dial time) that a provider legitimately uses, as
+	// the emulator's loopback. Nil: Metal.
+	Built Metal
 	// MetalAddresses is the rule for the metal machine addresses a run
 	// dials (serve --metal-networks); the zero value is
 	// talos.AddressPolicy's default (no loopback, link-local or cloud

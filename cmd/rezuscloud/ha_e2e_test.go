@@ -260,7 +260,7 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, succeeded, "one Succeeded apply")
-	require.Len(t, survivors[0].emulatorNodes(), 5, "no machine was built twice")
+	require.Len(t, nodesAt(t, bootAPI{url: emu, token: emuToken}), 5, "no machine was built twice")
 	require.Len(t, survivors[1].machines("phoenix"), 5)
 	var versions []struct{ Revision, Serial uint64 }
 	raw := survivors[1].raw("/api/v1/tenants/phoenix/state/versions")

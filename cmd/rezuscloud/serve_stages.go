@@ -321,7 +321,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		WorkDir: s.workDir, BackendURL: backendURL(s.ln.Addr(), s.tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: s.ids, ProviderCredentials: s.ids, State: tfrunner.StoreState(s.stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
-		Metal: talos.NodeAPI{Addresses: &cfg.MetalAddresses}, MetalAddresses: cfg.MetalAddresses, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
+		Metal: talos.NodeAPI{Addresses: &cfg.MetalAddresses}, Built: talos.NodeAPI{}, MetalAddresses: cfg.MetalAddresses, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
