@@ -171,7 +171,10 @@ func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
 	err := retryUnavailable(ctx, func() error {
 		var err error
 		if s.cfg.Replicas > 1 {
-			msg, err = s.lastMsgFromLeader(ctx, ref.Subject())
+			// A load decides a write: a direct get, which a replica
+			// that has not applied an acknowledged write answers too,
+			// broke read-after-write after a failover (leaderLastMsg).
+			msg, err = leaderLastMsg(ctx, s.nc, StreamName, ref.Subject())
 		} else {
 			msg, err = s.stream.GetLastMsgForSubject(ctx, ref.Subject())
 		}
@@ -441,7 +444,8 @@ func temporarilyUnavailable(err error) bool {
 		return true
 	}
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.Code == 503
+	var leaderErr *apiError // leaderLastMsg's
+	return (errors.As(err, &apiErr) && apiErr.Code == 503) || (errors.As(err, &leaderErr) && leaderErr.Code == 503)
 }
 
 // Execute runs a domain command: load, Decide, append.
