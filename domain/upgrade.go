@@ -89,6 +89,39 @@ type UpgradeSpec struct {
 	// changed: its machines are installed again at the Talos version they
 	// run, from their group's new installer.
 	Reimage bool `json:"reimage,omitempty"`
+	// Deadlines overrides how long each step of a machine may wait before
+	// it fails (and the machine is rolled back); absent steps take the
+	// server's defaults.
+	Deadlines *UpgradeDeadlines `json:"deadlines,omitempty"`
+}
+
+// UpgradeDeadlines are per-step deadlines of an Upgrade: Go durations
+// between MinStepDeadline and MaxStepDeadline, "" for the server's default
+// (the defaults are in docs/upgrades.md).
+type UpgradeDeadlines struct {
+	// Precheck bounds the wait for the node to answer before it is touched
+	// and, for a control plane, for etcd to keep quorum without it (default 5m).
+	Precheck string `json:"precheck,omitempty"`
+	// Reboot bounds the wait for the node to install, go down and come back
+	// on the target (default 20m); a rollback's wait takes it too.
+	Reboot string `json:"reboot,omitempty"`
+	// Verify bounds the wait for the node to be healthy on the target: its
+	// services, etcd member and, for Kubernetes runs, its API server and
+	// kubelet answering the target (default 10m).
+	Verify string `json:"verify,omitempty"`
+}
+
+// Duration is the deadline of step ("precheck", "reboot", "verify") the
+// spec sets, or def when it sets none.
+func (d *UpgradeDeadlines) Duration(step string, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	v := map[string]string{"precheck": d.Precheck, "reboot": d.Reboot, "verify": d.Verify}[step]
+	if x, err := time.ParseDuration(v); err == nil && v != "" {
+		return x
+	}
+	return def
 }
 
 // Default fills in maxParallelism 1, a leading "v" and the node groups in order.
@@ -131,6 +164,11 @@ func (s *UpgradeSpec) Validate(f string) []Cause {
 		if i > 0 && s.NodeGroups[i-1] == ng {
 			causes = append(causes, Cause{Field: p, Type: CauseDuplicate, Message: fmt.Sprintf("node group %q is listed twice", ng)})
 		}
+	}
+	if d := s.Deadlines; d != nil {
+		causes = append(causes, ValidateStepDeadline(d.Precheck, f+".deadlines.precheck")...)
+		causes = append(causes, ValidateStepDeadline(d.Reboot, f+".deadlines.reboot")...)
+		causes = append(causes, ValidateStepDeadline(d.Verify, f+".deadlines.verify")...)
 	}
 	if mp := s.MaxParallelism; mp < 1 || mp > MaxNodeGroupCount {
 		causes = append(causes, Cause{Field: f + ".maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
@@ -176,6 +214,9 @@ type UpgradeMachine struct {
 	Error string `json:"error,omitempty"`
 	// Message is the step's progress in words, e.g. "Draining (4 pods left)".
 	Message string `json:"message,omitempty"`
+	// Wait is what the step waits for while it waits (precheck, reboot,
+	// verification, rollback), with its deadline; cleared when it is over.
+	Wait *StepWait `json:"wait,omitempty"`
 }
 
 // SchematicMatches reports whether a machine that reports schematic
@@ -266,6 +307,9 @@ func (s *UpgradeStatus) Validate(f string) []Cause {
 		}
 		if len(m.Message) > MaxUpgradeErrorBytes {
 			causes = append(causes, Cause{Field: p + ".message", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
+		}
+		if m.Wait != nil {
+			causes = append(causes, m.Wait.Validate(p+".wait")...)
 		}
 	}
 	return causes
