@@ -80,6 +80,9 @@ type ProviderSpec struct {
 	// editor otherwise builds on any Provider, another team's cloud account
 	// included. Empty serves every tenant.
 	TenantSelector string `json:"tenantSelector,omitempty"`
+	// Versions, when set, are the only Kubernetes and Talos versions the
+	// machines this Provider builds can run; absent, any version.
+	Versions *ProviderVersions `json:"versions,omitempty"`
 }
 
 // AllowsTenant reports whether a node group of the tenant with labels may
@@ -166,8 +169,15 @@ type SecretRef struct {
 	Name string `json:"name"`
 }
 
-// Default does nothing: providers have no defaults.
-func (s *ProviderSpec) Default() {}
+// Default writes spec.versions in its canonical form; an empty one is
+// dropped, as it restricts nothing.
+func (s *ProviderSpec) Default() {
+	if s.Versions.Empty() {
+		s.Versions = nil
+		return
+	}
+	s.Versions.Default()
+}
 
 // Validate reports every bad field.
 func (s *ProviderSpec) Validate(f string) []Cause {
@@ -185,6 +195,9 @@ func (s *ProviderSpec) Validate(f string) []Cause {
 		} else if _, err := ParseSelector(s.TenantSelector); err != nil {
 			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseInvalid, Message: err.Error()})
 		}
+	}
+	if s.Versions != nil {
+		causes = append(causes, s.Versions.Validate(f+".versions")...)
 	}
 	return causes
 }
