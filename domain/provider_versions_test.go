@@ -37,16 +37,16 @@ func TestProviderSpecVersions(t *testing.T) {
 func TestProviderVersionProblems(t *testing.T) {
 	runs := &domain.ProviderVersions{Kubernetes: []string{"v1.35.4", "v1.36.1"}, Talos: []string{"v1.13.0"}}
 	tests := []struct {
-		name          string
-		versions      *domain.ProviderVersions
-		kube, talos   string
-		wantKube      string
-		wantTalos string
+		name        string
+		versions    *domain.ProviderVersions
+		kube, talos string
+		wantKube    string
+		wantTalos   string
 	}{
 		{name: "listed", versions: runs, kube: "v1.36.1", talos: "v1.13.0"},
 		{name: "listed, written without v", versions: runs, kube: "1.35.4", talos: "1.13.0"},
 		{name: "unlisted", versions: runs, kube: "v1.35.5", talos: "v1.13.1",
-			wantKube:      `provider "emulated" runs Kubernetes v1.35.4, v1.36.1 only, not v1.35.5`,
+			wantKube:  `provider "emulated" runs Kubernetes v1.35.4, v1.36.1 only, not v1.35.5`,
 			wantTalos: `provider "emulated" runs Talos v1.13.0 only, not v1.13.1`},
 		{name: "no versions declared", versions: nil, kube: "v9.9.9", talos: "v9.9.9"},
 		{name: "only Kubernetes declared", versions: &domain.ProviderVersions{Kubernetes: []string{"v1.35.4"}}, kube: "v1.35.4", talos: "v0.1.0"},
