@@ -130,6 +130,11 @@ type MachineStatus struct {
 	// then).
 	FirstHealthy *time.Time  `json:"firstHealthy,omitempty"`
 	Conditions   []Condition `json:"conditions,omitempty"`
+	// ConfigWait is what the config controller waits for on this machine
+	// after a config that rebooted it (the machine to be back, then its
+	// Node to be Ready), with the wait's deadline; absent when it waits for
+	// nothing. Only the config controller writes it.
+	ConfigWait *StepWait `json:"configWait,omitempty"`
 }
 
 // Default fills in an Unknown stage.
@@ -156,6 +161,9 @@ func (s *MachineStatus) Validate(f string) []Cause {
 	default:
 		causes = append(causes, Cause{Type: CauseNotSupported, Field: f + ".node",
 			Message: fmt.Sprintf("Unsupported value: %q: supported values: %q, %q, %q, %q", s.Node, NodeReady, NodeNotReady, NodeMissing, NodeUnknown)})
+	}
+	if s.ConfigWait != nil {
+		causes = append(causes, s.ConfigWait.Validate(f+".configWait")...)
 	}
 	return causes
 }

@@ -54,6 +54,34 @@ const (
 type RestoreSpec struct {
 	// Backup is the name of an EtcdBackup of the same tenant that Succeeded.
 	Backup string `json:"backup"`
+	// Deadlines overrides how long the stages that wait may wait before
+	// the restore fails; absent stages take the server's default.
+	Deadlines *RestoreDeadlines `json:"deadlines,omitempty"`
+}
+
+// RestoreDeadlines are the deadlines of a restore's waiting stages: Go
+// durations between MinStepDeadline and MaxStepDeadline, "" for the
+// server's default (its JoinTimeout, 10m unless configured).
+type RestoreDeadlines struct {
+	// Join bounds the wait for every control plane to serve etcd again
+	// (stage Joining): a large snapshot on slow disks takes longer.
+	Join string `json:"join,omitempty"`
+	// Check bounds the wait for every member to be healthy at the
+	// snapshot's revision (stage Checking).
+	Check string `json:"check,omitempty"`
+}
+
+// Duration is the deadline of stage (StageJoining, StageChecking) the spec
+// sets, or def when it sets none.
+func (d *RestoreDeadlines) Duration(stage string, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	v := map[string]string{StageJoining: d.Join, StageChecking: d.Check}[stage]
+	if x, err := time.ParseDuration(v); err == nil && v != "" {
+		return x
+	}
+	return def
 }
 
 // Default does nothing.
@@ -61,10 +89,17 @@ func (s *RestoreSpec) Default() {}
 
 // Validate reports every bad field.
 func (s *RestoreSpec) Validate(f string) []Cause {
+	var causes []Cause
 	if s.Backup == "" {
-		return []Cause{{Field: f + ".backup", Type: CauseRequired, Message: "name the EtcdBackup to restore"}}
+		causes = append(causes, Cause{Field: f + ".backup", Type: CauseRequired, Message: "name the EtcdBackup to restore"})
+	} else {
+		causes = append(causes, ValidateName(s.Backup, f+".backup")...)
 	}
-	return ValidateName(s.Backup, f+".backup")
+	if d := s.Deadlines; d != nil {
+		causes = append(causes, ValidateStepDeadline(d.Join, f+".deadlines.join")...)
+		causes = append(causes, ValidateStepDeadline(d.Check, f+".deadlines.check")...)
+	}
+	return causes
 }
 
 // RestoreStatus is the run's progress, written by the backup controller.
@@ -83,6 +118,10 @@ type RestoreStatus struct {
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 	// Reason says why the run failed, or what a stage waits for.
 	Reason string `json:"reason,omitempty"`
+	// Wait is what the running stage waits for (Joining, Checking), since
+	// when and until when; absent when it waits for nothing. A run resumed
+	// after a restart keeps its deadline.
+	Wait *StepWait `json:"wait,omitempty"`
 }
 
 // Final reports whether the run is over.
@@ -111,6 +150,9 @@ func (s *RestoreStatus) Validate(f string) []Cause {
 	}
 	if len(s.Reason) > MaxBackupReasonBytes {
 		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
+	}
+	if s.Wait != nil {
+		causes = append(causes, s.Wait.Validate(f+".wait")...)
 	}
 	return causes
 }
