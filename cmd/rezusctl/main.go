@@ -45,6 +45,10 @@ type cliEnv struct {
 	Now func() time.Time
 	// StdinIsTerminal says whether a password can be prompted for; default false.
 	StdinIsTerminal func() bool
+	// StdoutIsTerminal says whether a person watches the output, so that
+	// `upgrade --wait` repeats a waiting step's line more often; default
+	// false (a log: a line when the wait changes, or every 30 s).
+	StdoutIsTerminal func() bool
 	// ReadPassword reads a line from the terminal without echo; needed only
 	// when StdinIsTerminal is true.
 	ReadPassword func() ([]byte, error)
@@ -69,10 +73,11 @@ type cliEnv struct {
 func osEnv() cliEnv {
 	return cliEnv{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Getenv:          os.Getenv,
-		StdinIsTerminal: func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
-		ReadPassword:    func() ([]byte, error) { return term.ReadPassword(int(os.Stdin.Fd())) },
-		EditorIn:        os.Stdin, EditorOut: os.Stdout,
+		Getenv:           os.Getenv,
+		StdinIsTerminal:  func() bool { return term.IsTerminal(int(os.Stdin.Fd())) },
+		StdoutIsTerminal: func() bool { return term.IsTerminal(int(os.Stdout.Fd())) },
+		ReadPassword:     func() ([]byte, error) { return term.ReadPassword(int(os.Stdin.Fd())) },
+		EditorIn:         os.Stdin, EditorOut: os.Stdout,
 		OpenBrowser: openBrowser,
 	}
 }
@@ -100,6 +105,9 @@ func newRezusctl(env cliEnv) *rezusctl {
 	}
 	if env.StdinIsTerminal == nil {
 		env.StdinIsTerminal = func() bool { return false }
+	}
+	if env.StdoutIsTerminal == nil {
+		env.StdoutIsTerminal = func() bool { return false }
 	}
 	if env.WatchRetry == 0 {
 		env.WatchRetry = 250 * time.Millisecond

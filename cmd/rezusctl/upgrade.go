@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -193,13 +192,37 @@ func generatedUpgradeName(target upgradeTarget) string {
 var errUpgradeEnded = errors.New("ended")
 
 // followUpgrade prints the upgrade's progress from the version u was read
-// at: a line per machine whenever its step moves, and how the run ends. It
-// fails unless the run Succeeded.
+// at: a line per machine whenever its step moves, the step's wait again as
+// its time goes by (the server writes a wait once, not every second), and
+// how the run ends. It fails unless the run Succeeded.
 func (r *rezusctl) followUpgrade(ctx context.Context, cl *client, k kind, tenant string, u *domain.Object) error {
-	p := &upgradeProgress{out: r.env.Stdout, errOut: r.env.Stderr, seen: map[string]string{}}
+	p := newUpgradeProgress(r.env.Stdout, r.env.Stderr, r.env.Now, r.env.StdoutIsTerminal())
 	if done, err := p.show(u); done || err != nil {
 		return err
 	}
+
+	// The elapsed time of a wait moves on without events: a ticker repeats
+	// its line, and is gone before this returns.
+	tickCtx, stopTicking := context.WithCancel(ctx)
+	ticking := make(chan struct{})
+	go func() {
+		defer close(ticking)
+		t := time.NewTicker(upgradeWaitTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-tickCtx.Done():
+				return
+			case <-t.C:
+				p.refresh()
+			}
+		}
+	}()
+	defer func() {
+		stopTicking()
+		<-ticking
+	}()
+
 	err := r.stream(ctx, cl, k.collectionPath(tenant), url.Values{"watch": {"true"}}, "resourceVersion", u.Metadata.ResourceVersion, func(ev sseEvent) error {
 		var we watchEvent
 		if err := json.Unmarshal(ev.Data, &we); err != nil {
@@ -234,59 +257,6 @@ func (r *rezusctl) followUpgrade(ctx context.Context, cl *client, k kind, tenant
 		return err
 	}
 	return ctx.Err()
-}
-
-// upgradeProgress prints what changed since the last state it saw.
-type upgradeProgress struct {
-	out, errOut io.Writer
-	phase       string
-	seen        map[string]string // machine -> the phase printed
-}
-
-// show prints the news of one state of the upgrade; done says it has ended,
-// with an error unless it Succeeded.
-func (p *upgradeProgress) show(o *domain.Object) (done bool, err error) {
-	var u domain.Upgrade
-	raw, _ := json.Marshal(o)
-	if err := json.Unmarshal(raw, &u); err != nil {
-		return false, fmt.Errorf("the server sent an upgrade that is not one: %w", err)
-	}
-	st := u.Status
-	if st.Phase != p.phase && st.Phase == domain.UpgradeRunning {
-		fmt.Fprintf(p.out, "%s: %d machines, control planes first\n", st.Phase, len(st.Machines))
-	}
-	width := 0
-	for _, m := range st.Machines {
-		width = max(width, len(m.Name))
-	}
-	for _, m := range st.Machines {
-		state := m.Phase
-		if m.Message != "" && !m.Final() {
-			state = m.Message // "Draining (4 pods left)"
-		}
-		if p.seen[m.Name] == state || (p.seen[m.Name] == "" && m.Phase == domain.StepPending) {
-			continue
-		}
-		p.seen[m.Name] = state
-		line := fmt.Sprintf("%-*s  %-12s  %s -> %s  %s", width, m.Name, m.Role, orDash(m.From), m.To, state)
-		if m.Phase == domain.StepDone && m.Started != nil && m.Finished != nil {
-			line += fmt.Sprintf(" (%s)", m.Finished.Sub(*m.Started).Round(100*time.Millisecond))
-		}
-		if m.Error != "" && m.Final() {
-			line += ": " + m.Error
-		}
-		fmt.Fprintln(p.out, line)
-	}
-	p.phase = st.Phase
-	if !st.Final() {
-		return false, nil
-	}
-	if st.Phase != domain.UpgradeSucceeded {
-		fmt.Fprintf(p.errOut, "%s: %s\n", st.Phase, st.Reason)
-		return true, exitError{code: 1}
-	}
-	fmt.Fprintf(p.out, "%s: %s\n", st.Phase, st.Reason)
-	return true, nil
 }
 
 func orDash(s string) string {

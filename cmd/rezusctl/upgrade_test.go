@@ -185,3 +185,114 @@ Succeeded: 2 of 2 machines on Kubernetes v1.36.1
 	}
 	require.Empty(t, f.callLog(), "refused before any call")
 }
+
+// waitingStep is a machine step of cp-1 that waits since 11:55:50, with a
+// deadline at 12:05:50 (the test CLI's clock says 12:00:00), the last
+// answer lastErr checked at checked.
+func waitingStep(phase, lastErr, checked string) string {
+	return fmt.Sprintf(`{"name":"cp-1","role":"controlplane","from":"v1.35.4","to":"v1.35.5","phase":%q,`+
+		`"message":"waiting for kube-apiserver on cp-1 to answer v1.35.5: %s",`+
+		`"wait":{"for":"kube-apiserver on cp-1 to answer v1.35.5","since":"2026-05-01T11:55:50Z","deadline":"2026-05-01T12:05:50Z",`+
+		`"lastError":%q,"checked":%q}}`, phase, lastErr, lastErr, checked)
+}
+
+// A step that waits shows what it waits for, since when and until when, as
+// of the reader's clock; a check with the same answer prints nothing, a new
+// answer a new line, and a run that fails at the deadline says why.
+func TestUpgradeCommandShowsTheWait(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	tc := newTestCLI(t)
+	tc.loginTo(srv.URL)
+	upgradeWatch(t, f,
+		sseFrame(2, "MODIFIED", upgradeJSON(2, upgradeStatus("Running", "", waitingStep("Verifying", "connection refused", "2026-05-01T11:59:00Z")))),
+		sseFrame(3, "MODIFIED", upgradeJSON(3, upgradeStatus("Running", "", waitingStep("Verifying", "connection refused", "2026-05-01T11:59:30Z")))),
+		sseFrame(4, "MODIFIED", upgradeJSON(4, upgradeStatus("Running", "", waitingStep("Verifying", "503 Service Unavailable", "2026-05-01T11:59:45Z")))),
+		sseFrame(5, "MODIFIED", upgradeJSON(5, upgradeStatus("Failed",
+			"cp-1 (RolledBack): Verifying passed its deadline of 10m waiting for kube-apiserver on cp-1 to answer v1.35.5; last answer: 503 Service Unavailable",
+			`{"name":"cp-1","role":"controlplane","from":"v1.35.4","to":"v1.35.5","phase":"RolledBack","error":"Verifying passed its deadline of 10m waiting for kube-apiserver on cp-1 to answer v1.35.5; last answer: 503 Service Unavailable; rolled back to v1.35.4"}`))),
+	)
+	r := tc.run("upgrade", "acme", "--kubernetes-version", "v1.35.5", "--name", "to-113", "--wait")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, `upgrade/to-113 created: tenant "acme" to Kubernetes v1.35.5
+Running: 1 machines, control planes first
+cp-1  controlplane  v1.35.4 -> v1.35.5  Verifying: waiting for kube-apiserver on cp-1 to answer v1.35.5: connection refused, 4m10s (fails in 5m50s)
+cp-1  controlplane  v1.35.4 -> v1.35.5  Verifying: waiting for kube-apiserver on cp-1 to answer v1.35.5: 503 Service Unavailable, 4m10s (fails in 5m50s)
+cp-1  controlplane  v1.35.4 -> v1.35.5  RolledBack: Verifying passed its deadline of 10m waiting for kube-apiserver on cp-1 to answer v1.35.5; last answer: 503 Service Unavailable; rolled back to v1.35.4
+`, r.stdout)
+	require.Equal(t, "Failed: cp-1 (RolledBack): Verifying passed its deadline of 10m waiting for kube-apiserver on cp-1 to answer v1.35.5; last answer: 503 Service Unavailable\n", r.stderr)
+}
+
+// Between events the line of a waiting step is repeated with its time
+// moved on: every 10 s at a terminal, every 30 s into a log; a step that
+// stops waiting is not repeated.
+func TestUpgradeProgressRepeatsWaits(t *testing.T) {
+	waiting := func(rv int) *domain.Object {
+		o := &domain.Object{}
+		require.NoError(t, json.Unmarshal([]byte(upgradeJSON(rv, upgradeStatus("Running", "",
+			waitingStep("Verifying", "connection refused", "2026-05-01T11:59:00Z"), step("w-1", "worker", "Pending", "")))), o))
+		return o
+	}
+	line := func(elapsed, left string) string {
+		return "cp-1  controlplane  v1.35.4 -> v1.35.5  Verifying: waiting for kube-apiserver on cp-1 to answer v1.35.5: connection refused, " +
+			elapsed + " (fails in " + left + ")\n"
+	}
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		terminal bool
+		after    []time.Duration // since start, a refresh each
+		want     []string        // the lines the refreshes print
+	}{
+		{"terminal", true, []time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 20 * time.Second},
+			[]string{line("4m20s", "5m40s"), line("4m30s", "5m30s")}},
+		{"log", false, []time.Duration{10 * time.Second, 29 * time.Second, 30 * time.Second, 45 * time.Second, 60 * time.Second},
+			[]string{line("4m40s", "5m20s"), line("5m10s", "4m50s")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			now := start
+			p := newUpgradeProgress(&out, &errOut, func() time.Time { return now }, tt.terminal)
+			done, err := p.show(waiting(2))
+			require.NoError(t, err)
+			require.False(t, done)
+			require.Equal(t, "Running: 2 machines, control planes first\n"+line("4m10s", "5m50s"), out.String())
+
+			out.Reset()
+			for _, d := range tt.after {
+				now = start.Add(d)
+				p.refresh()
+			}
+			require.Equal(t, strings.Join(tt.want, ""), out.String())
+
+			// The same wait again (a check with the same answer) prints
+			// nothing; once the step moves on, nothing is repeated.
+			out.Reset()
+			_, err = p.show(waiting(3))
+			require.NoError(t, err)
+			require.Empty(t, out.String())
+			o := &domain.Object{}
+			require.NoError(t, json.Unmarshal([]byte(upgradeJSON(4, upgradeStatus("Running", "", step("cp-1", "controlplane", "Done", ""), step("w-1", "worker", "Pending", "")))), o))
+			_, err = p.show(o)
+			require.NoError(t, err)
+			now = now.Add(time.Hour)
+			p.refresh()
+			require.Equal(t, "cp-1  controlplane  v1.12.0 -> v1.13.0  Done (41s)\n", out.String())
+		})
+	}
+}
+
+// Following a run that waits ends when the command's context does (^C),
+// with the ticker that repeats its line.
+func TestUpgradeFollowEndsWithItsContext(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	tc := newTestCLI(t)
+	tc.loginTo(srv.URL)
+	f.put("/api/v1/tenants/acme/upgrades/to-113", &domain.Object{APIVersion: domain.APIVersion, Kind: "Upgrade",
+		Metadata: domain.ObjectMeta{Name: "to-113", Tenant: "acme"}, Spec: json.RawMessage(`{"kubernetesVersion":"v1.35.5"}`),
+		Status: json.RawMessage(upgradeStatus("Running", "", waitingStep("Verifying", "connection refused", "2026-05-01T11:59:00Z")))})
+	upgradeWatch(t, f)
+	out, _, stop := tc.start("upgrade", "acme", "--follow", "to-113")
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "connection refused, 4m10s (fails in 5m50s)") }, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, 130, stop(), "interrupted")
+}
