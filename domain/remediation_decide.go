@@ -194,3 +194,59 @@ func DecideRemediation(in RemediationInput) RemediationDecision {
 	d.Message = fmt.Sprintf("replacing %s, unhealthy since %s", first.m.Name, first.since.UTC().Format(time.RFC3339))
 	return d
 }
+
+// RemediationJoinInput is what the controller knows of a Joining
+// remediation's new machine.
+type RemediationJoinInput struct {
+	// Machine names the new machine (the replaced one's name).
+	Machine string
+	// Wait is the wait the remediation's status records (nil before the
+	// first, and in records older than waits).
+	Wait *StepWait
+	// ReplacedAt is when the new machine was built: the wait begins then.
+	ReplacedAt     time.Time
+	StartupTimeout time.Duration
+	// FirstHealthy is when a probe first found the new machine healthy
+	// (nil: not yet).
+	FirstHealthy *time.Time
+	// Problem is what the last probe found wrong with it ("" when it was
+	// not probed since it was built).
+	Problem string
+	Now     time.Time
+}
+
+// RemediationJoinDecision is how a Joining remediation goes on.
+type RemediationJoinDecision struct {
+	// Phase is RemediationSucceeded or RemediationFailed when it ends now
+	// (Step and Message are the step to record); "" while it waits.
+	Phase, Step, Message string
+	// Wait is the wait to record while it waits; Record says whether it
+	// is worth a write over the recorded one (WaitChanged).
+	Wait   *StepWait
+	Record bool
+}
+
+// DecideRemediationJoin decides a Joining remediation: Succeeded once the
+// new machine was found healthy, Failed past its deadline (startupTimeout
+// from when it was built, as recorded: a restart of the server does not
+// move it), else it waits, with the probe's last answer.
+func DecideRemediationJoin(in RemediationJoinInput) RemediationJoinDecision {
+	if in.FirstHealthy != nil {
+		msg := fmt.Sprintf("the new %s is healthy, %s after it was built", in.Machine, in.FirstHealthy.Sub(in.ReplacedAt).Round(time.Second))
+		return RemediationJoinDecision{Phase: RemediationSucceeded, Step: "Joined", Message: msg}
+	}
+	w := BeginWait(in.Wait, RemediationJoinWaitFor(in.Machine), in.ReplacedAt, in.StartupTimeout)
+	if in.Problem != "" {
+		w.Observe(in.Problem, in.Now)
+	}
+	if w.Expired(in.Now) {
+		return RemediationJoinDecision{Phase: RemediationFailed, Step: "Failed", Message: w.DeadlineProblem("Joining (startupTimeout)")}
+	}
+	return RemediationJoinDecision{Wait: &w, Record: WaitChanged(in.Wait, w)}
+}
+
+// RemediationJoinWaitFor is what a Joining remediation of machine waits
+// for, in words that stay the same across restarts.
+func RemediationJoinWaitFor(machine string) string {
+	return "the new " + machine + " to be healthy"
+}

@@ -96,6 +96,10 @@ type RemediationStatus struct {
 	Message     string            `json:"message,omitempty"`
 	ReplacedAt  *time.Time        `json:"replacedAt,omitempty"`
 	FinishedAt  *time.Time        `json:"finishedAt,omitempty"`
+	// Wait is what the remediation waits for while Joining (the new
+	// machine to be healthy, by startupTimeout); cleared when it ends.
+	// Records written before it existed have none and read as before.
+	Wait *StepWait `json:"wait,omitempty"`
 }
 
 // Default fills the phase in.
@@ -113,6 +117,9 @@ func (s *RemediationStatus) Validate(f string) []Cause {
 	}
 	if len(s.Message) > 4096 {
 		causes = append(causes, Cause{Field: f + ".message", Type: CauseTooLong, Message: "must be no more than 4096 characters"})
+	}
+	if s.Wait != nil {
+		causes = append(causes, s.Wait.Validate(f+".wait")...)
 	}
 	return causes
 }

@@ -162,3 +162,67 @@ func TestRemediationPolicyValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideRemediationJoin: a Joining remediation succeeds once its new
+// machine was healthy, waits with the probe's last answer until startupTimeout
+// from when the machine was built, keeps a recorded deadline (a restart, or
+// startupTimeout changed meanwhile, does not move it), records a changed
+// answer at most every WaitRecordEvery, and fails at the deadline naming what
+// it waited for and the last answer.
+func TestDecideRemediationJoin(t *testing.T) {
+	built := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return built.Add(d) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	what := "the new w-2 to be healthy"
+	recorded := &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute), LastError: "Unreachable: connection refused", Checked: ptr(at(time.Minute))}
+	in := func(now time.Duration, wait *StepWait, problem string) RemediationJoinInput {
+		return RemediationJoinInput{Machine: "w-2", Wait: wait, ReplacedAt: built, StartupTimeout: 10 * time.Minute, Problem: problem, Now: at(now)}
+	}
+	for _, tc := range []struct {
+		name   string
+		in     RemediationJoinInput
+		phase  string
+		msg    string
+		wait   *StepWait
+		record bool
+	}{
+		{name: "healthy: succeeded", in: func() RemediationJoinInput {
+			i := in(3*time.Minute, recorded, "")
+			i.FirstHealthy = ptr(at(2 * time.Minute))
+			return i
+		}(), phase: RemediationSucceeded, msg: "the new w-2 is healthy, 2m0s after it was built"},
+		{name: "first wait, not probed yet: begins at the build", in: in(time.Second, nil, ""),
+			wait: &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute)}, record: true},
+		{name: "first wait of a record older than waits: the deadline it always had", in: in(9*time.Minute, nil, "NodeNotReady"),
+			wait: &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute), LastError: "NodeNotReady", Checked: ptr(at(9 * time.Minute))}, record: true},
+		{name: "same answer: nothing to record", in: in(2*time.Minute, recorded, "Unreachable: connection refused"),
+			wait: &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute), LastError: "Unreachable: connection refused", Checked: ptr(at(2 * time.Minute))}},
+		{name: "another answer soon after: not yet recorded", in: in(time.Minute+5*time.Second, recorded, "NodeNotReady"),
+			wait: &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute), LastError: "NodeNotReady", Checked: ptr(at(time.Minute + 5*time.Second))}},
+		{name: "another answer later: recorded", in: in(2*time.Minute, recorded, "NodeNotReady"),
+			wait: &StepWait{For: what, Since: built, Deadline: at(10 * time.Minute), LastError: "NodeNotReady", Checked: ptr(at(2 * time.Minute))}, record: true},
+		{name: "startupTimeout raised mid-wait: the recorded deadline holds", in: func() RemediationJoinInput {
+			i := in(10*time.Minute, recorded, "")
+			i.StartupTimeout = time.Hour
+			return i
+		}(), phase: RemediationFailed, msg: "Joining (startupTimeout) passed its deadline of 10m waiting for the new w-2 to be healthy; last answer: Unreachable: connection refused"},
+		{name: "past the deadline: failed with the last answer", in: in(11*time.Minute, recorded, "NodeNotReady"), phase: RemediationFailed,
+			msg: "Joining (startupTimeout) passed its deadline of 10m waiting for the new w-2 to be healthy; last answer: NodeNotReady"},
+		{name: "healthy at the last moment wins over the deadline", in: func() RemediationJoinInput {
+			i := in(11*time.Minute, recorded, "")
+			i.FirstHealthy = ptr(at(9 * time.Minute))
+			return i
+		}(), phase: RemediationSucceeded, msg: "the new w-2 is healthy, 9m0s after it was built"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DecideRemediationJoin(tc.in)
+			require.Equal(t, tc.phase, d.Phase)
+			require.Equal(t, tc.msg, d.Message)
+			require.Equal(t, tc.wait, d.Wait)
+			require.Equal(t, tc.record, d.Record)
+			if d.Phase != "" {
+				require.Nil(t, d.Wait, "an ended remediation waits no more")
+			}
+		})
+	}
+}

@@ -165,13 +165,16 @@ func (c *Controller) reconcile(ctx context.Context, tenant string) controller.Re
 		return controller.Retry()
 	}
 	now := c.cfg.Clock.Now()
-	rems = c.finishJoined(ctx, tenant, groups, machines, rems, now)
+	rems, joinDeadline := c.finishJoined(ctx, tenant, groups, machines, rems, now)
 	var maintenance *domain.Maintenance
 	if t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant)); err == nil && ok {
 		maintenance = t.Spec.Maintenance
 	}
 	windowOpen, opens := domain.MaintenanceOpen(maintenance, now)
 	next := c.cfg.Interval
+	if !joinDeadline.IsZero() {
+		next = min(next, max(joinDeadline.Sub(now), time.Second))
+	}
 	for i := range groups {
 		ng := &groups[i]
 		in := groupInput(ng, machines, rems, h, now)
@@ -198,45 +201,84 @@ func (c *Controller) reconcile(ctx context.Context, tenant string) controller.Re
 }
 
 // finishJoined ends the Joining remediations: Succeeded once the new
-// machine was found healthy, Failed when it was not within its group's
-// startupTimeout. It answers the remediations as they are now.
-func (c *Controller) finishJoined(ctx context.Context, tenant string, groups []domain.NodeGroup, machines []domain.Machine, rems []domain.Remediation, now time.Time) []domain.Remediation {
+// machine was found healthy, Failed when it was not by the deadline of its
+// wait (its group's startupTimeout from when it was built, as recorded).
+// Meanwhile it records the wait, with the probe's last answer. It answers
+// the remediations as they are now, and the earliest deadline still ahead.
+func (c *Controller) finishJoined(ctx context.Context, tenant string, groups []domain.NodeGroup, machines []domain.Machine, rems []domain.Remediation, now time.Time) ([]domain.Remediation, time.Time) {
+	var recheck time.Time
 	for i := range rems {
 		r := &rems[i]
 		if r.Status.Phase != domain.RemediationJoining || r.Status.ReplacedAt == nil {
 			continue
 		}
-		startup := domain.DefaultStartupTimeout
-		if j := slices.IndexFunc(groups, func(ng domain.NodeGroup) bool { return ng.Metadata.Name == r.Spec.NodeGroup }); j >= 0 {
-			_, startup = groups[j].Spec.Remediation.Durations()
+		in := joinInput(r, groups, machines, now)
+		d := domain.DecideRemediationJoin(in)
+		if d.Phase == "" {
+			if recheck.IsZero() || d.Wait.Deadline.Before(recheck) {
+				recheck = d.Wait.Deadline
+			}
+			if !d.Record {
+				continue
+			}
 		}
-		phase, step, msg := "", "", ""
-		j := slices.IndexFunc(machines, func(m domain.Machine) bool { return m.Metadata.Name == r.Spec.Machine })
-		switch {
-		case j >= 0 && machines[j].Status.FirstHealthy != nil:
-			phase, step = domain.RemediationSucceeded, "Joined"
-			msg = fmt.Sprintf("the new %s is healthy, %s after it was built", r.Spec.Machine, machines[j].Status.FirstHealthy.Sub(*r.Status.ReplacedAt).Round(time.Second))
-		case !now.Before(r.Status.ReplacedAt.Add(startup)):
-			phase, step = domain.RemediationFailed, "Failed"
-			msg = fmt.Sprintf("the new %s did not become healthy within startupTimeout (%s)", r.Spec.Machine, startup)
-		default:
-			continue
-		}
-		_, err := eventstore.UpdateStatus(ctx, c.sw, domain.ObjectRef(domain.RemediationKind, tenant, r.Metadata.Name), func(_ *domain.Object, s *domain.RemediationStatus) (bool, error) {
-			if s.Phase != domain.RemediationJoining {
+
+		ref := domain.ObjectRef(domain.RemediationKind, tenant, r.Metadata.Name)
+		_, err := eventstore.UpdateStatus(ctx, c.sw, ref, func(_ *domain.Object, s *domain.RemediationStatus) (bool, error) {
+			if s.Phase != domain.RemediationJoining || s.ReplacedAt == nil {
 				return false, nil
 			}
-			s.Phase, s.Message, s.FinishedAt = phase, msg, &now
-			s.AddStep(step, msg, now)
+			// Decided again on the stored status: the recorded wait is what
+			// keeps the deadline.
+			in.Wait, in.ReplacedAt = s.Wait, *s.ReplacedAt
+			d = domain.DecideRemediationJoin(in)
+			if d.Phase == "" {
+				if !d.Record {
+					return false, nil
+				}
+				s.Wait = d.Wait
+				return true, nil
+			}
+			s.Phase, s.Message, s.FinishedAt, s.Wait = d.Phase, d.Message, &now, nil
+			s.AddStep(d.Step, d.Message, now)
 			return true, nil
 		})
 		if err != nil {
-			c.cfg.Log.Warn("remediation: finishing a remediation", "tenant", tenant, "remediation", r.Metadata.Name, "err", err)
+			c.cfg.Log.Warn("remediation: recording a joining remediation", "tenant", tenant, "remediation", r.Metadata.Name, "err", err)
 			continue
 		}
-		r.Status.Phase, r.Status.FinishedAt = phase, &now
+		if d.Phase != "" {
+			r.Status.Phase, r.Status.FinishedAt, r.Status.Wait = d.Phase, &now, nil
+			continue
+		}
+		r.Status.Wait = d.Wait
 	}
-	return rems
+	return rems, recheck
+}
+
+// joinInput is what DecideRemediationJoin reads of a Joining remediation:
+// its group's startupTimeout (the default when the group is gone) and its
+// new machine's health.
+func joinInput(r *domain.Remediation, groups []domain.NodeGroup, machines []domain.Machine, now time.Time) domain.RemediationJoinInput {
+	in := domain.RemediationJoinInput{Machine: r.Spec.Machine, Wait: r.Status.Wait, ReplacedAt: *r.Status.ReplacedAt,
+		StartupTimeout: domain.DefaultStartupTimeout, Now: now}
+	if j := slices.IndexFunc(groups, func(ng domain.NodeGroup) bool { return ng.Metadata.Name == r.Spec.NodeGroup }); j >= 0 {
+		_, in.StartupTimeout = groups[j].Spec.Remediation.Durations()
+	}
+	j := slices.IndexFunc(machines, func(m domain.Machine) bool { return m.Metadata.Name == r.Spec.Machine })
+	if j < 0 {
+		in.Problem = "machine " + r.Spec.Machine + " is not in the read model"
+		return in
+	}
+	m := &machines[j]
+	in.FirstHealthy = m.Status.FirstHealthy
+	if c := domain.FindCondition(m.Status.Conditions, domain.ConditionHealthy); c != nil && c.Status != "True" {
+		in.Problem = c.Reason
+		if c.Message != "" {
+			in.Problem += ": " + c.Message
+		}
+	}
+	return in
 }
 
 // writeAllowed keeps the group's RemediationAllowed condition.
