@@ -114,6 +114,7 @@ func (h *specHooks[S]) checkDelete(ref domain.Ref) error {
 func (a *API) tenantHooks() kindHooks {
 	return &specHooks[domain.TenantSpec]{a: a, kind: domain.TenantKind, checks: []func(domain.Ref, *domain.Object, *domain.TenantSpec) []domain.Cause{
 		a.tenantVersionCauses,
+		a.tenantProviderVersionCauses,
 	}}
 }
 
@@ -122,6 +123,7 @@ func (a *API) nodeGroupHooks() kindHooks {
 		a.nodeGroupVersionCauses,
 		a.nodeGroupScaleCauses,
 		a.nodeGroupProviderCauses,
+		a.nodeGroupProviderVersionCauses,
 		a.nodeGroupAddressCauses,
 	}, deleteChecks: []func(domain.Ref, *domain.Object) []domain.Cause{
 		a.nodeGroupDeleteCauses,

@@ -104,8 +104,9 @@ func (h *upgradeHooks) checkChange(ref domain.Ref, raw json.RawMessage) error {
 // observed on some version could not take in one step (or that does not run
 // the Kubernetes version their configs carry), a Kubernetes target that goes
 // back or skips a minor version from the one the configs carry, or that a
-// machine's Talos version does not support (talos/versions.go). A Kubernetes
-// upgrade covers every machine: the version is the tenant's.
+// machine's Talos version does not support (talos/versions.go), or that a
+// Provider of the groups it covers does not run (its spec.versions). A
+// Kubernetes upgrade covers every machine: the version is the tenant's.
 func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpec) error {
 	var causes []domain.Cause
 	for i, ng := range spec.NodeGroups {
@@ -122,6 +123,7 @@ func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpe
 	if err != nil {
 		return err
 	}
+	causes = append(causes, h.a.upgradeProviderVersionCauses(tenant, &spec)...)
 	machines, _ := h.a.versionInputs(tenant)
 	if ok && len(machines) > 0 {
 		k8s := talos.KubernetesVersionOf(t)
