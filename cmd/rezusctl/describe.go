@@ -27,8 +27,11 @@ func (r *rezusctl) describeCommand() *cli.Command {
 		Name:  "describe",
 		Usage: "show one object in detail: metadata, spec, status, conditions and its recent events",
 		Description: "A machine also shows its config history: each config that reached it (the hash it holds,\n" +
-			"and how it was applied: Day0, AppliedInPlace, AppliedWithReboot) and each that failed.\n\n" +
-			"  rezusctl describe machine cp-0 -t acme",
+			"and how it was applied: Day0, AppliedInPlace, AppliedWithReboot) and each that failed.\n" +
+			"An upgrade also shows each machine's step and, for a step that waits, what it waits for,\n" +
+			"the last answer, since when and its deadline (past it the step fails).\n\n" +
+			"  rezusctl describe machine cp-0 -t acme\n" +
+			"  rezusctl describe upgrade kubernetes-v1-36-1-4711 -t acme",
 		ArgsUsage:    "KIND NAME",
 		Flags:        []cli.Flag{tenantFlag()},
 		BashComplete: completeKinds,
@@ -47,6 +50,9 @@ func (r *rezusctl) describeCommand() *cli.Command {
 			}
 			var b bytes.Buffer
 			describeObject(&b, k, obj, r.env.Now())
+			if k.Kind == domain.UpgradeKind.Kind {
+				describeUpgradeMachines(&b, obj, r.env.Now())
+			}
 			var history *configHistory
 			var each func(record)
 			if k.Kind == domain.MachineKind.Kind {
