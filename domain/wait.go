@@ -129,6 +129,9 @@ func ShortDuration(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
+	if d > 0 && d < time.Second {
+		return d.String() // a test's deadline, not a person's
+	}
 	d = d.Round(time.Second)
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

@@ -53,6 +53,9 @@ func (n *node) inspect() inspected {
 			if got, real := n.em.kube.controlPlaneVersion(in.st.Name); real && got != want {
 				in.staticPodsStale = true
 			}
+			if in.st.Faults.kubernetesDown(want) {
+				in.staticPodsStale = true
+			}
 		}
 	}
 	for _, v := range n.nodeServices() {

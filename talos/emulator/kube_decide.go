@@ -63,7 +63,7 @@ func decideKube(v kubeView) kubeWant {
 		w.wipeEtcd = true
 	}
 	if v.st.Role == "controlplane" && v.bootstrapped && !v.st.EtcdLeft {
-		if ver, ok := versionFromImage(v.cfg.Cluster().APIServer().Image()); ok {
+		if ver, ok := versionFromImage(v.cfg.Cluster().APIServer().Image()); ok && !v.st.Faults.kubernetesDown(ver) {
 			w.controlPlane, w.cpVersion = true, ver
 			w.cpKey = v.bootID + "/" + ver
 		}

@@ -1,6 +1,9 @@
 package emulator
 
-import "encoding/base64"
+import (
+	"encoding/base64"
+	"strings"
+)
 
 // Phase is a node's boot stage.
 type Phase string
@@ -46,6 +49,22 @@ type Faults struct {
 	// maintenance mode too) until the fault is lifted, so a caller's retry can
 	// be tested.
 	RefuseApply bool `json:"refuseApply,omitempty"`
+	// KubernetesDownAt keeps a control plane's Kubernetes components from
+	// starting while its config names this Kubernetes version (e.g.
+	// "v1.35.5"), as images that cannot be pulled would: its static pods
+	// report nothing running and, with the real control plane, none of its
+	// parts run. A config at another version runs as usual, so a rollback
+	// heals the node.
+	KubernetesDownAt string `json:"kubernetesDownAt,omitempty"`
+}
+
+// kubernetesDown reports whether the fault keeps the control plane of
+// Kubernetes version (the config's image tag) from starting.
+func (f Faults) kubernetesDown(version string) bool {
+	if f.KubernetesDownAt == "" {
+		return false
+	}
+	return strings.TrimPrefix(f.KubernetesDownAt, "v") == strings.TrimPrefix(version, "v")
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -184,7 +184,7 @@ func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string
 		return "reaching the Kubernetes API: " + err.Error()
 	}
 	node := drain.NodeName(m)
-	wctx, cancel := context.WithTimeout(ctx, r.s.cfg.HealthTimeout)
+	wctx, cancel := context.WithTimeout(ctx, r.deadline("verify"))
 	defer cancel()
 	err = d.WaitReady(wctx, node)
 	switch {

@@ -329,13 +329,26 @@ func (e *sagaEnv) startSaga(mutate func(*upgrade.Config)) (saga *upgrade.Saga, s
 // stepPhases replays the upgrade's events and returns, per machine, the
 // phases its step went through in order (repeats folded).
 func (e *sagaEnv) stepPhases(name string) map[string][]string {
+	out := map[string][]string{}
+	e.replayUpgrade(name, func(u domain.Upgrade) {
+		for _, m := range u.Status.Machines {
+			ph := out[m.Name]
+			if len(ph) == 0 || ph[len(ph)-1] != m.Phase {
+				out[m.Name] = append(ph, m.Phase)
+			}
+		}
+	})
+	return out
+}
+
+// replayUpgrade hands each recorded version of the upgrade to f, oldest first.
+func (e *sagaEnv) replayUpgrade(name string, f func(domain.Upgrade)) {
 	e.t.Helper()
 	_, last, err := e.store.Bounds(e.ctx)
 	require.NoError(e.t, err)
 	cur, err := e.store.Follow(e.ctx, 1, []string{e.ref(domain.UpgradeKind, name).Subject()})
 	require.NoError(e.t, err)
 	defer cur.Stop()
-	out := map[string][]string{}
 	for {
 		ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 		rec, err := cur.Next(ctx)
@@ -343,14 +356,9 @@ func (e *sagaEnv) stepPhases(name string) map[string][]string {
 		require.NoError(e.t, err)
 		var u domain.Upgrade
 		require.NoError(e.t, json.Unmarshal(upgradeJSON(rec.Event.Object), &u))
-		for _, m := range u.Status.Machines {
-			ph := out[m.Name]
-			if len(ph) == 0 || ph[len(ph)-1] != m.Phase {
-				out[m.Name] = append(ph, m.Phase)
-			}
-		}
+		f(u)
 		if rec.Pending == 0 || rec.Seq >= last {
-			return out
+			return
 		}
 	}
 }

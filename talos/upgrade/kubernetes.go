@@ -195,7 +195,7 @@ func (r *upgradeRun) kubernetesStep(ctx context.Context, name string) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return r.failStep(ctx, m, fmt.Sprintf("not healthy on Kubernetes %s within %s: %s", e.To, r.s.cfg.HealthTimeout, p))
+		return r.failStep(ctx, m, p)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -204,7 +204,7 @@ func (r *upgradeRun) kubernetesStep(ctx context.Context, name string) error {
 }
 
 // kubernetesRollback applies the machine's config at the version it came
-// from, waiting out a node that does not answer up to RebootTimeout, records
+// from, waiting out a node that does not answer up to the reboot deadline, records
 // it and waits for the node's services.
 func (r *upgradeRun) kubernetesRollback(ctx context.Context, m *domain.Machine, why string) error {
 	r.failed.Store(true)
@@ -217,26 +217,24 @@ func (r *upgradeRun) kubernetesRollback(ctx context.Context, m *domain.Machine, 
 	if err != nil {
 		return r.rollbackFailed(ctx, m, why, "rendering its previous config: "+err.Error())
 	}
-	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
 	var details string
-	for {
-		_, det, err := r.nodes.applyConfig(ctx, m, prev)
-		if err == nil {
-			details = det
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if !talosUnreachable(err) {
-			return r.rollbackFailed(ctx, m, why, "the node refused its previous config: "+describeTalosErr(err))
-		}
-		if r.s.cfg.Now().After(deadline) {
-			return r.rollbackFailed(ctx, m, why, fmt.Sprintf("the node did not take its previous config within %s: %s", r.s.cfg.RebootTimeout, describeTalosErr(err)))
-		}
-		if err := r.sleep(ctx); err != nil {
-			return err
-		}
+	p := r.await(ctx, m.Metadata.Name, domain.StepRollingBack, fmt.Sprintf("%s to take its config of Kubernetes %s back", m.Metadata.Name, e.From), r.deadline("reboot"),
+		func(ctx context.Context) (bool, string, string) {
+			_, det, err := r.nodes.applyConfig(ctx, m, prev)
+			switch {
+			case err == nil:
+				details = det
+				return true, "", ""
+			case ctx.Err() == nil && !talosUnreachable(err):
+				return false, "", "the node refused its previous config: " + describeTalosErr(err)
+			}
+			return false, describeTalosErr(err), ""
+		})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if p != "" {
+		return r.rollbackFailed(ctx, m, why, p)
 	}
 	ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, m.Metadata.Name)
 	if err := r.recorder().Applied(ctx, ref, talos.ConfigHash(prev), talos.ReasonAppliedInPlace,
@@ -244,7 +242,7 @@ func (r *upgradeRun) kubernetesRollback(ctx context.Context, m *domain.Machine, 
 		return err
 	}
 	note, healthy := "rolled back to Kubernetes "+e.From, true
-	if p := r.awaitHealthy(ctx, m, ""); p != "" {
+	if p := r.awaitHealthy(ctx, m, "", domain.StepRollingBack, r.deadline("verify")); p != "" {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -158,10 +158,11 @@ func TestKubernetesUpgradeRollsBackAnUnhealthyMachine(t *testing.T) {
 	require.Equal(t, domain.UpgradeFailed, u.Status.Phase)
 	require.Equal(t, map[string]string{"cp-1": domain.StepDone, "w-1": domain.StepRolledBack, "w-2": domain.StepPending}, phases(u))
 	w1 := u.Status.Machines[1]
-	require.Contains(t, w1.Error, "not healthy on Kubernetes "+sagaKubeTo)
+	require.Contains(t, w1.Error, "Verifying passed its deadline of 300ms waiting for the kubelet on w-1 to run "+sagaKubeTo+" and be Ready; last answer: services not healthy")
 	require.Contains(t, w1.Error, "rolled back to Kubernetes "+sagaKube)
 	require.Contains(t, w1.Error, "but it is not healthy", "the fault outlives the rollback")
-	require.Contains(t, u.Status.Reason, "w-1 (RolledBack): not healthy on Kubernetes "+sagaKubeTo)
+	require.Contains(t, u.Status.Reason, "w-1 (RolledBack): Verifying passed its deadline")
+	require.Nil(t, w1.Wait, "nothing waits once the step is over")
 	require.Equal(t, []string{domain.StepPending, domain.StepUpgrading, domain.StepVerifying, domain.StepRollingBack, domain.StepRolledBack}, e.stepPhases("k8s")["w-1"])
 
 	for n, want := range map[string]string{"cp-1": sagaKubeTo, "w-1": sagaKube, "w-2": sagaKube} {

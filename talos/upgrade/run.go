@@ -171,7 +171,9 @@ func (r *upgradeRun) recordStep(ctx context.Context, name string, change func(e 
 	return r.record(ctx, func(st *domain.UpgradeStatus) {
 		for i := range st.Machines {
 			if st.Machines[i].Name == name {
+				before := st.Machines[i]
 				change(&st.Machines[i])
+				endWait(before, &st.Machines[i])
 				return
 			}
 		}
@@ -199,6 +201,9 @@ func (r *upgradeRun) now() *time.Time {
 func (r *upgradeRun) finish(ctx context.Context, phase, reason string) error {
 	err := r.record(ctx, func(st *domain.UpgradeStatus) {
 		st.Phase, st.Reason, st.EndTime = phase, clipBytes(reason, domain.MaxUpgradeReasonBytes), r.now()
+		for i := range st.Machines {
+			clearWait(&st.Machines[i]) // nothing waits once the run is over
+		}
 	})
 	if err == nil {
 		r.s.cfg.Log.Info("upgrade finished", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "phase", phase, "reason", reason)

@@ -182,7 +182,7 @@ func TestUpgradeSagaRollsBackAnUnhealthyMachine(t *testing.T) {
 	require.Equal(t, domain.UpgradeFailed, u.Status.Phase)
 	require.Equal(t, map[string]string{"cp-1": domain.StepDone, "w-1": domain.StepRolledBack, "w-2": domain.StepPending}, phases(u))
 	w1 := u.Status.Machines[1]
-	require.Contains(t, w1.Error, "not healthy on "+sagaTo)
+	require.Contains(t, w1.Error, "Verifying passed its deadline of 300ms waiting for w-1 to be healthy on "+sagaTo+"; last answer: services not healthy")
 	require.Contains(t, w1.Error, "rolled back to "+sagaFrom+" (an upgrade to "+sagaFrom+")")
 	require.Contains(t, w1.Error, "but it is not healthy", "the fault outlives the rollback")
 	require.Equal(t, map[string]int{"cp-1": 1, "w-1": 2}, e.upgradeCalls(), "one upgrade and one back")

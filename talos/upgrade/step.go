@@ -73,8 +73,8 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 					return err
 				}
 			}
-			if p := r.awaitHealthy(ctx, m, e.To); p != "" {
-				return r.failStep(ctx, m, fmt.Sprintf("not healthy on %s within %s: %s", e.To, r.s.cfg.HealthTimeout, p))
+			if p := r.awaitHealthy(ctx, m, e.To, domain.StepVerifying, r.deadline("verify")); p != "" {
+				return r.failStep(ctx, m, p)
 			}
 			if p := r.uncordonStep(ctx, m); p != "" {
 				if ctx.Err() != nil {
@@ -166,7 +166,10 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 // refuse stops the run before a machine was touched, saying why.
 func (r *upgradeRun) refuse(ctx context.Context, name, why string) error {
 	r.failed.Store(true)
-	return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Error = clipBytes(why, domain.MaxUpgradeErrorBytes) })
+	return r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+		e.Error = clipBytes(why, domain.MaxUpgradeErrorBytes)
+		clearWait(e)
+	})
 }
 
 // failStep records why a step failed and rolls the machine back (a
@@ -195,64 +198,60 @@ func (r *upgradeRun) failStep(ctx context.Context, m *domain.Machine, why string
 func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string) error {
 	r.failed.Store(true)
 	e := r.entry(m.Metadata.Name)
-	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
-	issued, how, last := false, "", ""
-	for {
-		v, err := r.build(ctx, m, e)
+	name := m.Metadata.Name
+	issued, how := false, ""
+	p := r.await(ctx, name, domain.StepRollingBack, fmt.Sprintf("%s to be back on %s", name, e.From), r.deadline("reboot"),
+		func(ctx context.Context) (bool, string, string) {
+			v, err := r.build(ctx, m, e)
+			switch {
+			case err == nil && v == stepOrigin(e):
+				return true, "", ""
+			case err == nil && !issued:
+				how = "the rollback API"
+				rerr := r.nodes.rollback(ctx, m)
+				if talosUnimplemented(rerr) {
+					how = "an upgrade to " + e.From
+					rerr = r.nodes.upgrade(ctx, m, r.rollbackInstaller(m, e))
+				}
+				if rerr != nil && ctx.Err() == nil && !talosUnreachable(rerr) {
+					return false, "", fmt.Sprintf("the node refused %s: %s", how, describeTalosErr(rerr))
+				}
+				issued = true
+				r.observeMachine(ctx, m, "", "Rebooting", false)
+				return false, "asked to go back (" + how + ")", ""
+			case err == nil:
+				return false, "it runs " + v, ""
+			}
+			return false, describeTalosErr(err), ""
+		})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if p != "" {
+		return r.rollbackFailed(ctx, m, why, p)
+	}
+	note := "it still runs " + e.From
+	if issued {
+		note = "rolled back to " + e.From + " (" + how + ")"
+	}
+	healthy := true
+	if p := r.awaitHealthy(ctx, m, e.From, domain.StepRollingBack, r.deadline("verify")); p != "" {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		switch {
-		case err == nil && v == stepOrigin(e):
-			note := "it still runs " + e.From
-			if issued {
-				note = "rolled back to " + e.From + " (" + how + ")"
-			}
-			healthy := true
-			if p := r.awaitHealthy(ctx, m, e.From); p != "" {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				note += ", but it is not healthy: " + p
-				healthy = false
-			}
-			if healthy {
-				r.uncordonQuietly(ctx, m)
-			}
-			if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
-				e.Phase, e.Finished, e.Error = domain.StepRolledBack, r.now(), clipBytes(why+"; "+note, domain.MaxUpgradeErrorBytes)
-			}); err != nil {
-				return err
-			}
-			r.observeMachine(ctx, m, e.From, "Running", healthy)
-			return nil
-		case err == nil && !issued:
-			how = "the rollback API"
-			rerr := r.nodes.rollback(ctx, m)
-			if talosUnimplemented(rerr) {
-				how = "an upgrade to " + e.From
-				rerr = r.nodes.upgrade(ctx, m, r.rollbackInstaller(m, e))
-			}
-			if rerr != nil && ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if rerr != nil && !talosUnreachable(rerr) {
-				return r.rollbackFailed(ctx, m, why, fmt.Sprintf("the node refused %s: %s", how, describeTalosErr(rerr)))
-			}
-			issued = true
-			r.observeMachine(ctx, m, "", "Rebooting", false)
-		case err == nil:
-			last = "runs " + v
-		default:
-			last = describeTalosErr(err)
-		}
-		if r.s.cfg.Now().After(deadline) {
-			return r.rollbackFailed(ctx, m, why, fmt.Sprintf("not back on %s within %s (%s)", e.From, r.s.cfg.RebootTimeout, last))
-		}
-		if err := r.sleep(ctx); err != nil {
-			return err
-		}
+		note += ", but it is not healthy: " + p
+		healthy = false
 	}
+	if healthy {
+		r.uncordonQuietly(ctx, m)
+	}
+	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) {
+		e.Phase, e.Finished, e.Error = domain.StepRolledBack, r.now(), clipBytes(why+"; "+note, domain.MaxUpgradeErrorBytes)
+	}); err != nil {
+		return err
+	}
+	r.observeMachine(ctx, m, e.From, "Running", healthy)
+	return nil
 }
 
 func (r *upgradeRun) rollbackFailed(ctx context.Context, m *domain.Machine, why, problem string) error {
@@ -265,22 +264,23 @@ func (r *upgradeRun) rollbackFailed(ctx context.Context, m *domain.Machine, why,
 	return nil
 }
 
-// awaitReachable waits for the node to answer Version; p says why it did
-// not. version is the step's build (build).
+// awaitReachable waits, within the precheck deadline, for the node to
+// answer Version; p says why it did not. version is the step's build (build).
 func (r *upgradeRun) awaitReachable(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) (version, p string) {
-	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
-	for {
-		v, err := r.build(ctx, m, e)
-		if err == nil {
-			return v, ""
-		}
-		if ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
-			return "", fmt.Sprintf("not reachable before its upgrade: %s", describeTalosErr(err))
-		}
-		if r.sleep(ctx) != nil {
-			return "", ctx.Err().Error()
-		}
+	name := m.Metadata.Name
+	p = r.await(ctx, name, "Precheck", name+" to answer the Talos API before its upgrade", r.deadline("precheck"),
+		func(ctx context.Context) (bool, string, string) {
+			v, err := r.build(ctx, m, e)
+			if err != nil {
+				return false, describeTalosErr(err), ""
+			}
+			version = v
+			return true, "", ""
+		})
+	if p == "" && version == "" && ctx.Err() != nil {
+		p = ctx.Err().Error()
 	}
+	return version, p
 }
 
 // resumeSettle bounds how long a resumed step waits for a node to answer
@@ -302,62 +302,55 @@ func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine, e do
 	}
 }
 
-// awaitBoot waits for the node to go down and come back on the step's target
-// (version and schematic, stepTarget). A node seen
-// down that comes back on from did not take the upgrade.
+// awaitBoot waits, within the reboot deadline, for the node to go down
+// and come back on the step's target (version and schematic, stepTarget).
+// A node seen down that comes back on another version did not take the
+// upgrade.
 func (r *upgradeRun) awaitBoot(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) string {
 	to := stepTarget(e)
-	deadline := r.s.cfg.Now().Add(r.s.cfg.RebootTimeout)
 	seenDown := false
-	last := ""
-	for {
-		v, err := r.build(ctx, m, e)
-		switch {
-		case ctx.Err() != nil:
-			return ""
-		case err == nil && v == to:
-			return ""
-		case err == nil && seenDown && v != to:
-			return fmt.Sprintf("came back on %s: the upgrade to %s did not take", v, to)
-		case err == nil:
-			last = "still runs " + v
-		case talosUnreachable(err):
-			seenDown, last = true, describeTalosErr(err)
-		default:
-			last = describeTalosErr(err)
-		}
-		if r.s.cfg.Now().After(deadline) {
-			return fmt.Sprintf("not back on %s within %s (%s)", to, r.s.cfg.RebootTimeout, last)
-		}
-		if r.sleep(ctx) != nil {
-			return ""
-		}
-	}
+	return r.await(ctx, m.Metadata.Name, domain.StepRebooting, fmt.Sprintf("%s to reboot into %s", m.Metadata.Name, to), r.deadline("reboot"),
+		func(ctx context.Context) (bool, string, string) {
+			v, err := r.build(ctx, m, e)
+			switch {
+			case err == nil && v == to:
+				return true, "", ""
+			case err == nil && seenDown:
+				return false, "", fmt.Sprintf("came back on %s: the upgrade to %s did not take", v, to)
+			case err == nil:
+				return false, "it still runs " + v, ""
+			case talosUnreachable(err):
+				seenDown = true
+			}
+			return false, describeTalosErr(err), ""
+		})
 }
 
-// awaitHealthy waits for the node to be healthy on version; it answers the
-// last problem when the health timeout passes.
-func (r *upgradeRun) awaitHealthy(ctx context.Context, m *domain.Machine, version string) string {
-	deadline := r.s.cfg.Now().Add(r.s.cfg.HealthTimeout)
-	for {
+// awaitHealthy waits, within timeout, for the node to be healthy on
+// version ("" any); stage names the step in the problem it answers when
+// the deadline passes.
+func (r *upgradeRun) awaitHealthy(ctx context.Context, m *domain.Machine, version, stage string, timeout time.Duration) string {
+	what := m.Metadata.Name + " to be healthy"
+	if version != "" {
+		what += " on " + version
+	}
+	return r.await(ctx, m.Metadata.Name, stage, what, timeout, func(ctx context.Context) (bool, string, string) {
 		p := r.nodes.health(ctx, m, version)
-		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
-			return p
-		}
-		if r.sleep(ctx) != nil {
-			return p
-		}
-	}
+		return p == "", p, ""
+	})
 }
 
-// awaitKubernetes waits for the node to be healthy with its control-plane
-// static pods on Kubernetes version (a worker: healthy), then, through
-// Kubernetes, for its API server (control planes) and its Node's kubelet
-// to report version; it answers the last problem when the health timeout
-// passes.
+// awaitKubernetes waits, within the verify deadline, for the node to be
+// healthy with its control-plane static pods on Kubernetes version (a
+// worker: healthy), then, through Kubernetes, for its API server (control
+// planes) and its Node's kubelet to report version.
 func (r *upgradeRun) awaitKubernetes(ctx context.Context, m *domain.Machine, version string) string {
-	deadline := r.s.cfg.Now().Add(r.s.cfg.HealthTimeout)
-	for {
+	name := m.Metadata.Name
+	what := fmt.Sprintf("the kubelet on %s to run %s and be Ready", name, version)
+	if m.Spec.Role == domain.RoleControlPlane {
+		what = fmt.Sprintf("kube-apiserver on %s to answer %s", name, version)
+	}
+	return r.await(ctx, name, domain.StepVerifying, what, r.deadline("verify"), func(ctx context.Context) (bool, string, string) {
 		p := r.nodes.health(ctx, m, "")
 		if p == "" && m.Spec.Role == domain.RoleControlPlane {
 			p = r.nodes.staticPodsProblem(ctx, m, version)
@@ -365,27 +358,22 @@ func (r *upgradeRun) awaitKubernetes(ctx context.Context, m *domain.Machine, ver
 		if p == "" {
 			p = r.kubeVersionProblem(ctx, m, version)
 		}
-		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
-			return p
-		}
-		if r.sleep(ctx) != nil {
-			return p
-		}
-	}
+		return p == "", p, ""
+	})
 }
 
-// awaitQuorum waits until taking a control plane down keeps etcd quorum.
+// awaitQuorum waits, within the precheck deadline, until taking a control
+// plane down keeps etcd quorum.
 func (r *upgradeRun) awaitQuorum(ctx context.Context, m *domain.Machine) string {
-	deadline := r.s.cfg.Now().Add(r.s.cfg.PrecheckTimeout)
-	for {
+	name := m.Metadata.Name
+	p := r.await(ctx, name, "Precheck", "etcd to keep quorum without "+name, r.deadline("precheck"), func(ctx context.Context) (bool, string, string) {
 		p := r.quorumCheck(ctx, m)
-		if p == "" || ctx.Err() != nil || r.s.cfg.Now().After(deadline) {
-			return p
-		}
-		if r.sleep(ctx) != nil {
-			return p
-		}
+		return p == "", p, ""
+	})
+	if p == "" && ctx.Err() != nil {
+		return ctx.Err().Error()
 	}
+	return p
 }
 
 // quorumCheck reads the members through the node itself and asks every other
