@@ -105,9 +105,12 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 // EmulatedProvider is the Provider that --with-emulator registers.
 const EmulatedProvider = "emulated"
 
-// emulatorAPI is where the emulator's HTTP API listens and the bearer
-// token it needs.
-type emulatorAPI struct{ URL, Token string }
+// emulatorAPI is where the emulator's HTTP API listens, the bearer token
+// it needs, and the versions its nodes can run (nil: any).
+type emulatorAPI struct {
+	URL, Token string
+	Versions   *domain.ProviderVersions
+}
 
 // EmulatorAPIFile is where, under the data dir, serve --with-emulator
 // writes the emulator API's URL and token (mode 0600) as environment
@@ -153,7 +156,7 @@ func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra 
 	case <-ctx.Done():
 		return emulatorAPI{}, ctx.Err()
 	}
-	api := emulatorAPI{URL: "http://" + ln.Addr().String(), Token: emu.APIToken()}
+	api := emulatorAPI{URL: "http://" + ln.Addr().String(), Token: emu.APIToken(), Versions: emulatedVersions(kube)}
 	env := fmt.Sprintf("%s=%s\n%s=%s\n", providers.EmulatorEndpointEnv, api.URL, providers.EmulatorTokenEnv, api.Token)
 	if err := os.WriteFile(filepath.Join(dataDir, EmulatorAPIFile), []byte(env), 0o600); err != nil {
 		return emulatorAPI{}, fmt.Errorf("emulator: %w", err)
@@ -177,6 +180,22 @@ func emulatorKube(log *slog.Logger, mode, tools string) (*emulator.KubeConfig, e
 		log.Info("emulated control planes run a real Kubernetes control plane", "versions", strings.Join(emulator.KubeVersions(tools), ", "), "kubeTools", tools)
 	}
 	return kube, nil
+}
+
+// emulatedVersions are the versions the emulated provider's machines can
+// run: with the real control plane, the Kubernetes versions whose binaries
+// the tools dir holds (an Upgrade to another would wait for an API server
+// that never starts); with light nodes, any (nil), as they only imitate
+// Kubernetes. Talos is not limited: a node takes any installer's tag.
+func emulatedVersions(kube *emulator.KubeConfig) *domain.ProviderVersions {
+	if kube == nil {
+		return nil
+	}
+	vs := emulator.KubeVersions(kube.ToolsDir)
+	if len(vs) == 0 {
+		return nil
+	}
+	return &domain.ProviderVersions{Kubernetes: vs}
 }
 
 // drainSkip tells the sagas which node groups have no Kubernetes to drain
@@ -231,7 +250,9 @@ type credentialStore interface {
 // `emulated` once the read model is ready. The emulator's URL and token go
 // into sealed credentials of the same name (spec.credentialsRef), which
 // the runner hands tofu as EMULATOR_ENDPOINT and EMULATOR_TOKEN: every role
-// reads Providers, and the API makes machines and injects faults.
+// reads Providers, and the API makes machines and injects faults. Its
+// spec.versions are the versions the emulator's nodes can run
+// (emulatedVersions), so that the API refuses the others at write time.
 func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cache *projections.Cache, creds credentialStore, api emulatorAPI) error {
 	if err := cache.Sync(ctx); err != nil {
 		return err
@@ -240,8 +261,11 @@ func registerEmulatedProvider(ctx context.Context, store *eventstore.Store, cach
 		providers.EmulatorEndpointEnv: api.URL, providers.EmulatorTokenEnv: api.Token}); err != nil {
 		return fmt.Errorf("storing the emulator's credentials: %w", err)
 	}
+	// The versions are the current tools', written over the stored ones at
+	// every start: a server restarted with other tools (or light nodes)
+	// must not go on refusing or admitting by the old ones.
 	spec, _ := json.Marshal(domain.ProviderSpec{Type: domain.ProviderEmulated, Config: json.RawMessage(`{}`),
-		CredentialsRef: &domain.SecretRef{Name: EmulatedProvider}})
+		CredentialsRef: &domain.SecretRef{Name: EmulatedProvider}, Versions: api.Versions})
 	ref := domain.Ref{Kind: domain.ProviderKind.Kind, Name: EmulatedProvider}
 	_, err := store.Update(ctx, ref, eventstore.UpdateOptions{Retries: 5}, func(state *domain.Object) ([]domain.Event, error) {
 		cmd := domain.Command{Ref: ref, Actor: "system:emulator", Now: time.Now(), NewUID: uuid.NewString()}
