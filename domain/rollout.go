@@ -98,6 +98,13 @@ type RolloutSpec struct {
 	// Abort ends the rollout for good (rezusctl rollout abort): nothing
 	// new starts and the Upgrades under way stop after their current machine.
 	Abort bool `json:"abort,omitempty"`
+	// ProgressDeadline is how long a wave may go without one of its
+	// running tenants finishing its change (as a Deployment's
+	// progressDeadlineSeconds): past it the rollout halts, naming what the
+	// wave waited for and the last answer. Time in which every running
+	// tenant waits for its maintenance window does not count. A Go
+	// duration between 10s and 24h; default (absent) 6h.
+	ProgressDeadline string `json:"progressDeadline,omitempty"`
 }
 
 // RolloutChange is what a rollout changes on each tenant.
@@ -186,6 +193,7 @@ func (s *RolloutSpec) Validate(f string) []Cause {
 	} else if d < 0 || d > MaxRolloutSoak {
 		causes = append(causes, Cause{Field: f + ".soak", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0s and %s, got %s", MaxRolloutSoak, s.Soak)})
 	}
+	causes = append(causes, ValidateStepDeadline(s.ProgressDeadline, f+".progressDeadline")...)
 	if s.ResumeHalt < 0 {
 		causes = append(causes, Cause{Field: f + ".resumeHalt", Type: CauseInvalid, Message: "must not be negative"})
 	}
@@ -328,6 +336,12 @@ type RolloutWaveStatus struct {
 	SoakUntil  *time.Time `json:"soakUntil,omitempty"`
 	StartedAt  *time.Time `json:"startedAt,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Wait is what the wave waits for, while it does: its running tenants
+	// to finish their change (by spec.progressDeadline), or, Soaking, its
+	// tenants to stay healthy until SoakUntil (a wait whose end is
+	// success). Render it with WaitMessage. Records written before it
+	// existed have none and read as before.
+	Wait *StepWait `json:"wait,omitempty"`
 }
 
 // RolloutTenantStatus is one tenant's part.
@@ -383,6 +397,11 @@ func (s *RolloutStatus) Validate(f string) []Cause {
 	}
 	if len(s.Message) > 4096 {
 		causes = append(causes, Cause{Field: f + ".message", Type: CauseTooLong, Message: "must be no more than 4096 characters"})
+	}
+	for i := range s.Waves {
+		if w := s.Waves[i].Wait; w != nil {
+			causes = append(causes, w.Validate(fmt.Sprintf("%s.waves[%d].wait", f, i))...)
+		}
 	}
 	return causes
 }

@@ -33,6 +33,10 @@ type RolloutObservation struct {
 	// "" when none did.
 	Health       string
 	HealthReason string
+	// WindowWait: the running change waits, nothing under way, for the
+	// tenant's maintenance window; that time does not count against the
+	// wave's progress deadline.
+	WindowWait bool
 }
 
 // RolloutInput is what DecideRollout decides from.
@@ -64,17 +68,21 @@ type RolloutDecision struct {
 	// Cancel: ask these tenants' running Upgrades to stop (an abort).
 	Cancel []string
 	// RecheckAt is when the decision changes without anything observed
-	// changing (a soak's end); zero when only observations move it.
+	// changing (a soak's end, a wave's progress deadline); zero when only
+	// observations move it.
 	RecheckAt time.Time
 }
 
 // DecideRollout is the rollout's pure step: it fixes the tenants and waves
 // when the rollout starts, moves each tenant by what was observed, halts on
-// a failed tenant or an unhealthy one of the current wave, resumes from a
-// halt the user acknowledged (spec.resumeHalt), ends soaks, and starts the
-// next tenants of the current wave within its parallelism. Nothing starts
-// while the rollout is paused, halted or aborted; a tenant at the target
-// already is Done without a start.
+// a failed tenant or an unhealthy one of the current wave, or when the
+// current wave went past its progress deadline without a tenant finishing,
+// resumes from a halt the user acknowledged (spec.resumeHalt; the wave gets
+// a new deadline), ends soaks, and starts the next tenants of the current
+// wave within its parallelism. Each wave records what it waits for
+// (RolloutWaveStatus.Wait). Nothing starts while the rollout is paused,
+// halted or aborted; a tenant at the target already is Done without a
+// start.
 func DecideRollout(in RolloutInput) RolloutDecision {
 	st := cloneRolloutStatus(in.Status)
 	now := in.Now.UTC()
@@ -102,8 +110,9 @@ func DecideRollout(in RolloutInput) RolloutDecision {
 		return d
 	}
 	st.observe(in.Observed, now)
+	resumed := false
 	if h := st.Halt; h != nil && !h.Resumed && in.Spec.ResumeHalt >= h.Number {
-		h.Resumed = true
+		h.Resumed, resumed = true, true
 		for i := range st.Tenants {
 			if t := &st.Tenants[i]; t.State == RolloutTenantFailed {
 				t.State, t.Message = RolloutTenantWaiting, fmt.Sprintf("starts again: resumed from halt %d", h.Number)
@@ -113,8 +122,13 @@ func DecideRollout(in RolloutInput) RolloutDecision {
 	if !st.Halted() {
 		st.checkHalt(in.Observed, now)
 	}
+	st.waits(&in.Spec, in.Observed, now, resumed)
+	if !st.Halted() {
+		st.checkDeadline(now)
+	}
 	if !st.Halted() {
 		d.Start = st.advance(&in.Spec, in.Observed, now)
+		st.waits(&in.Spec, in.Observed, now, false)
 	}
 	st.count()
 	switch {
@@ -135,8 +149,16 @@ func DecideRollout(in RolloutInput) RolloutDecision {
 		st.Message = st.progress()
 	}
 	for _, w := range st.Waves {
-		if w.State == RolloutWaveSoaking && w.SoakUntil != nil && !st.Halted() {
-			d.RecheckAt = *w.SoakUntil
+		var at time.Time
+		switch {
+		case st.Halted():
+		case w.State == RolloutWaveSoaking && w.SoakUntil != nil:
+			at = *w.SoakUntil
+		case w.State == RolloutWaveRunning && w.Wait != nil:
+			at = w.Wait.Deadline
+		}
+		if !at.IsZero() && (d.RecheckAt.IsZero() || at.Before(d.RecheckAt)) {
+			d.RecheckAt = at
 		}
 	}
 	d.Status = st
@@ -195,16 +217,9 @@ func (st *RolloutStatus) observe(obs map[string]RolloutObservation, now time.Tim
 // of a wave under way (running or soaking) whose probe since its change
 // finished found it unhealthy.
 func (st *RolloutStatus) checkHalt(obs map[string]RolloutObservation, now time.Time) {
-	halt := func(t *RolloutTenantStatus, reason string) {
-		n := 1
-		if st.Halt != nil {
-			n = st.Halt.Number + 1
-		}
-		st.Halt = &RolloutHalt{Number: n, Tenant: t.Name, Reason: clipMessage(reason, 1024), At: now}
-	}
 	for i := range st.Tenants {
 		if t := &st.Tenants[i]; t.State == RolloutTenantFailed {
-			halt(t, "its change failed: "+t.Message)
+			st.halt(t.Name, "its change failed: "+t.Message, now)
 			return
 		}
 	}
@@ -221,10 +236,19 @@ func (st *RolloutStatus) checkHalt(obs map[string]RolloutObservation, now time.T
 			if o.HealthReason != "" {
 				reason += ": " + o.HealthReason
 			}
-			halt(t, reason)
+			st.halt(t.Name, reason, now)
 			return
 		}
 	}
+}
+
+// halt halts the rollout at tenant for reason.
+func (st *RolloutStatus) halt(tenant, reason string, now time.Time) {
+	n := 1
+	if st.Halt != nil {
+		n = st.Halt.Number + 1
+	}
+	st.Halt = &RolloutHalt{Number: n, Tenant: tenant, Reason: clipMessage(reason, 1024), At: now}
 }
 
 // advance ends the soaks that are over, starts the current wave, and
@@ -370,6 +394,12 @@ func (st *RolloutStatus) CurrentWave() int {
 
 func cloneRolloutStatus(s RolloutStatus) RolloutStatus {
 	s.Waves = slices.Clone(s.Waves)
+	for i := range s.Waves {
+		if w := s.Waves[i].Wait; w != nil {
+			c := *w
+			s.Waves[i].Wait = &c
+		}
+	}
 	s.Tenants = slices.Clone(s.Tenants)
 	if s.Halt != nil {
 		h := *s.Halt

@@ -52,6 +52,9 @@ func TestRolloutSpecValidation(t *testing.T) {
 		{"soak", `{"change":{"talosVersion":"v1.13.1"},"soak":"forever"}`, []string{"spec.soak"}},
 		{"soak long", `{"change":{"talosVersion":"v1.13.1"},"soak":"200h"}`, []string{"spec.soak"}},
 		{"unknown field", `{"change":{"talosVersion":"v1.13.1"},"wave":[]}`, []string{"spec.wave"}},
+		{"progress deadline", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"2h"}`, nil},
+		{"progress deadline too short", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"5s"}`, []string{"spec.progressDeadline"}},
+		{"progress deadline not a duration", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"soon"}`, []string{"spec.progressDeadline"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,38 +104,58 @@ func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, ten
 	return domain.RolloutObservation{}
 }
 
-// observeRunning reads how a running tenant's change goes.
+// observeRunning reads how a running tenant's change goes, and whether it
+// waits for the tenant's maintenance window (which the wave's progress
+// deadline does not count).
 func (c *Controller) observeRunning(ctx context.Context, ro *domain.Rollout, rt domain.RolloutTenantStatus) domain.RolloutObservation {
-	if c.gone(rt.Name) {
+	tenant, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(rt.Name))
+	if err == nil && (!ok || tenant.Metadata.DeletionTimestamp != nil) {
 		return domain.RolloutObservation{Gone: true}
 	}
 	if p := ro.Spec.Change.ConfigPatch; p != nil {
-		cp, ok, err := projections.Get[domain.ConfigPatch](c.cfg.Cache, domain.ObjectRef(domain.ConfigPatchKind, rt.Name, p.Name))
-		if err != nil || !ok || !samePatch(&cp.Spec, &p.Spec) {
-			return domain.RolloutObservation{}
+		o := c.observeConfig(ctx, ro, rt, p)
+		if o.Change == domain.RolloutTenantRunning && tenant != nil {
+			open, _ := domain.MaintenanceOpen(tenant.Spec.Maintenance, c.cfg.Clock.Now())
+			o.WindowWait = !open
 		}
-		since := rt.StartedAt
-		if since == nil {
-			since = ro.Status.StartedAt
-		}
-		prog, err := c.cfg.Configs.ConfigProgress(ctx, rt.Name, *since)
-		switch {
-		case err != nil:
-			return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: "reading its configs: " + err.Error()}
-		case len(prog.Failed) > 0:
-			var parts []string
-			for _, m := range prog.Pending {
-				if msg, bad := prog.Failed[m]; bad {
-					parts = append(parts, m+": "+msg)
-				}
-			}
-			return domain.RolloutObservation{Change: domain.RolloutTenantFailed, Message: "the config did not apply: " + strings.Join(parts, "; ")}
-		case len(prog.Pending) > 0:
-			return domain.RolloutObservation{Change: domain.RolloutTenantRunning,
-				Message: fmt.Sprintf("%d of %d machines take the patch: %s", len(prog.Pending), prog.Machines, strings.Join(firstN(prog.Pending, 5), ", "))}
-		}
-		return domain.RolloutObservation{Change: domain.RolloutTenantDone, Message: fmt.Sprintf("every machine (%d) holds the patch", prog.Machines)}
+		return o
 	}
+	return c.observeUpgrade(ro, rt)
+}
+
+// observeConfig reads how a running tenant's config patch goes: done once
+// every machine holds its rendered config.
+func (c *Controller) observeConfig(ctx context.Context, ro *domain.Rollout, rt domain.RolloutTenantStatus, p *domain.RolloutConfigPatch) domain.RolloutObservation {
+	cp, ok, err := projections.Get[domain.ConfigPatch](c.cfg.Cache, domain.ObjectRef(domain.ConfigPatchKind, rt.Name, p.Name))
+	if err != nil || !ok || !samePatch(&cp.Spec, &p.Spec) {
+		return domain.RolloutObservation{}
+	}
+	since := rt.StartedAt
+	if since == nil {
+		since = ro.Status.StartedAt
+	}
+	prog, err := c.cfg.Configs.ConfigProgress(ctx, rt.Name, *since)
+	switch {
+	case err != nil:
+		return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: "reading its configs: " + err.Error()}
+	case len(prog.Failed) > 0:
+		var parts []string
+		for _, m := range prog.Pending {
+			if msg, bad := prog.Failed[m]; bad {
+				parts = append(parts, m+": "+msg)
+			}
+		}
+		return domain.RolloutObservation{Change: domain.RolloutTenantFailed, Message: "the config did not apply: " + strings.Join(parts, "; ")}
+	case len(prog.Pending) > 0:
+		return domain.RolloutObservation{Change: domain.RolloutTenantRunning,
+			Message: fmt.Sprintf("%d of %d machines take the patch: %s", len(prog.Pending), prog.Machines, strings.Join(firstN(prog.Pending, 5), ", "))}
+	}
+	return domain.RolloutObservation{Change: domain.RolloutTenantDone, Message: fmt.Sprintf("every machine (%d) holds the patch", prog.Machines)}
+}
+
+// observeUpgrade reads how a running tenant's Upgrade goes: its phase,
+// reason, and what the machine under way waits for.
+func (c *Controller) observeUpgrade(ro *domain.Rollout, rt domain.RolloutTenantStatus) domain.RolloutObservation {
 	up, ok, err := projections.Get[domain.Upgrade](c.cfg.Cache, domain.ObjectRef(domain.UpgradeKind, rt.Name, upgradeName(ro.Metadata.Name, rt.Attempt)))
 	if err != nil || !ok {
 		return domain.RolloutObservation{}
@@ -155,7 +175,19 @@ func (c *Controller) observeRunning(ctx context.Context, ro *domain.Rollout, rt 
 	if st.Reason != "" {
 		msg += ": " + st.Reason
 	}
-	return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: msg}
+	// What the machine under way waits for, without its running time: the
+	// message changes with the answer, not with the clock.
+	for _, m := range st.Machines {
+		if w := m.Wait; w != nil && w.For != "" && !m.Final() {
+			msg += "; " + m.Name + ": waiting for " + w.For
+			if w.LastError != "" {
+				msg += ": " + w.LastError
+			}
+			break
+		}
+	}
+	return domain.RolloutObservation{Change: domain.RolloutTenantRunning, Message: msg,
+		WindowWait: st.MaintenanceOpensAt != nil && st.Current == ""}
 }
 
 // probe asks the health of the done tenants of the wave under way (a probe
