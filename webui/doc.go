@@ -11,7 +11,10 @@
 // serves the UI. static/live.js is hand-written: it closes each live stream
 // while its tab is hidden and reopens it with ?seen= digests of what the
 // page shows when it is visible again, so many open tabs do not use up the
-// browser's six HTTP/1.1 connections.
+// browser's six HTTP/1.1 connections. It also moves on, each second, the
+// elapsed time and time left of a saga step that waits (wait.templ), which
+// the server renders as of the wait's last record so that the fragment does
+// not change between records.
 //
 // Controls that change shared resources carry the attribute data-mutating and
 // are rendered only for roles that may use them (the API refuses the others

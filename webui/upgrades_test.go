@@ -186,3 +186,49 @@ func TestUpgradeTableNamesTheTarget(t *testing.T) {
 	require.Contains(t, b.String(), `data-testid="upgrade-target">→ Kubernetes v1.36.1</td>`)
 	require.Contains(t, b.String(), `data-testid="upgrade-target">→ Talos v1.13.1</td>`)
 }
+
+// A machine whose step waits shows what it waits for, the last answer and
+// its durations (with the since and deadline the page's script moves them
+// on from), and the words change live as the saga records a new answer.
+func TestUpgradeTableShowsTheWait(t *testing.T) {
+	s := newOpsStack(t)
+	opsAcme(s)
+	var up domain.Object
+	s.apiCall(http.MethodPost, "/tenants/acme/upgrades", map[string]any{"metadata": map[string]any{"name": "to-1355"},
+		"spec": map[string]any{"kubernetesVersion": "v1.35.5"}}, &up)
+	waiting := func(rv, lastErr, checked string) string {
+		var got domain.Object
+		s.apiCall(http.MethodPut, "/tenants/acme/upgrades/to-1355/status", map[string]any{
+			"metadata": map[string]any{"resourceVersion": rv},
+			"status": map[string]any{"phase": "Running", "current": "cp-1", "machines": []map[string]any{
+				{"name": "cp-1", "nodeGroup": "cp", "role": "controlplane", "from": "v1.35.4", "to": "v1.35.5", "phase": "Verifying",
+					"message": "waiting for kube-apiserver on cp-1 to answer v1.35.5: " + lastErr,
+					"wait": map[string]any{"for": "kube-apiserver on cp-1 to answer v1.35.5", "since": "2026-05-01T11:55:50Z",
+						"deadline": "2026-05-01T12:05:50Z", "lastError": lastErr, "checked": checked}},
+				{"name": "w-1", "nodeGroup": "workers", "role": "worker", "from": "v1.35.4", "to": "v1.35.5", "phase": "Pending"},
+			}}}, &got)
+		return got.Metadata.ResourceVersion
+	}
+	rv := waiting(up.Metadata.ResourceVersion, "connection refused", "2026-05-01T12:00:00Z")
+
+	editor := s.signIn("ed", domain.RoleEdit)
+	first := true
+	ok := editor.liveEvents("/ui/test/live/ops/acme", 10*time.Second, func(event, data string) bool {
+		switch {
+		case event != "upgrades" || !strings.Contains(data, `data-testid="step-wait"`):
+			return false
+		case first:
+			require.Contains(t, data, `data-wait-since="2026-05-01T11:55:50.000Z" data-wait-deadline="2026-05-01T12:05:50.000Z"`)
+			require.Contains(t, data, `>waiting for kube-apiserver on cp-1 to answer v1.35.5: connection refused, `+
+				`<span data-wait-elapsed>4m10s</span> <span data-wait-left>(fails in 5m50s)</span></span>`)
+			require.NotContains(t, data, `data-testid="machine-message"`, "the saga's words of the wait are not shown twice")
+			require.Equal(t, 1, strings.Count(data, `data-testid="step-wait"`), "only the waiting machine")
+			first = false
+			waiting(rv, "503 Service Unavailable", "2026-05-01T12:00:20Z")
+			return false
+		}
+		return strings.Contains(data, `>waiting for kube-apiserver on cp-1 to answer v1.35.5: 503 Service Unavailable, `+
+			`<span data-wait-elapsed>4m30s</span> <span data-wait-left>(fails in 5m30s)</span></span>`)
+	})
+	require.True(t, ok, "the new answer shows live")
+}

@@ -1,5 +1,6 @@
-// Live streams that rest while the tab is hidden. Hand-written (build.mjs
-// does not touch it) and loaded after htmx's SSE extension.
+// Live streams that rest while the tab is hidden, and (at the end) the
+// durations of waiting steps that move on between events. Hand-written
+// (build.mjs does not touch it) and loaded after htmx's SSE extension.
 //
 // Every sse-connect element opens an EventSource, which holds one of the six
 // HTTP/1.1 connections a browser allows per origin: with a few tabs open the
@@ -150,4 +151,44 @@
     streams: () => [...open].map((s) => ({ url: s.real ? s.real.url : String(s.url), resting: s.resting,
       state: s.real ? s.real.readyState : EventSource.CLOSED })),
   };
+})();
+
+// Waits that count. A saga step that waits is rendered (webui/wait.templ)
+// with its since and deadline and its durations as of its last record, so
+// the live fragment does not change, and is not sent again, while nothing
+// new is recorded. Here the durations move on each second by the reader's
+// clock, in the words of domain.StepWait.Message: "4m10s (fails in 5m50s)",
+// "(past its deadline)".
+(function () {
+  "use strict";
+
+  // shortDuration is domain.ShortDuration: to the second, without zero
+  // units (4m10s, 4m, 2h0m5s, 2h5m, 2h, 45s).
+  function shortDuration(ms) {
+    const t = Math.max(0, Math.round(ms / 1000));
+    const h = Math.floor(t / 3600), m = Math.floor((t % 3600) / 60), s = t % 60;
+    if (h > 0) return h + "h" + (m || s ? m + "m" : "") + (s ? s + "s" : "");
+    if (m > 0) return m + "m" + (s ? s + "s" : "");
+    return s + "s";
+  }
+
+  function tick() {
+    const now = Date.now();
+    for (const el of document.querySelectorAll("[data-wait-since]")) {
+      const since = Date.parse(el.dataset.waitSince), deadline = Date.parse(el.dataset.waitDeadline);
+      if (isNaN(since) || isNaN(deadline)) continue;
+      const elapsed = el.querySelector("[data-wait-elapsed]"), left = el.querySelector("[data-wait-left]");
+      if (elapsed) elapsed.textContent = shortDuration(now - since);
+      if (left) left.textContent = deadline > now ? "(fails in " + shortDuration(deadline - now) + ")" : "(past its deadline)";
+    }
+  }
+
+  tick();
+  setInterval(tick, 1000);
+  // A fragment just swapped in reads as of its last record until the next
+  // tick: move it on at once.
+  document.addEventListener("htmx:sseMessage", tick);
+  document.addEventListener("htmx:afterSettle", tick);
+
+  window.rezusWaits = { shortDuration, tick };
 })();
