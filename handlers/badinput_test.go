@@ -50,6 +50,8 @@ func TestBadInputs(t *testing.T) {
 		{"restore without backup", "POST", "/api/v1/tenants/acme/restores", `{"metadata":{"name":"r"},"spec":{}}`, nil, 422, domain.ReasonInvalid, "spec.backup"},
 		{"restore of a missing backup", "POST", "/api/v1/tenants/acme/restore", `{"backup":"nope"}`, nil, 422, domain.ReasonInvalid, "spec.backup"},
 		{"restore with a bad name", "POST", "/api/v1/tenants/acme/restore", `{"backup":"Nope!"}`, nil, 422, domain.ReasonInvalid, "backup"},
+		{"restore join deadline too short", "POST", "/api/v1/tenants/acme/restore", `{"backup":"b1","deadlines":{"join":"5s"}}`, nil, 422, domain.ReasonInvalid, "deadlines.join"},
+		{"restore check deadline too long", "POST", "/api/v1/tenants/acme/restores", `{"metadata":{"name":"r"},"spec":{"backup":"b1","deadlines":{"check":"48h"}}}`, nil, 422, domain.ReasonInvalid, "spec.deadlines.check"},
 		{"unknown nested spec field", "POST", "/api/v1/tenants", tenant(`{"network":{"podSubnet":["10.0.0.0/16"]}}`), nil, 400, domain.ReasonBadRequest, "spec.network.podSubnet"},
 		{"duplicate metadata field", "POST", "/api/v1/tenants", `{"metadata":{"name":"x","name":"y"}}`, nil, 400, domain.ReasonBadRequest, "metadata.name"},
 		{"duplicate spec field", "POST", "/api/v1/tenants", tenant(`{"talosVersion":"v1.13.0","talosVersion":"v1.12.0"}`), nil, 400, domain.ReasonBadRequest, "spec.talosVersion"},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -99,7 +100,8 @@ func (a *API) etcdSnapshot(c echo.Context) error {
 
 // restoreRequest is the body of POST /tenants/{t}/restore.
 type restoreRequest struct {
-	Backup string `json:"backup"`
+	Backup    string                   `json:"backup"`
+	Deadlines *domain.RestoreDeadlines `json:"deadlines,omitempty"`
 }
 
 // restoreTenant creates a Restore of the named backup, named restore-<time>,
@@ -120,13 +122,13 @@ func (a *API) restoreTenant(c echo.Context) error {
 	if err := a.tenantAcceptsObjects(c.Request().Context(), tenant); err != nil {
 		return err
 	}
-	spec, _ := json.Marshal(domain.RestoreSpec{Backup: req.Backup})
+	spec, _ := json.Marshal(domain.RestoreSpec{Backup: req.Backup, Deadlines: req.Deadlines})
 	name := "restore-" + a.cfg.Now().UTC().Format("20060102-150405")
 	obj := &domain.Object{Metadata: domain.ObjectMeta{Name: name, Tenant: tenant}, Spec: spec}
 	ref := domain.ObjectRef(domain.RestoreKind, tenant, name)
 	if _, causes := domain.RestoreKind.NormalizeSpec(spec); causes != nil {
 		for i := range causes {
-			causes[i].Field = "backup" // the body's field
+			causes[i].Field = strings.TrimPrefix(causes[i].Field, "spec.") // the body's field
 		}
 		return domain.NewInvalid(domain.RestoreKind.Kind, name, causes)
 	}

@@ -48,7 +48,7 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 		log.Warn("restore failed", "stage", st.Stage, "reason", reason)
 		done := c.cfg.Clock.Now().UTC()
 		return write(func(st *domain.RestoreStatus) {
-			st.Phase, st.Reason, st.CompletedAt = domain.RestoreFailed, truncate(reason), &done
+			st.Phase, st.Reason, st.CompletedAt, st.Wait = domain.RestoreFailed, truncate(reason), &done, nil
 		})
 	}
 	b, ok, err := projections.Get[domain.EtcdBackup](c.cfg.Cache, domain.ObjectRef(domain.EtcdBackupKind, tenant, rs.Spec.Backup))
@@ -116,27 +116,35 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 				return err
 			}
 		case domain.StageJoining:
-			n, err := c.waitJoined(ctx, bundle, first.Spec.Address, len(cps))
+			n := 0
+			err := c.await(ctx, &st, write, joinWait(cps), rs.Spec.Deadlines.Duration(domain.StageJoining, c.cfg.JoinTimeout), func() (err error) {
+				n, err = c.joined(ctx, bundle, first.Spec.Address, len(cps))
+				return err
+			})
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrStore) {
 					return err
 				}
 				return fail(err.Error())
 			}
-			if err := write(func(st *domain.RestoreStatus) { st.Stage, st.Members = domain.StageChecking, n }); err != nil {
+			if err := write(func(st *domain.RestoreStatus) { st.Stage, st.Members, st.Wait = domain.StageChecking, n, nil }); err != nil {
 				return err
 			}
 		case domain.StageChecking:
-			rev, err := c.checkWithin(ctx, bundle, cps, b.Status.EtcdRevision)
+			var rev int64
+			err := c.await(ctx, &st, write, checkWait(cps, b.Status.EtcdRevision), rs.Spec.Deadlines.Duration(domain.StageChecking, c.cfg.JoinTimeout), func() (err error) {
+				rev, err = c.check(ctx, bundle, cps, b.Status.EtcdRevision)
+				return err
+			})
 			if err != nil {
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrStore) {
 					return err
 				}
 				return fail(err.Error())
 			}
 			done := c.cfg.Clock.Now().UTC()
 			return write(func(st *domain.RestoreStatus) {
-				st.Phase, st.CompletedAt, st.Reason = domain.RestoreSucceeded, &done, ""
+				st.Phase, st.CompletedAt, st.Reason, st.Wait = domain.RestoreSucceeded, &done, "", nil
 				if rev > 0 {
 					st.EtcdRevision = rev
 				}
@@ -210,55 +218,53 @@ func (c *Controller) recover(ctx context.Context, bundle *secrets.Bundle, addres
 	return err
 }
 
-// waitJoined waits until the cluster has want serving etcd members (started
-// and promoted: etcd lists a joining member from the moment it is added, as
-// a learner that has not started yet), polling the control plane at
-// address; it answers how many it found.
-func (c *Controller) waitJoined(ctx context.Context, bundle *secrets.Bundle, address string, want int) (int, error) {
-	clock := c.cfg.Clock
-	deadline := clock.Now().Add(c.cfg.JoinTimeout)
-	for {
-		members, err := c.cfg.Nodes.EtcdMembers(ctx, bundle, address)
-		serving := 0
-		for _, m := range members {
-			if m.Serving() {
-				serving++
-			}
-		}
-		if err == nil && serving >= want {
-			return serving, nil
-		}
-		if !clock.Now().Before(deadline) {
-			if err != nil {
-				return 0, fmt.Errorf("the control planes did not join etcd within %s: %v", c.cfg.JoinTimeout, err)
-			}
-			return 0, fmt.Errorf("only %d of %d control planes joined etcd within %s (%d listed)", serving, want, c.cfg.JoinTimeout, len(members))
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-clock.At(clock.Now().Add(c.cfg.PollInterval)):
+// joined answers how many etcd members serve (started and promoted: etcd
+// lists a joining member from the moment it is added, as a learner that has
+// not started yet), asking the control plane at address; an error says why
+// fewer than want do.
+func (c *Controller) joined(ctx context.Context, bundle *secrets.Bundle, address string, want int) (int, error) {
+	members, err := c.cfg.Nodes.EtcdMembers(ctx, bundle, address)
+	if err != nil {
+		return 0, err
+	}
+	serving := 0
+	for _, m := range members {
+		if m.Serving() {
+			serving++
 		}
 	}
+	if serving < want {
+		return serving, fmt.Errorf("%d of %d control planes serve etcd (%d listed)", serving, want, len(members))
+	}
+	return serving, nil
 }
 
-// checkWithin runs check until it passes or JoinTimeout has passed since it
-// began: a member that was just promoted may not answer its status for a few
-// seconds while its node finishes starting etcd's neighbours.
-func (c *Controller) checkWithin(ctx context.Context, bundle *secrets.Bundle, cps []domain.Machine, want int64) (int64, error) {
-	clock := c.cfg.Clock
-	deadline := clock.Now().Add(c.cfg.JoinTimeout)
-	for {
-		rev, err := c.check(ctx, bundle, cps, want)
-		if err == nil || ctx.Err() != nil || !clock.Now().Before(deadline) {
-			return rev, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-clock.At(clock.Now().Add(c.cfg.PollInterval)):
-		}
+// joinWait is what the Joining stage waits for, in words that stay the
+// same across restarts (the wait's deadline is kept by them).
+func joinWait(cps []domain.Machine) string {
+	if len(cps) == 1 {
+		return cps[0].Metadata.Name + " to serve etcd after the restore"
 	}
+	return "control planes " + machineNames(cps[1:]) + " to join etcd after the restore"
+}
+
+// checkWait is what the Checking stage waits for: a member that was just
+// promoted may not answer its status for a few seconds while its node
+// finishes starting etcd's neighbours.
+func checkWait(cps []domain.Machine, revision int64) string {
+	what := "etcd on " + machineNames(cps) + " to be healthy"
+	if revision > 0 {
+		what += fmt.Sprintf(" at the snapshot's revision %d", revision)
+	}
+	return what
+}
+
+func machineNames(ms []domain.Machine) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Metadata.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // check makes sure etcd is back: every control plane's member healthy and,
