@@ -170,6 +170,7 @@ var kindColumns = map[string][]column{
 		{"PHASE", field("status.phase")},
 		{"APPLY", field("status.apply")},
 		{"REASON", field("spec.reason")},
+		{"WAITING", remediationWaitCell},
 	},
 	"Rollout": {
 		{"CHANGE", rolloutChangeCell},
@@ -528,4 +529,14 @@ func bindingsCell(o *domain.Object, _ time.Time) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// remediationWaitCell is the WAITING column of remediations: what a Joining
+// one waits for, since when, and when it fails.
+func remediationWaitCell(o *domain.Object, now time.Time) string {
+	var st domain.RemediationStatus
+	if json.Unmarshal(o.Status, &st) != nil {
+		return ""
+	}
+	return st.Wait.Message(now)
 }

@@ -47,6 +47,7 @@ func (r *rezusctl) rolloutCommand() *cli.Command {
 					&cli.StringFlag{Name: "waves", Value: "1,100%", Usage: "the waves: tenant counts or percentages of all the rollout's tenants reached so far, ending at 100%"},
 					&cli.IntFlag{Name: "max-parallel", Usage: "tenants of a wave changed at once (default: the whole wave)"},
 					&cli.DurationFlag{Name: "soak", Value: 10 * time.Minute, Usage: "how long each wave's tenants must stay healthy before the next wave"},
+					&cli.DurationFlag{Name: "progress-deadline", Usage: "how long a wave may go without a tenant finishing its change before the rollout halts (default 6h)"},
 				},
 				Action: func(c *cli.Context) error {
 					name, err := nameArg(c)
@@ -216,6 +217,9 @@ func rolloutSpecOf(c *cli.Context, name string) (domain.RolloutSpec, error) {
 	}
 	spec.Waves = waves
 	spec.Soak = c.Duration("soak").String()
+	if d := c.Duration("progress-deadline"); d > 0 {
+		spec.ProgressDeadline = d.String()
+	}
 	return spec, nil
 }
 
@@ -239,8 +243,12 @@ func describeRollout(w io.Writer, ro *domain.Rollout, now time.Time) {
 	st := &ro.Status
 	fmt.Fprintf(w, "Name:        %s\nChange:      %s\nSelector:    %s\nPhase:       %s\nMessage:     %s\n",
 		ro.Metadata.Name, ro.Spec.Change.Description(), orNone(ro.Spec.TenantSelector), st.Phase, st.Message)
-	fmt.Fprintf(w, "Soak:        %s\nTenants:     %d (%d done, %d running, %d waiting, %d failed, %d skipped)\n",
-		ro.Spec.Soak, st.Counts.Total, st.Counts.Done, st.Counts.Running, st.Counts.Waiting, st.Counts.Failed, st.Counts.Skipped)
+	deadline := ro.Spec.ProgressDeadline
+	if deadline == "" {
+		deadline = domain.ShortDuration(domain.DefaultRolloutProgressDeadline) + " (default)"
+	}
+	fmt.Fprintf(w, "Soak:        %s\nDeadline:    %s without a tenant finishing halts the rollout\nTenants:     %d (%d done, %d running, %d waiting, %d failed, %d skipped)\n",
+		ro.Spec.Soak, deadline, st.Counts.Total, st.Counts.Done, st.Counts.Running, st.Counts.Waiting, st.Counts.Failed, st.Counts.Skipped)
 	if h := st.Halt; h != nil {
 		state := "halted"
 		if h.Resumed {
@@ -254,6 +262,9 @@ func describeRollout(w io.Writer, ro *domain.Rollout, now time.Time) {
 			extra = fmt.Sprintf(", soaking for %s more", humanDuration(wave.SoakUntil.Sub(now)))
 		}
 		fmt.Fprintf(w, "Wave %d:      %s, %d tenants%s\n", i+1, wave.State, wave.Size, extra)
+		if msg := wave.WaitMessage(now); msg != "" {
+			fmt.Fprintf(w, "  %s\n", msg)
+		}
 		done, shown := 0, 0
 		for _, t := range st.Tenants {
 			if t.Wave != i {
