@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -172,7 +173,8 @@ func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.
 }
 
 // uncordonStep ends a drained machine's step once it is back: wait for its
-// Node to be Ready (within the health timeout), then make it schedulable.
+// Node to be Ready (within the verify deadline, recorded as the step's
+// wait), then make it schedulable.
 // It answers the problem when the Node does not come back Ready. A machine
 // without a Node (never registered) has nothing to uncordon.
 func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string {
@@ -184,17 +186,29 @@ func (r *upgradeRun) uncordonStep(ctx context.Context, m *domain.Machine) string
 		return "reaching the Kubernetes API: " + err.Error()
 	}
 	node := drain.NodeName(m)
-	wctx, cancel := context.WithTimeout(ctx, r.deadline("verify"))
-	defer cancel()
-	err = d.WaitReady(wctx, node)
+	noNode := false
+	p := r.await(ctx, m.Metadata.Name, domain.StepVerifying, "the Node "+node+" to be Ready", r.deadline("verify"),
+		func(ctx context.Context) (bool, string, string) {
+			n, err := d.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				noNode = true
+				return true, "", ""
+			case err != nil:
+				return false, err.Error(), ""
+			}
+			if ok, msg := drain.Ready(n); !ok {
+				return false, "NotReady: " + msg, ""
+			}
+			return true, "", ""
+		})
 	switch {
-	case errors.Is(err, drain.ErrNoNode):
+	case ctx.Err() != nil:
+		return ctx.Err().Error()
+	case p != "":
+		return p
+	case noNode:
 		return ""
-	case err != nil:
-		if ctx.Err() != nil {
-			return ctx.Err().Error()
-		}
-		return err.Error()
 	}
 	if err := d.Uncordon(ctx, node); err != nil {
 		return err.Error()
