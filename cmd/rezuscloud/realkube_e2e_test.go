@@ -163,6 +163,14 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 		code, body = p.do("POST", "/api/v1/tenants/"+tenant+"/nodegroups", g)
 		require.Equal(t, http.StatusCreated, code, body)
 	}
+	// Issue 43: a version the tools carry no control plane of is refused
+	// at write time, naming the field and the versions there are, instead
+	// of an Upgrade that waits for an API server that never starts.
+	code, refused := p.patchStatus("/api/v1/tenants/"+tenant, `{"spec":{"kubernetesVersion":"v1.35.5"}}`)
+	require.Equal(t, http.StatusUnprocessableEntity, code, refused)
+	require.Equal(t, []any{map[string]any{"field": "spec.kubernetesVersion", "reason": domain.CauseNotSupported,
+		"message": `node groups cp, workers: provider "emulated" runs Kubernetes ` + realKubeFrom + ", " + realKubeTo + " only, not v1.35.5"}},
+		refused["details"].(map[string]any)["causes"], refused)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", p.log())
