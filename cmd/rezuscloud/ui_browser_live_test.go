@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/domain"
 )
 
 // setHidden minimizes the tab's window (the page becomes hidden, as when the
@@ -70,6 +72,25 @@ func TestBrowserHiddenTabsRest(t *testing.T) {
 	digest, err := chromedp.Run(first.ctx, chromedp.Evaluate[string](`window.rezusLive.digest(`+jsString(sample)+`)`))
 	first.check(err, "digesting in the page")
 	require.Equal(t, strconv.FormatUint(h.Sum64(), 36), digest, "the page's digest is the server's")
+
+	// A waiting step's durations move on in the page as the server words them.
+	for _, d := range []time.Duration{0, 45 * time.Second, 250 * time.Second, 4 * time.Minute, 2*time.Hour + 5*time.Second,
+		2*time.Hour + 5*time.Minute, 2 * time.Hour, 25*time.Hour + 1500*time.Millisecond} {
+		got, err := chromedp.Run(first.ctx, chromedp.Evaluate[string](fmt.Sprintf(`window.rezusWaits.shortDuration(%d)`, d.Milliseconds())))
+		first.check(err, "a duration in the page")
+		require.Equal(t, domain.ShortDuration(d), got, "%s", d)
+	}
+	ticked, err := chromedp.Run(first.ctx, chromedp.Evaluate[string](`(() => {
+	  const el = document.createElement('span'), now = Date.now();
+	  el.dataset.waitSince = new Date(now - 250000).toISOString();
+	  el.dataset.waitDeadline = new Date(now + 350400).toISOString();
+	  el.innerHTML = 'waiting for x, <span data-wait-elapsed>0s</span> <span data-wait-left>(fails in 10m)</span>';
+	  document.body.append(el);
+	  window.rezusWaits.tick();
+	  el.remove();
+	  return el.textContent; })()`))
+	first.check(err, "ticking a wait")
+	require.Equal(t, "waiting for x, 4m10s (fails in 5m50s)", ticked)
 
 	pages := []string{"/ui/tenants", "/ui/", "/ui/tenants", "/ui/", "/ui/tenants", "/ui/", "/ui/tenants", "/ui/tenants"}
 	var tabs []*tab
