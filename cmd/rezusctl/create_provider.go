@@ -37,6 +37,7 @@ func (r *rezusctl) createProviderCommand() *cli.Command {
 			"  rezusctl create provider emu --type emulated --config endpoint=http://127.0.0.1:8089\n" +
 			"  rezusctl create provider lab --from-dir ./mymodule --config emulator=http://127.0.0.1:8089\n" +
 			"  rezusctl create provider os --type openstack --config-file os.yaml --credentials os-prod\n" +
+			"  rezusctl create provider os --type openstack --kubernetes-versions v1.35.4,v1.36.1\n" +
 			"  rezusctl create provider lab --from-dir ./mymodule --dry-run > provider.yaml",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "type", Usage: strings.Join(domain.ProviderTypes(), ", ") + " (default: module with --from-dir)"},
@@ -44,6 +45,8 @@ func (r *rezusctl) createProviderCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "config", Usage: "a spec.config value, `KEY=VALUE` (a string); repeatable"},
 			&cli.StringFlag{Name: "config-file", Usage: "`FILE` holding spec.config as a JSON or YAML object"},
 			&cli.StringFlag{Name: "credentials", Usage: "name of the stored `SECRET` with the provider's credentials (spec.credentialsRef)"},
+			&cli.StringSliceFlag{Name: "kubernetes-versions", Usage: "the only Kubernetes `VERSIONS` its machines run, comma-separated (spec.versions.kubernetes; default: any)"},
+			&cli.StringSliceFlag{Name: "talos-versions", Usage: "the only Talos `VERSIONS` its machines run, comma-separated (spec.versions.talos; default: any)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the Provider as YAML; create nothing"},
 		},
 		Action: r.createProvider,
@@ -133,6 +136,9 @@ func (r *rezusctl) providerFromFlags(c *cli.Context) (*providerManifest, error) 
 	}
 	if s := c.String("credentials"); s != "" {
 		p.Spec.CredentialsRef = &domain.SecretRef{Name: s}
+	}
+	if k, t := c.StringSlice("kubernetes-versions"), c.StringSlice("talos-versions"); len(k) > 0 || len(t) > 0 {
+		p.Spec.Versions = &domain.ProviderVersions{Kubernetes: k, Talos: t}
 	}
 	return p, nil
 }

@@ -85,6 +85,24 @@ func TestCreateProviderConfigFile(t *testing.T) {
 		"the file's values keep their types; --config overrides them")
 }
 
+// TestCreateProviderVersions: --kubernetes-versions and --talos-versions
+// are comma lists (or repeated) into spec.versions; without them the
+// Provider declares none (any version).
+func TestCreateProviderVersions(t *testing.T) {
+	tc := newTestCLI(t)
+	out := tc.ok("create", "provider", "os", "--type", "openstack", "--kubernetes-versions", "v1.35.4,1.36.1",
+		"--talos-versions", "v1.13.0", "--talos-versions", "v1.12.6", "--dry-run")
+	var p struct {
+		Spec struct{ Versions map[string][]string }
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(out), &p))
+	assert.Equal(t, map[string][]string{"kubernetes": {"v1.35.4", "1.36.1"}, "talos": {"v1.13.0", "v1.12.6"}}, p.Spec.Versions,
+		"sent as given: the server writes them canonical")
+
+	out = tc.ok("create", "provider", "os", "--type", "openstack", "--dry-run")
+	assert.NotContains(t, out, "versions")
+}
+
 func TestCreateProviderDryRun(t *testing.T) {
 	tc := newTestCLI(t) // no server: a dry run needs none
 	r := tc.run("create", "provider", "lab", "--from-dir", "testdata/module", "--config", "emulator=http://127.0.0.1:8089", "--dry-run")
