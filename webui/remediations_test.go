@@ -11,7 +11,8 @@ import (
 )
 
 // TestRemediationsPanel: the tenant page lists the machines replaced for
-// being unhealthy, with each step and the apply that replaced it, live.
+// being unhealthy, with each step, the apply that replaced it and what a
+// Joining one waits for, live.
 func TestRemediationsPanel(t *testing.T) {
 	s := newOpsStack(t)
 	opsAcme(s)
@@ -25,11 +26,13 @@ func TestRemediationsPanel(t *testing.T) {
 	s.record(domain.RemediationKind, "acme", "workers-1-6b12", domain.RemediationSpec{NodeGroup: "workers", Machine: "workers-1",
 		Role: domain.RoleWorker, Reason: "Unreachable: connection refused", UnhealthySince: now.Add(-time.Minute)},
 		domain.RemediationStatus{Phase: domain.RemediationJoining, Apply: "apply-7", Steps: []domain.RemediationStep{
-			{Name: "Detected", Time: now}, {Name: "Drained", Time: now}, {Name: "Replaced", Time: now}}})
+			{Name: "Detected", Time: now}, {Name: "Drained", Time: now}, {Name: "Replaced", Time: now}},
+			Wait: &domain.StepWait{For: "the new workers-1 to be healthy", Since: now, Deadline: now.Add(10 * time.Minute), LastError: "NodeNotReady"}})
 	page = viewer.get("/ui/test/ops/acme")
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	for _, want := range []string{`data-remediation="workers-1-6b12"`, "workers / workers-1", "Joining",
-		"Unreachable: connection refused", "Detected", "Drained", "Replaced", `/ui/tenants/acme/applies/apply-7`} {
+		"Unreachable: connection refused", "Detected", "Drained", "Replaced", `/ui/tenants/acme/applies/apply-7`,
+		`data-testid="step-wait"`, "waiting for the new workers-1 to be healthy: NodeNotReady"} {
 		require.Contains(t, page.Body, want)
 	}
 	require.NotContains(t, page.Body, "data-mutating")

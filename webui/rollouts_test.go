@@ -54,7 +54,8 @@ func TestRolloutPages(t *testing.T) {
 	now := time.Now().UTC()
 	st := domain.RolloutStatus{Phase: domain.RolloutHalted, Message: "halted at tenant t3: its change failed: upgrade refused",
 		StartedAt: &now,
-		Waves:     []domain.RolloutWaveStatus{{Size: 1, State: domain.RolloutWaveDone}, {Size: 2, State: domain.RolloutWaveRunning}, {Size: 3, State: domain.RolloutWaveWaiting}},
+		Waves: []domain.RolloutWaveStatus{{Size: 1, State: domain.RolloutWaveDone}, {Size: 2, State: domain.RolloutWaveRunning,
+			Wait: &domain.StepWait{For: "tenants of wave 2 to finish Talos v1.13.1 (1 of 2 done)", Since: now, Deadline: now.Add(6 * time.Hour), LastError: "t3: upgrade refused"}}, {Size: 3, State: domain.RolloutWaveWaiting}},
 		Tenants: []domain.RolloutTenantStatus{{Name: "t1", State: "Done"}, {Name: "t2", Wave: 1, State: "Done"}, {Name: "t3", Wave: 1, State: "Failed", Attempt: 1, Message: "upgrade refused"},
 			{Name: "t4", Wave: 2, State: "Waiting"}, {Name: "t5", Wave: 2, State: "Waiting"}, {Name: "t6", Wave: 2, State: "Waiting"}},
 		Halt:   &domain.RolloutHalt{Number: 1, Tenant: "t3", Reason: "its change failed: upgrade refused", At: now},
@@ -65,7 +66,8 @@ func TestRolloutPages(t *testing.T) {
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	for _, w := range []string{`data-testid="rollout-halt"`, "Halted at tenant", `href="/ui/tenants/t3"`, `data-wave="3" data-state="Waiting"`,
 		`data-tenant="t3" data-state="Failed"`, `data-tenant="t1" data-state="Done"`, `data-testid="resume-rollout"`, `data-testid="abort-rollout"`,
-		`sse-connect="/ui/live/rollouts/halted`, "upgrade refused", "2/6"} {
+		`sse-connect="/ui/live/rollouts/halted`, "upgrade refused", "2/6", `data-testid="wave-wait"`,
+		"waiting for tenants of wave 2 to finish Talos v1.13.1 (1 of 2 done): t3: upgrade refused"} {
 		require.Contains(t, page.Body, w)
 	}
 	page = viewer.get("/ui/rollouts/halted")
