@@ -37,7 +37,9 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 			"reboots its Node is cordoned and drained (PodDisruptionBudgets honoured, within its node group's\n" +
 			"drainTimeout) and uncordoned once it is Ready again; --no-drain skips that. A run that succeeds\n" +
 			"writes its version into the tenant's (or node group's) spec. --wait follows it and prints each\n" +
-			"machine's progress; the exit code is 0 only when it succeeds. --follow NAME follows an upgrade\n" +
+			"machine's progress, and for a step that waits what it waits for, the last answer, how long it has\n" +
+			"waited and when it fails (repeated every 10 s on a terminal, 30 s into a file);\n" +
+			"the exit code is 0 only when it succeeds. --follow NAME follows an upgrade\n" +
 			"that exists (one the server started when the tenant's declared version changed).\n\n" +
 			"  rezusctl upgrade acme --talos-version v1.13.1 --wait\n" +
 			"  rezusctl upgrade acme --kubernetes-version v1.36.1 --wait\n" +
