@@ -204,6 +204,14 @@ func providerSummary(p domain.Provider) string {
 	if p.Spec.CredentialsRef != nil {
 		parts = append(parts, "credentials: "+p.Spec.CredentialsRef.Name)
 	}
+	if v := p.Spec.Versions; v != nil {
+		if len(v.Kubernetes) > 0 {
+			parts = append(parts, "Kubernetes "+strings.Join(v.Kubernetes, " or ")+" only")
+		}
+		if len(v.Talos) > 0 {
+			parts = append(parts, "Talos "+strings.Join(v.Talos, " or ")+" only")
+		}
+	}
 	if len(parts) == 0 {
 		return "no settings"
 	}

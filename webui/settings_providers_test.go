@@ -111,3 +111,25 @@ func TestParseEnvLines(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.in)
 	}
 }
+
+// TestProviderSummaryShowsVersions: the versions a Provider runs are in
+// its one-line summary; none are shown when it declares none.
+func TestProviderSummaryShowsVersions(t *testing.T) {
+	tests := []struct {
+		name string
+		spec domain.ProviderSpec
+		want string
+	}{
+		{"none", domain.ProviderSpec{Type: domain.ProviderMetal}, "no settings"},
+		{"Kubernetes", domain.ProviderSpec{Type: domain.ProviderEmulated, CredentialsRef: &domain.SecretRef{Name: "emulated"},
+			Versions: &domain.ProviderVersions{Kubernetes: []string{"v1.35.4", "v1.36.1"}}},
+			"credentials: emulated, Kubernetes v1.35.4 or v1.36.1 only"},
+		{"both", domain.ProviderSpec{Type: domain.ProviderMetal, Versions: &domain.ProviderVersions{Kubernetes: []string{"v1.36.1"}, Talos: []string{"v1.13.0"}}},
+			"Kubernetes v1.36.1 only, Talos v1.13.0 only"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, providerSummary(domain.Provider{Spec: tc.spec}))
+		})
+	}
+}
