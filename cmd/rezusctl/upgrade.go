@@ -53,6 +53,9 @@ func (r *rezusctl) upgradeCommand() *cli.Command {
 			&cli.StringFlag{Name: "name", Usage: "`NAME` of the upgrade (default: generated)"},
 			&cli.BoolFlag{Name: "no-drain", Usage: "do not cordon and drain each machine's Node before it reboots (by default every machine is drained, PodDisruptionBudgets honoured, unless its node group says drain: false)"},
 			&cli.BoolFlag{Name: "now", Usage: "start machines outside the tenant's maintenance windows (spec.maintenance); recorded with the upgrade in the audit log"},
+			&cli.StringFlag{Name: "precheck-deadline", Usage: "how long a machine may take to answer before it is touched (and, for a control plane, etcd to keep quorum without it): a `DURATION`, 10s-24h (default: the server's, 5m)"},
+			&cli.StringFlag{Name: "reboot-deadline", Usage: "how long a machine may take to come back on the target, or on its old version in a rollback: a `DURATION`, 10s-24h (default: the server's, 20m)"},
+			&cli.StringFlag{Name: "verify-deadline", Usage: "how long a machine back on the target may take to be healthy (for Kubernetes, its API server and kubelet to answer the target) before it is rolled back: a `DURATION`, 10s-24h (default: the server's, 10m)"},
 			&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "follow the upgrade until it ends"},
 			&cli.StringFlag{Name: "follow", Usage: "follow the existing upgrade `NAME` instead of creating one"},
 			&cli.DurationFlag{Name: "timeout", Usage: "give up waiting after this long (0: no limit)"},
@@ -146,6 +149,9 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 		name = generatedUpgradeName(target)
 	}
 	spec := domain.UpgradeSpec{NodeGroups: c.StringSlice("node-group"), MaxParallelism: c.Int("max-parallelism"), NoDrain: c.Bool("no-drain"), Now: c.Bool("now")}
+	if d := (domain.UpgradeDeadlines{Precheck: c.String("precheck-deadline"), Reboot: c.String("reboot-deadline"), Verify: c.String("verify-deadline")}); d != (domain.UpgradeDeadlines{}) {
+		spec.Deadlines = &d // the server checks them: its 422 names the field
+	}
 	if target.kubernetes {
 		spec.KubernetesVersion = target.version
 	} else {

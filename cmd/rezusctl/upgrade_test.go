@@ -156,6 +156,11 @@ Succeeded: 2 of 2 machines on Kubernetes v1.36.1
 	require.JSONEq(t, `{"kubernetesVersion":"v1.36.1","maxParallelism":1}`, string(sent.Spec), "an Upgrade of Kubernetes alone")
 
 	f.resetCalls()
+	tc.ok("upgrade", "acme", "--kubernetes-version", "v1.36.1", "--name", "short", "--verify-deadline", "2m", "--reboot-deadline", "30m")
+	require.NoError(t, json.Unmarshal(f.body("POST /api/v1/tenants/acme/upgrades"), &sent))
+	require.JSONEq(t, `{"kubernetesVersion":"v1.36.1","maxParallelism":1,"deadlines":{"verify":"2m","reboot":"30m"}}`, string(sent.Spec), "deadlines set on the Upgrade")
+
+	f.resetCalls()
 	out = tc.ok("upgrade", "acme", "--kubernetes-version", "1.36.1")
 	require.Regexp(t, `^upgrade/kubernetes-1-36-1-[0-9a-f]{5} created: tenant "acme" to Kubernetes 1.36.1\n$`, out)
 	require.Equal(t, []string{"POST /api/v1/tenants/acme/upgrades"}, f.callLog(), "no watch without --wait")
