@@ -137,20 +137,6 @@ func (p *pass) release(ctx context.Context, d *drain.Drainer, node string) {
 	}
 }
 
-// uncordonWhenReady waits (within RebootTimeout) for a drained machine's
-// Node to be Ready after its config, then uncordons it. Called once the
-// machine is back through the Talos API.
-func (p *pass) uncordonWhenReady(ctx context.Context, d *drain.Drainer, node string) {
-	wctx, cancel := context.WithTimeout(ctx, p.c.cfg.RebootTimeout)
-	defer cancel()
-	if err := d.WaitReady(wctx, node); err != nil && !errors.Is(err, drain.ErrNoNode) {
-		// Left cordoned and labelled: a later pass uncordons it once Ready.
-		p.log.Warn("config controller: a drained node is not Ready after its config; it stays cordoned", "node", node, "err", err)
-		return
-	}
-	p.release(ctx, d, node)
-}
-
 // sweepDrained uncordons the Nodes the controller left cordoned (a pass cut
 // short after the reboot) whose machines hold their config (not in
 // pending) and are Ready.

@@ -3,6 +3,7 @@ package configsync_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -52,6 +53,14 @@ func (e *env) ref(kind *domain.KindInfo, name string) domain.Ref {
 // start runs a config controller until the end of the test.
 func (e *env) start(mutate func(*configsync.Config)) *configsync.Controller {
 	e.T.Helper()
+	c, _ := e.startStoppable(mutate)
+	return c
+}
+
+// startStoppable runs a config controller until stop (or the end of the
+// test), as a replica that a restart takes down.
+func (e *env) startStoppable(mutate func(*configsync.Config)) (c *configsync.Controller, stop func()) {
+	e.T.Helper()
 	cfg := configsync.Config{Store: e.Store, Cache: e.Cache, Talos: talos.NewService(e.Cache, e.PKI), Holder: "test",
 		Nodes: e.calls, Log: slog.New(e.logs), CallTimeout: 5 * time.Second, Debounce: 10 * time.Millisecond,
 		BackoffBase: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, PollInterval: 5 * time.Millisecond,
@@ -60,16 +69,21 @@ func (e *env) start(mutate func(*configsync.Config)) *configsync.Controller {
 		mutate(&cfg)
 	}
 	require.NoError(e.T, cfg.Validate())
-	c := configsync.New(cfg)
+	c = configsync.New(cfg)
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	e.T.Cleanup(func() {
-		cancel()
-		require.NoError(e.T, <-done)
-	})
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			require.NoError(e.T, <-done)
+		}
+	}
+	e.T.Cleanup(stop)
 	require.Eventually(e.T, c.Leading, 30*time.Second, 5*time.Millisecond, "controller leading")
-	return c
+	return c, stop
 }
 
 func (e *env) machines() []domain.Machine {
@@ -143,19 +157,47 @@ func (e *env) updateGroup(name string, f func(*domain.NodeGroupSpec)) {
 }
 
 // recordedNodes is the real NodeAPI, recording the order of the applies it
-// makes ("+name" when one starts, "-name" when it ends).
+// makes ("+name" when one starts, "-name" when it ends). A machine told to
+// stay down (stayDown) answers Ready with an error from its next apply on,
+// as a node that does not come back from its reboot.
 type recordedNodes struct {
 	api   talos.NodeAPI
 	names map[string]string // by address
 
 	mu  sync.Mutex
 	log []string
+	// staysDown: machine -> the error its Ready answers after an apply;
+	// down: the machines that took one since.
+	staysDown map[string]string
+	down      map[string]bool
 }
 
 func (r *recordedNodes) ApplyConfig(ctx context.Context, b *secrets.Bundle, address string, cfg []byte, maintenance bool) (talos.ApplyResult, error) {
 	r.note("+" + r.names[address])
 	defer r.note("-" + r.names[address])
-	return r.api.ApplyConfig(ctx, b, address, cfg, maintenance)
+	res, err := r.api.ApplyConfig(ctx, b, address, cfg, maintenance)
+	r.mu.Lock()
+	if _, ok := r.staysDown[r.names[address]]; ok && err == nil {
+		r.down[r.names[address]] = true
+	}
+	r.mu.Unlock()
+	return res, err
+}
+
+// stayDown makes machine answer Ready with answer once it took a config;
+// "" brings it back.
+func (r *recordedNodes) stayDown(machine, answer string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.staysDown == nil {
+		r.staysDown, r.down = map[string]string{}, map[string]bool{}
+	}
+	if answer == "" {
+		delete(r.staysDown, machine)
+		delete(r.down, machine)
+		return
+	}
+	r.staysDown[machine] = answer
 }
 
 func (r *recordedNodes) ApplyConfigDryRun(ctx context.Context, b *secrets.Bundle, address string, cfg []byte) (talos.ApplyResult, error) {
@@ -163,6 +205,12 @@ func (r *recordedNodes) ApplyConfigDryRun(ctx context.Context, b *secrets.Bundle
 }
 
 func (r *recordedNodes) Ready(ctx context.Context, b *secrets.Bundle, address string) (string, error) {
+	r.mu.Lock()
+	answer, down := r.staysDown[r.names[address]], r.down[r.names[address]]
+	r.mu.Unlock()
+	if down {
+		return "", errors.New(answer)
+	}
 	return r.api.Ready(ctx, b, address)
 }
 

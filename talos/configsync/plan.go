@@ -23,10 +23,14 @@ const (
 	// actWait: its config is rendered for a Talos version the machine does
 	// not run yet: it waits for the upgrade (whose end queues the tenant).
 	actWait
+	// actCheckBack: it holds its rendered config but was not back after the
+	// reboot that config needed (ReasonNotBack): it is recorded as holding
+	// it once it answers healthy.
+	actCheckBack
 )
 
 func (a action) String() string {
-	return [...]string{"none", "record", "apply", "wait"}[a]
+	return [...]string{"none", "record", "apply", "wait", "check back"}[a]
 }
 
 // machineFacts are what the decision about one machine looks at.
@@ -54,6 +58,8 @@ func decideMachine(f machineFacts) action {
 		return actWait
 	case f.Held != f.Rendered:
 		return actApply
+	case f.Condition != nil && f.Condition.Status == "False" && f.Condition.Reason == ReasonNotBack:
+		return actCheckBack
 	case !f.UpToDate || f.Condition == nil || f.Condition.Status != "True":
 		return actRecord
 	}

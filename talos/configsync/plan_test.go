@@ -15,6 +15,7 @@ func TestDecideMachine(t *testing.T) {
 	applied := &domain.Condition{Type: domain.ConditionConfigApplied, Status: "True", Reason: talos.ReasonAppliedInPlace}
 	failed := &domain.Condition{Type: domain.ConditionConfigApplied, Status: "False", Reason: talos.ReasonApplyFailed}
 	pending := &domain.Condition{Type: domain.ConditionConfigApplied, Status: "Unknown", Reason: talos.ReasonPending}
+	notBack := &domain.Condition{Type: domain.ConditionConfigApplied, Status: "False", Reason: ReasonNotBack}
 	tests := []struct {
 		name string
 		f    machineFacts
@@ -31,6 +32,8 @@ func TestDecideMachine(t *testing.T) {
 		{"a new config on the Talos version it runs", machineFacts{Held: "a", Rendered: "b", Running: "v1.12.0", Declared: "v1.12.0"}, actApply},
 		{"a config for a Talos version it does not run yet", machineFacts{Held: "a", Rendered: "b", Running: "v1.12.0", Declared: "v1.13.0"}, actWait},
 		{"its version not seen yet", machineFacts{Held: "a", Rendered: "b", Declared: "v1.13.0"}, actApply},
+		{"not back after its config reboot", machineFacts{Held: "a", Rendered: "a", Condition: notBack}, actCheckBack},
+		{"not back after a reboot, and a newer config since", machineFacts{Held: "a", Rendered: "b", Condition: notBack}, actApply},
 		{"holds it, whatever the versions", machineFacts{Held: "a", Rendered: "a", UpToDate: true, Condition: applied, Running: "v1.12.0", Declared: "v1.13.0"}, actNone},
 	}
 	for _, tc := range tests {

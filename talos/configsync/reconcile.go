@@ -112,6 +112,19 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 			pending[it.m.Metadata.Name] = true
 		}
 	}
+	// A wait a stopped controller left (recorded on its machine) goes on
+	// with its deadline before anything else is applied.
+	if m, err := p.resumeWaits(ctx, waves); err != nil {
+		if m != nil && ctx.Err() == nil {
+			p.log.Warn("config controller: a control plane is not back after its reboot; the others wait", "machine", m.Metadata.Name, "err", err)
+			for _, its := range items {
+				for _, it := range its {
+					p.record(c.rec.Pending(ctx, it.ref, "waiting for the control planes"))
+				}
+			}
+		}
+		return controller.Retry()
+	}
 	p.sweepDrained(ctx, machines, pending)
 	for i, w := range waves {
 		if ctx.Err() != nil {
@@ -188,6 +201,8 @@ func (p *pass) decide(ctx context.Context, d *talos.Desired, m *domain.Machine) 
 		p.record(c.rec.Pending(ctx, it.ref, fmt.Sprintf("its config is rendered for Talos %s; it runs %s: waiting for the upgrade", declared, m.Status.TalosVersion)))
 	case actRecord:
 		p.record(c.rec.Applied(ctx, it.ref, it.hash, recordReason(cond), "the machine holds its rendered config"))
+	case actCheckBack:
+		p.checkBack(ctx, it)
 	case actApply:
 		if m.Status.ConfigUpToDate || cond == nil || cond.Status == "True" {
 			p.record(c.rec.Pending(ctx, it.ref, "its rendered config changed; waiting for its turn"))
@@ -226,7 +241,7 @@ func (p *pass) wave(ctx context.Context, w wave, items []item) waveEnd {
 			if res.Reboot() {
 				err := back
 				if !res.waited {
-					err = p.waitBack(ctx, it.m)
+					err = p.waitBack(ctx, it.m, nil)
 				}
 				if err != nil {
 					p.log.Warn("config controller: a control plane is not back after its reboot; the others wait", "machine", it.m.Metadata.Name, "err", err)
@@ -323,8 +338,8 @@ func (p *pass) apply(ctx context.Context, it item) (res applied, good bool, back
 			p.release(ctx, d, node)
 		default:
 			res.waited = true
-			if back = p.waitBack(ctx, it.m); back == nil {
-				p.uncordonWhenReady(ctx, d, node)
+			if back = p.waitBack(ctx, it.m, nil); back == nil {
+				p.uncordonWhenReady(ctx, d, it.m, node, nil)
 			}
 		}
 	}()
@@ -361,39 +376,6 @@ func (p *pass) othersDown(ctx context.Context, m *domain.Machine) string {
 		}
 	}
 	return ""
-}
-
-// waitBack waits, after a config that reboots a control plane, until the
-// node went down (or RebootDownWait passed without seeing it: a reboot
-// quicker than a poll) and then until it answers with its services healthy.
-func (p *pass) waitBack(ctx context.Context, m *domain.Machine) error {
-	c := p.c
-	clock := c.cfg.Clock
-	downBy := clock.Now().Add(c.cfg.RebootDownWait)
-	for clock.Now().Before(downBy) {
-		if _, err := c.cfg.Nodes.Ready(ctx, p.bundle, m.Spec.Address); err != nil {
-			break
-		}
-		if err := p.pause(ctx); err != nil {
-			return err
-		}
-	}
-	deadline := clock.Now().Add(c.cfg.RebootTimeout)
-	for {
-		problem, err := c.cfg.Nodes.Ready(ctx, p.bundle, m.Spec.Address)
-		if err == nil && problem == "" {
-			return nil
-		}
-		if err != nil {
-			problem = err.Error()
-		}
-		if clock.Now().After(deadline) {
-			return fmt.Errorf("not back within %s: %s", c.cfg.RebootTimeout, problem)
-		}
-		if err := p.pause(ctx); err != nil {
-			return err
-		}
-	}
 }
 
 func (p *pass) pause(ctx context.Context) error {
