@@ -231,3 +231,18 @@ func TestMachinePageShowsItsSchematic(t *testing.T) {
 	p = viewer.get("/ui/tenants/acme/machines/m1")
 	assert.Contains(t, p.Body, "not a factory image", "a machine that reports no schematic")
 }
+
+// A machine the config controller waits for after a config reboot says
+// what it waits for, since when and until when.
+func TestMachinePageShowsItsConfigWait(t *testing.T) {
+	s := newUIStack(t, withMachineLogs(&fakeMachineLogs{}))
+	s.acmeMachine()
+	w := domain.BeginWait(nil, "m2 to be back after its config reboot", time.Now().Add(-4*time.Minute), 10*time.Minute)
+	w.Observe("connection refused", time.Now())
+	s.record(domain.MachineKind, "acme", "m2", domain.MachineSpec{NodeGroup: "cp", Role: domain.RoleControlPlane, Address: "10.0.0.11"},
+		domain.MachineStatus{Stage: "Rebooting", ConfigWait: &w})
+	p := s.signIn("vera", domain.RoleView).get("/ui/tenants/acme/machines/m2")
+	require.Equal(t, http.StatusOK, p.Code, p.Body)
+	assert.Contains(t, p.Body, `data-testid="config-wait">waiting for m2 to be back after its config reboot: connection refused, 4m`)
+	assert.Contains(t, p.Body, "(fails in ")
+}

@@ -159,8 +159,14 @@ func (r *rezusctl) waitFinal(c *cli.Context, cl *client, k kind, tenant, name st
 		var st map[string]any
 		_ = json.Unmarshal(o.Status, &st)
 		now := fmt.Sprintf("%v %v", st["phase"], dash(st["stage"]))
+		line := now
+		if w := statusWait(o.Status); w != nil {
+			// Printed again when the answer changes, not as the clock runs.
+			now += "\x00" + w.For + "\x00" + w.LastError
+			line += ": " + w.Message(r.env.Now())
+		}
 		if now != last {
-			fmt.Fprintf(r.env.Stderr, "%s/%s: %s\n", k.Singular, name, now)
+			fmt.Fprintf(r.env.Stderr, "%s/%s: %s\n", k.Singular, name, line)
 			last = now
 		}
 		switch st["phase"] {

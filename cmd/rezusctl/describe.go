@@ -130,6 +130,7 @@ func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
 	}
 	fmt.Fprintln(w, "Status:")
 	writeIndentedYAML(w, o.Status, withoutKeys("conditions"))
+	describeWait(w, o.Status, now)
 	fmt.Fprintln(w, "Conditions:")
 	if len(conds) == 0 {
 		fmt.Fprintln(w, "  <none>")
