@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -119,4 +120,39 @@ func validateVersionList(list []string, f string) []Cause {
 		causes = append(causes, validateVersion(s, fmt.Sprintf("%s[%d]", f, i))...)
 	}
 	return causes
+}
+
+// GroupVersionProblems says, per Provider of groups that does not run
+// version, which of the groups build on it and why: "node groups cp,
+// workers: provider "emulated" runs Kubernetes v1.35.4, v1.36.1 only, not
+// v1.35.5", in the Providers' order. versionsOf gives a Provider's
+// spec.versions (nil: any); problem picks the list
+// ((*ProviderVersions).KubernetesProblem or TalosProblem). The API turns
+// each into a cause, the upgrade saga into the reason it refuses a run.
+func GroupVersionProblems(version string, groups []NodeGroup, versionsOf func(provider string) *ProviderVersions,
+	problem func(v *ProviderVersions, provider, version string) string) []string {
+	byProvider := map[string][]string{}
+	for _, g := range groups {
+		byProvider[g.Spec.Provider] = append(byProvider[g.Spec.Provider], g.Metadata.Name)
+	}
+	names := make([]string, 0, len(byProvider))
+	for n := range byProvider {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		p := problem(versionsOf(n), n, version)
+		if p == "" {
+			continue
+		}
+		gs := byProvider[n]
+		sort.Strings(gs)
+		noun := "node groups"
+		if len(gs) == 1 {
+			noun = "node group"
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s", noun, strings.Join(gs, ", "), p))
+	}
+	return out
 }

@@ -3,8 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -112,50 +110,16 @@ func (a *API) upgradeProviderVersionCauses(tenant string, spec *domain.UpgradeSp
 // providerVersionCauses answers one cause on field per Provider of groups
 // that does not run version, naming the groups that build on it.
 func (a *API) providerVersionCauses(field, version string, groups []domain.NodeGroup, problem versionProblem) []domain.Cause {
-	byProvider := map[string][]string{}
-	for _, g := range groups {
-		byProvider[g.Spec.Provider] = append(byProvider[g.Spec.Provider], g.Metadata.Name)
-	}
-	names := make([]string, 0, len(byProvider))
-	for n := range byProvider {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var causes []domain.Cause
-	for _, n := range names {
-		p := problem(a.providerVersions(n), n, version)
-		if p == "" {
-			continue
-		}
-		gs := byProvider[n]
-		sort.Strings(gs)
-		noun := "node groups"
-		if len(gs) == 1 {
-			noun = "node group"
-		}
-		causes = append(causes, domain.Cause{Field: field, Type: domain.CauseNotSupported,
-			Message: fmt.Sprintf("%s %s: %s", noun, strings.Join(gs, ", "), p)})
+	for _, p := range domain.GroupVersionProblems(version, groups, a.providerVersions, problem) {
+		causes = append(causes, domain.Cause{Field: field, Type: domain.CauseNotSupported, Message: p})
 	}
 	return causes
 }
 
-// providerVersions is spec.versions of the Provider named name; nil (any
-// version) when it declares none or does not exist. Only that field is
-// decoded: a module provider carries up to a megabyte of files.
+// providerVersions is spec.versions of the Provider named name (nil: any).
 func (a *API) providerVersions(name string) *domain.ProviderVersions {
-	raw, ok := a.cache.Get(domain.ObjectRef(domain.ProviderKind, "", name))
-	if !ok {
-		return nil
-	}
-	var p struct {
-		Spec struct {
-			Versions *domain.ProviderVersions `json:"versions"`
-		} `json:"spec"`
-	}
-	if json.Unmarshal(raw, &p) != nil {
-		return nil
-	}
-	return p.Spec.Versions
+	return projections.ProviderVersions(a.cache, name)
 }
 
 // liveNodeGroups are the tenant's node groups that are not being deleted,

@@ -76,3 +76,25 @@ func (e *sagaEnv) recordedWaits(name, machine, what string) []time.Time {
 	})
 	return out
 }
+
+// TestRunRefusesAVersionItsProviderDoesNotRun: an Upgrade that reached the
+// store without the API's check (a Rollout writes them itself) to a
+// Kubernetes version the node groups' Provider does not run ends Failed
+// before any machine is touched, naming the groups and the versions.
+func TestRunRefusesAVersionItsProviderDoesNotRun(t *testing.T) {
+	e := newSagaEnv(t, 1, 1, nil)
+	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.ProviderKind, "", "emu"),
+		Object: &domain.Object{Spec: []byte(`{"type":"emulated","versions":{"kubernetes":["` + sagaKube + `"]}}`)}})
+	e.startSaga(nil)
+	e.createUpgrade("k8s", `{"kubernetesVersion":"`+sagaKubeTo+`"}`)
+	u := e.waitUpgrade("k8s", "finished", finished)
+
+	require.Equal(t, domain.UpgradeFailed, u.Status.Phase)
+	require.Equal(t, `refused: node groups cp, workers: provider "emu" runs Kubernetes `+sagaKube+` only, not `+sagaKubeTo, u.Status.Reason)
+	require.Empty(t, u.Status.Machines)
+	for _, n := range []string{"cp-1", "w-1"} {
+		st, err := e.em.Get(n)
+		require.NoError(t, err)
+		require.Equal(t, sagaKube, st.KubernetesVersion, n)
+	}
+}

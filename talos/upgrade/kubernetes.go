@@ -8,6 +8,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
 
@@ -66,6 +67,13 @@ func (r *upgradeRun) planKubernetes(ctx context.Context) error {
 	}
 	if r.s.cfg.Configs == nil {
 		return refuse(nil, "this server renders no machine configs for upgrades (no config source)")
+	}
+	ngs, err := projections.List[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: r.ref.Tenant})
+	if err != nil {
+		return err
+	}
+	if p := r.providerProblem(ngs); p != "" {
+		return refuse(nil, p)
 	}
 	d, err := r.desired(ctx)
 	if err != nil {

@@ -31,6 +31,9 @@ func (r *upgradeRun) plan(ctx context.Context) error {
 	if len(missing) > 0 {
 		return r.finish(ctx, domain.UpgradeFailed, "refused: no node group "+strings.Join(missing, ", ")+" in the tenant")
 	}
+	if p := r.providerProblem(ngs); p != "" {
+		return r.finish(ctx, domain.UpgradeFailed, clipBytes("refused: "+p, domain.MaxUpgradeReasonBytes))
+	}
 	all, err := projections.List[domain.Machine](r.s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: r.ref.Tenant})
 	if err != nil {
 		return err
@@ -148,4 +151,24 @@ func (r *upgradeRun) memberMachine(hostname string, peerURLs []string) *domain.M
 		}
 	}
 	return nil
+}
+
+// providerProblem says which Providers of the run's node groups (ngs: the
+// tenant's) do not run its target (their spec.versions), or "". The API
+// refuses such an Upgrade when it is written; this catches the runs no
+// API write checked: those a Rollout creates, and a Provider's versions
+// narrowed since (the emulator restarted with other tools).
+func (r *upgradeRun) providerProblem(ngs []domain.NodeGroup) string {
+	var covered []domain.NodeGroup
+	for _, ng := range ngs {
+		if r.spec.Includes(ng.Metadata.Name) && ng.Metadata.DeletionTimestamp == nil {
+			covered = append(covered, ng)
+		}
+	}
+	versionsOf := func(p string) *domain.ProviderVersions { return projections.ProviderVersions(r.s.cfg.Cache, p) }
+	problem := (*domain.ProviderVersions).TalosProblem
+	if r.spec.Kubernetes() {
+		problem = (*domain.ProviderVersions).KubernetesProblem
+	}
+	return strings.Join(domain.GroupVersionProblems(r.target(), covered, versionsOf, problem), "; ")
 }
