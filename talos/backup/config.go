@@ -67,7 +67,9 @@ type Config struct {
 	// BackoffBase and BackoffMax shape the retries of a failed run; default 5s and 5m.
 	BackoffBase, BackoffMax time.Duration
 	// JoinTimeout is how long a restore waits for the other control planes
-	// to be etcd members again; default 10m.
+	// to be etcd members again, and then for etcd to be healthy at the
+	// snapshot's revision; default 10m. A Restore's spec.deadlines.join and
+	// .check override it for that restore.
 	JoinTimeout time.Duration
 	// PollInterval is how often a restore asks whether they joined; default 2s.
 	PollInterval time.Duration

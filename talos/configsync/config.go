@@ -74,9 +74,11 @@ type Config struct {
 	// controller waits to see a control plane go down before it waits for it
 	// to be back (a reboot faster than one poll is not seen); default 10s.
 	RebootDownWait time.Duration
-	// RebootTimeout is how long a control plane may take to be back with its
-	// services healthy after a reboot apply, before the rollout of the other
-	// control planes stops (and is retried); default 10m.
+	// RebootTimeout is how long a machine may take to be back with its
+	// services healthy after a reboot apply (counted from the apply, and
+	// kept across restarts: status.configWait), before the rollout of the
+	// other control planes stops (and is retried); then as long again for
+	// a drained machine's Node to be Ready before it is uncordoned; default 10m.
 	RebootTimeout time.Duration
 	// Kube reaches the tenants' Kubernetes APIs (a *kubeclient.Clients): a
 	// config that would reboot a machine (a dry run says so) is applied only
