@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,10 @@ func (c *Controller) restore(ctx context.Context, rs domain.Restore) error {
 	tenant := rs.Metadata.Tenant
 	ref := domain.ObjectRef(domain.RestoreKind, tenant, rs.Metadata.Name)
 	log := c.cfg.Log.With("tenant", tenant, "restore", rs.Metadata.Name)
-	st := rs.Status
+	st, err := c.storedStatus(ctx, ref, rs.Status)
+	if err != nil {
+		return err
+	}
 	write := func(mutate func(st *domain.RestoreStatus)) error {
 		mutate(&st)
 		res, err := eventstore.UpdateStatus(ctx, c.sw, ref, func(_ *domain.Object, cur *domain.RestoreStatus) (bool, error) {
@@ -318,4 +322,23 @@ func (c *Controller) revisionNow(ctx context.Context, bundle *secrets.Bundle, ad
 		return 0, false, err
 	}
 	return rev, true, nil
+}
+
+// storedStatus is the restore's status as the stream holds it: the read
+// model may not have the last write of a holder that stopped just before
+// (a wait whose deadline must not start afresh, issue 43), and every write
+// of the run replaces the whole status.
+func (c *Controller) storedStatus(ctx context.Context, ref domain.Ref, cached domain.RestoreStatus) (domain.RestoreStatus, error) {
+	rec, err := c.cfg.Store.Load(ctx, ref)
+	if err != nil {
+		return cached, fmt.Errorf("loading %s: %w", ref, err)
+	}
+	if rec == nil || rec.State() == nil {
+		return cached, nil
+	}
+	var st domain.RestoreStatus
+	if err := json.Unmarshal(rec.State().Status, &st); err != nil {
+		return cached, fmt.Errorf("decoding the status of %s: %w", ref, err)
+	}
+	return st, nil
 }
