@@ -1,7 +1,6 @@
 package backup_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
+	"github.com/rezuscloud/rezuscloud/internal/controller/controllertest"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/backup"
@@ -74,18 +74,7 @@ func (e *env) startWith(holder string, clock controller.Clock, nodes backup.Node
 		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, PollInterval: 10 * time.Millisecond, Clock: clock}
 	require.NoError(e.T, cfg.Validate())
 	c = backup.New(cfg)
-	ctx, cancel := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(e.T, <-done)
-		}
-	}
-	e.T.Cleanup(stop)
+	stop = controllertest.Start(e.T, e.Ctx, c.Run)
 	return c, stop
 }
 

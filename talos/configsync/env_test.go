@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/internal/controller/controllertest"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/talos/configsync"
@@ -70,18 +71,7 @@ func (e *env) startStoppable(mutate func(*configsync.Config)) (c *configsync.Con
 	}
 	require.NoError(e.T, cfg.Validate())
 	c = configsync.New(cfg)
-	ctx, cancel := context.WithCancel(e.Ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(e.T, <-done)
-		}
-	}
-	e.T.Cleanup(stop)
+	stop = controllertest.Start(e.T, e.Ctx, c.Run)
 	require.Eventually(e.T, c.Leading, 30*time.Second, 5*time.Millisecond, "controller leading")
 	return c, stop
 }

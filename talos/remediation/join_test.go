@@ -76,18 +76,7 @@ func (e *env) start() (stop func()) {
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	require.NoError(e.t, cfg.Validate())
 	c := remediation.New(cfg)
-	ctx, cancel := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			require.NoError(e.t, <-done)
-		}
-	}
-	e.t.Cleanup(stop)
+	stop = controllertest.Start(e.t, e.ctx, c.Run)
 	require.Eventually(e.t, c.Leading, 30*time.Second, 5*time.Millisecond)
 	return stop
 }
