@@ -151,8 +151,11 @@ func TestDriftIsFoundAndCorrected(t *testing.T) {
 	reconfigureWithTalosctl(t, p, "seen", seen["cp-0"])
 	var d tenantDrift
 	p.eventually(driftWithin, "seen drifted: a server to add and cp-0's config", func() bool {
+		// A check whose tofu refresh began before the delete, and that read
+		// the configs after talosctl's, sees the config only: wait for a
+		// check that began after both changes.
 		d = p.drift("seen")
-		return d.Status == "True" && len(d.Machines) == 1
+		return d.Status == "True" && len(d.Machines) == 1 && d.Add == 1
 	})
 	require.Equal(t, "Drifted", d.Reason)
 	require.Equal(t, "1 to add, 0 to change, 0 to destroy; cp-0 config differs", d.Summary)
