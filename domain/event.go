@@ -27,6 +27,11 @@ type Event struct {
 	Time          time.Time `json:"time"`
 	CorrelationID string    `json:"correlationId,omitempty"`
 	Object        *Object   `json:"object"`
+	// Schema is the storage schema level the event (its object) was written
+	// at; absent (0) is level 1, what releases before levels wrote, so an
+	// event written at level 1 is byte for byte what such a release writes.
+	// See Level and SchemaLevel.
+	Schema int `json:"schema,omitempty"`
 }
 
 // Ref returns the reference of the event's aggregate.
