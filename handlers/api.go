@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -211,6 +212,10 @@ type API struct {
 }
 
 // New builds the API and its routes on d, which the caller has checked with
+
+	// lameDuck is set once the server is going away: /readyz answers 503
+	// so balancers send new requests elsewhere, while this one still serves.
+	lameDuck atomic.Bool
 // Deps.Validate.
 func New(cfg Config, d Deps) *API {
 	cfg.setDefaults()
@@ -256,6 +261,11 @@ func (a *API) StopWatches() { a.stop() }
 func (a *API) routes() {
 	e := a.echo
 	e.GET("/healthz", a.healthz)
+// LameDuck makes /readyz answer 503 from now on, saying the replica is
+// shutting down, while every request is still served: the first step of a
+// shutdown, so a load balancer drains this replica before it stops.
+func (a *API) LameDuck() { a.lameDuck.Store(true) }
+
 	e.GET("/readyz", a.readyz)
 	e.GET("/version", a.version)
 	e.GET("/metrics", a.metricsHandler, a.authenticate, a.authorize)

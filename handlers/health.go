@@ -17,6 +17,9 @@ func (a *API) healthz(c echo.Context) error { return c.String(http.StatusOK, "ok
 // stream and the KV projector has drained its backlog once.
 func (a *API) readyz(c echo.Context) error {
 	var problems []string
+	if a.lameDuck.Load() {
+		problems = append(problems, "lame duck: this replica is shutting down, other replicas serve")
+	}
 	if a.store.Conn().Status() != nats.CONNECTED {
 		problems = append(problems, "nats: "+a.store.Conn().Status().String())
 	}

@@ -106,6 +106,7 @@ func (r *resource) watch(c echo.Context) error {
 					a.log.Warn("watch ended", "kind", r.kind.Kind, "err", err)
 					_ = write(sseFrame(projections.WatchError, last, statusObject(err)))
 				}
+				r.endResumable(write, last)
 				return nil
 			}
 			if ev.Seq > last {
@@ -134,14 +135,31 @@ func (r *resource) watch(c echo.Context) error {
 				return nil
 			}
 		case <-bookmark.C:
-			bm, _ := json.Marshal(map[string]any{"apiVersion": domain.APIVersion, "kind": r.kind.Kind,
-				"metadata": map[string]string{"resourceVersion": strconv.FormatUint(last, 10)}})
-			if err := write(sseFrame(projections.WatchBookmark, last, bm)); err != nil {
+			if err := write(r.bookmark(last)); err != nil {
 				return nil
 			}
 		case <-ctx.Done():
+			r.endResumable(write, last)
 			return nil
 		}
+	}
+}
+
+// bookmark is a BOOKMARK event carrying the version the watch has reached.
+func (r *resource) bookmark(last uint64) []byte {
+	bm, _ := json.Marshal(map[string]any{"apiVersion": domain.APIVersion, "kind": r.kind.Kind,
+		"metadata": map[string]string{"resourceVersion": strconv.FormatUint(last, 10)}})
+	return sseFrame(projections.WatchBookmark, last, bm)
+}
+
+// endResumable sends a last BOOKMARK when the server is shutting down
+// (StopWatches): its id is the version the watch has reached, events hidden
+// from this caller included, so a client resuming from it (rezusctl and the
+// browser's EventSource send it back as Last-Event-ID) on another replica
+// misses nothing and gets nothing twice.
+func (r *resource) endResumable(write func([]byte) error, last uint64) {
+	if r.api.stopping.Err() != nil && last > 0 {
+		_ = write(r.bookmark(last))
 	}
 }
 

@@ -33,7 +33,7 @@ func rebuildCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			defer closeNATS()
+			defer closeNATS(context.Background())
 			store, err := eventstore.Open(ctx, nc, eventstore.Config{Replicas: c.Int("replicas"), MaxWatches: c.Int("max-watches"), Logger: log})
 			if err != nil {
 				return err

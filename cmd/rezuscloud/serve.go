@@ -56,6 +56,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "trusted-proxies", EnvVars: []string{"REZUSCLOUD_TRUSTED_PROXIES"}, Usage: "reverse proxies (comma-separated CIDRs) whose X-Forwarded-For names the client, for the audit trail and the login limiter; default none: the peer's address counts and the header is ignored"},
 			metalNetworksFlag,
 			ssoFlags[0], ssoFlags[1], ssoFlags[2], ssoFlags[3], ssoFlags[4], ssoFlags[5], ssoFlags[6], ssoFlags[7],
+			&cli.DurationFlag{Name: "shutdown-grace", Value: DefaultShutdownGrace, EnvVars: []string{"REZUSCLOUD_SHUTDOWN_GRACE"}, Usage: "how long a shutdown (SIGTERM) may take as a lame duck: not ready, leases handed over, watches ended resumably, in-flight requests finished, the NATS node stopped"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
 		}, append(infraFlags(), clusterFlags()...)...),
@@ -110,6 +111,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		BodyReadTimeout: c.Duration("body-read-timeout"),
 		MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
 		CredentialTTL:          c.Duration("credential-ttl"),
+		ShutdownGrace:          c.Duration("shutdown-grace"),
 		SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
 		SecretsPassphrase:      os.Getenv("REZUSCLOUD_SECRETS_PASSPHRASE"),
 		SecretsKeyFile:         c.String("secrets-key-file"),
@@ -162,6 +164,9 @@ type serveConfig struct {
 	MaxWatches, MaxWatchesPerUser int
 	// CredentialTTL is the lifetime of per-user cluster credentials.
 	CredentialTTL time.Duration
+	// ShutdownGrace bounds the lame-duck shutdown (lameduck.go); default
+	// DefaultShutdownGrace.
+	ShutdownGrace time.Duration
 	// Replicas of streams and buckets; with Cluster and not ReplicasSet
 	// (--replicas not given) it becomes min(3, nodes).
 	Replicas    int
@@ -199,8 +204,9 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// serve runs everything until ctx ends, then shuts down in order: stop
-// accepting, end watches, finish in-flight requests, stop workers, flush NATS.
+// serve runs everything until ctx ends, then shuts down as a lame duck
+// (lameduck.go): not ready, leases handed over, watches ended resumably,
+// in-flight requests finished, workers stopped, the NATS node stopped.
 // The start-up is a row of named stages (serve_stages.go), each building on
 // what the one before made.
 func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
@@ -218,7 +224,7 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	if err := s.connectNATS(ctx); err != nil {
 		return err
 	}
-	defer s.closeNATS()
+	defer s.closeNATS(context.Background())
 	err := s.openStores(ctx)
 	if err == nil {
 		err = s.openIdentity(ctx)
@@ -281,8 +287,9 @@ func bootstrapAdmin(ctx context.Context, log *slog.Logger, cache *projections.Ca
 
 // connectNATS connects to --nats-url or starts the embedded server under the
 // data dir (returned too; nil with --nats-url). The returned func drains the
-// connection and stops the embedded server; it is safe to call twice.
-func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.Conn, *eventstore.Embedded, func(), error) {
+// connection and stops the embedded server, a cluster node in NATS's lame
+// duck mode, within its ctx and at most 20 s; it is safe to call twice.
+func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.Conn, *eventstore.Embedded, func(context.Context), error) {
 	if cfg.NATSURL != "" {
 		opts := []nats.Option{nats.Name("rezuscloud"), nats.MaxReconnects(-1)}
 		if cfg.NATSCreds != "" {
@@ -294,7 +301,7 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 		}
 		log.Info("connected to external NATS", "url", nc.ConnectedUrlRedacted())
 		var once sync.Once
-		return nc, nil, func() { once.Do(func() { drain(log, nc) }) }, nil
+		return nc, nil, func(context.Context) { once.Do(func() { drain(log, nc) }) }, nil
 	}
 	cluster, err := embeddedCluster(cfg)
 	if err != nil {
@@ -317,12 +324,12 @@ func connectNATS(ctx context.Context, log *slog.Logger, cfg serveConfig) (*nats.
 		log.Info("embedded NATS started", "dir", filepath.Join(cfg.DataDir, "nats"), "clientURL", emb.ClientURL())
 	}
 	var once sync.Once
-	return nc, emb, func() {
+	return nc, emb, func(ctx context.Context) {
 		once.Do(func() {
 			drain(log, nc)
-			shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			shCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			emb.Shutdown(shCtx)
+			emb.LameDuck(shCtx)
 		})
 	}, nil
 }

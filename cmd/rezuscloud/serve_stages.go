@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,7 +56,7 @@ type serveRun struct {
 	// connectNATS
 	nc        *nats.Conn
 	emb       *eventstore.Embedded
-	closeNATS func()
+	closeNATS func(context.Context)
 
 	// openStores
 	store       *eventstore.Store
@@ -90,6 +91,11 @@ type serveRun struct {
 	// startWorkers
 	stopSampler func()
 	samplerDone chan struct{}
+	// stopLeases ends the workers that hold leases (controllers, sagas,
+	// the apply worker, the projector), which then release them; leased
+	// counts those still running.
+	stopLeases func()
+	leased     sync.WaitGroup
 }
 
 // checkServeConfig refuses flags that cannot work together, and settles the
@@ -100,6 +106,12 @@ func checkServeConfig(cfg *serveConfig) error {
 	}
 	if cfg.CredentialTTL <= 0 || cfg.CredentialTTL > talos.MaxUserCredentialTTL {
 		return fmt.Errorf("--credential-ttl (%s) must be more than 0 and at most %s", cfg.CredentialTTL, talos.MaxUserCredentialTTL)
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.ShutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace (%s) must not be negative", cfg.ShutdownGrace)
 	}
 	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
 		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
@@ -282,7 +294,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	}
 	s.modules.Unsandboxed = s.sandbox == nil && cfg.Infra.TofuSandbox != "off"
 	s.modules.NoMirror = cfg.Infra.ProviderMirror == "" && !cfg.Infra.AllowProviderDownloads
-	s.api = handlers.New(handlers.Config{Version: version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
+	s.api = handlers.New(handlers.Config{Version: build().Version, ConsistentReads: cfg.NATSURL != "" || cfg.Cluster.Listen != "", RequireEncryptedState: true,
 		MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Modules: s.modules, TrustedProxies: cfg.TrustedProxies,
 		CredentialTTL: cfg.CredentialTTL, SSOErrorPage: webui.Prefix + "/login", MetalAddresses: cfg.MetalAddresses}, apiDeps)
 	// The state page decrypts state with the apply worker's keys (made by
@@ -290,7 +302,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	decryptState := func(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
 		return s.worker.DecryptState(ctx, tenant, blob)
 	}
-	s.ui = webui.New(webui.Config{SecureCookies: s.tlsConfig != nil, Log: log},
+	s.ui = webui.New(webui.Config{SecureCookies: s.tlsConfig != nil, Log: log, Version: build().Version},
 		webui.Deps{API: s.api.Handler(), Identity: s.ids, Cache: s.cache, DecryptState: decryptState, Streams: s.api})
 	return nil
 }
@@ -301,8 +313,19 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 // backups and the emulator; then opens the API on the listener.
 func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	cfg, log := s.cfg, s.log
+	// Leased work stops first when the server goes lame duck, while the read
+	// model and the API go on serving.
+	leaseCtx, stopLeases := context.WithCancel(gctx)
+	s.stopLeases = stopLeases
+	goLeased := func(run func(context.Context) error) {
+		s.leased.Add(1)
+		g.Go(func() error {
+			defer s.leased.Done()
+			return run(leaseCtx)
+		})
+	}
 	g.Go(func() error { return s.cache.Run(gctx) })
-	g.Go(func() error { return s.projector.Run(gctx) })
+	goLeased(s.projector.Run)
 	g.Go(func() error { return s.finalizer.Run(gctx) })
 	g.Go(func() error { return s.pki.Run(gctx) })
 	s.ids.ExpectBootstrap()
@@ -336,15 +359,15 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	if _, err := s.worker.Tofu().Path(); err != nil {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}
-	g.Go(func() error { return s.worker.Run(gctx) })
+	goLeased(s.worker.Run)
 	// tofu validate of module providers' modules, after every change.
 	validatorCfg := tfrunner.ValidatorConfig{Store: s.store, Cache: s.cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: s.holder, Log: log}
 	if err := validatorCfg.Validate(); err != nil {
 		return err
 	}
 	validator := tfrunner.NewModuleValidator(validatorCfg)
-	g.Go(func() error { return validator.Run(gctx) })
-	g.Go(func() error { return s.upgrades.Run(gctx) })
+	goLeased(validator.Run)
+	goLeased(s.upgrades.Run)
 	// Day 2: every running machine's config through the Talos API.
 	configCfg := configsync.Config{Store: s.store, Cache: s.cache, Talos: s.talosSvc, Holder: s.holder, Log: log,
 		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra)}
@@ -352,7 +375,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		return err
 	}
 	configs := configsync.New(configCfg)
-	g.Go(func() error { return configs.Run(gctx) })
+	goLeased(configs.Run)
 	// etcd backups of tenants, their schedules and restores. A snapshot
 	// being taken is copied beside the data (it holds the tenant's
 	// secrets), not into the shared temp dir; copies a crash left behind
@@ -366,20 +389,20 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		return err
 	}
 	backups := backup.New(backupCfg)
-	g.Go(func() error { return backups.Run(gctx) })
+	goLeased(backups.Run)
 	remediationCfg := remediation.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Holder: s.holder, Log: log, Interval: cfg.Infra.RemediationInterval}
 	if err := remediationCfg.Validate(); err != nil {
 		return err
 	}
 	remediations := remediation.New(remediationCfg)
-	g.Go(func() error { return remediations.Run(gctx) })
+	goLeased(remediations.Run)
 	// Rollouts of one change across many tenants, in waves.
 	rolloutCfg := rollout.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Configs: s.talosSvc, Holder: s.holder, Log: log, Interval: cfg.Infra.RolloutInterval}
 	if err := rolloutCfg.Validate(); err != nil {
 		return err
 	}
 	rollouts := rollout.New(rolloutCfg)
-	g.Go(func() error { return rollouts.Run(gctx) })
+	goLeased(rollouts.Run)
 	if cfg.Infra.WithEmulator {
 		api, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
 		if err != nil {
@@ -409,37 +432,18 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 }
 
 // run serves until ctx ends, the HTTP server fails or a worker does, then
-// shuts down in order: end watches and live pages, finish in-flight
-// requests, stop the sampler, flush the audit log, stop the workers, close
-// NATS.
+// shuts down as a lame duck, within --shutdown-grace (see shutdown).
 func (s *serveRun) run(ctx context.Context, g *errgroup.Group, gctx context.Context, stopWork func()) error {
-	log := s.log
 	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
 	case err := <-s.httpErr:
 		runErr = fmt.Errorf("http server: %w", err)
 	case <-gctx.Done():
 		runErr = g.Wait()
 	}
-	s.api.StopWatches()
-	s.ui.Close()
-	shCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := s.srv.Shutdown(shCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	s.stopSampler()
-	<-s.samplerDone
-	if err := s.audit.Close(shCtx); err != nil {
-		log.Warn("audit log flush", "err", err)
-	}
-	stopWork()
-	if err := g.Wait(); err != nil && runErr == nil && !errors.Is(err, context.Canceled) {
+	if err := s.shutdown(g, stopWork); err != nil && runErr == nil {
 		runErr = err
 	}
-	s.closeNATS()
-	log.Info("stopped")
 	return runErr
 }
