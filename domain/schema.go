@@ -194,3 +194,20 @@ func IsNewerSchema(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Reason == ReasonConflict && len(e.Causes) == 1 && e.Causes[0].Field == newerSchemaField
 }
+
+// UpConvertEvent brings a decoded event's object to SchemaLevel, in place,
+// where a reader decodes it. An event above SchemaLevel is left as it is:
+// it is read and passed on (GET, list, watch serve its JSON unchanged), and
+// only a rewrite is refused (NewNewerSchema). Schema keeps the level the
+// event was written at.
+func UpConvertEvent(ev *Event) error {
+	if ev.Object == nil || ev.Level() > SchemaLevel {
+		return nil
+	}
+	obj, err := UpConvert(ev.Object.Kind, ev.Object, ev.Level())
+	if err != nil {
+		return err
+	}
+	ev.Object = obj
+	return nil
+}

@@ -14,6 +14,7 @@ type Cursor struct {
 	cons jetstream.Consumer
 	it   jetstream.MessagesContext
 	dead *deadLetters
+	seen *schemaSeen
 }
 
 // Follow returns a cursor over events with sequence >= from whose subjects
@@ -41,7 +42,7 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 	if err != nil {
 		return nil, fmt.Errorf("starting ordered consumer: %w", err)
 	}
-	return &Cursor{cons: cons, it: it, dead: s.dead}, nil
+	return &Cursor{cons: cons, it: it, dead: s.dead, seen: s.seen}, nil
 }
 
 // Next blocks for the next event. Pending is how many matching events are
@@ -60,7 +61,7 @@ func (c *Cursor) Next(ctx context.Context) (*Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading message metadata: %w", err)
 		}
-		rec, err := decodeRecord(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
+		rec, err := decodeRecord(c.seen, msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
 		if err != nil {
 			c.dead.record(StreamName, md.Sequence.Stream, msg.Subject(), msg.Data(), err)
 			continue

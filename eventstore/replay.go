@@ -76,7 +76,7 @@ func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record,
 		return nil, false, fmt.Errorf("replaying %s: limit must be positive, got %d", StreamName, opts.Limit)
 	}
 	err = scan(ctx, s.js, StreamName, opts.Window, opts.Subjects, func(m scanned) (bool, error) {
-		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
+		rec, err := decodeRecord(s.seen, m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
 		if err != nil {
 			s.dead.record(StreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
 			return true, nil
@@ -98,7 +98,7 @@ func (s *Store) Replay(ctx context.Context, opts ReplayOptions) (recs []*Record,
 // rounds it took.
 func (s *Store) replayNewest(ctx context.Context, opts ReplayOptions) ([]*Record, int, error) {
 	recs, rounds, err := newest(ctx, s.js, StreamName, opts.Window, opts.Subjects, opts.Newest, func(m scanned) (*Record, bool, error) {
-		rec, err := decodeRecord(m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
+		rec, err := decodeRecord(s.seen, m.msg.Subject(), m.seq, m.msg.Headers(), m.msg.Data())
 		if err != nil {
 			s.dead.record(StreamName, m.seq, m.msg.Subject(), m.msg.Data(), err)
 			return nil, false, nil
@@ -118,7 +118,7 @@ func (s *Store) FollowFrom(ctx context.Context, from Position, subjects []string
 	if err != nil {
 		return nil, err
 	}
-	return &Cursor{cons: cons, it: it, dead: s.dead}, nil
+	return &Cursor{cons: cons, it: it, dead: s.dead, seen: s.seen}, nil
 }
 
 // followStream opens an ordered consumer on stream at a position and starts

@@ -43,6 +43,9 @@ func (s *Store) SharedEvent(seq uint64, data []byte) (*domain.Event, error) {
 	if err == nil && ev.Object == nil {
 		err = fmt.Errorf("event %d has no object", seq)
 	}
+	if err == nil {
+		err = readEvent(s.seen, ev)
+	}
 	if err != nil {
 		// Every controller meets it: the dead letter is kept once (its id
 		// is the sequence), the count and the log are per meeting.

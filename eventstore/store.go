@@ -58,6 +58,13 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Schema is the storage schema level appends are written at (the
+	// lowest every running replica reads); nil means domain.SchemaLevel, the
+	// right level for a single replica and for tests.
+	Schema SchemaLevels
+	// Release is this replica's release (e.g. "0.2.0"), named when a
+	// record written by a newer one is refused; default "this release".
+	Release string
 }
 
 func (c *Config) setDefaults() {
@@ -87,6 +94,8 @@ type Store struct {
 	dead      *deadLetters
 
 	shared sharedEvents
+	// seen says whether a record or replica of a newer schema level was met.
+	seen *schemaSeen
 }
 
 // Open provisions the event stream (idempotently; an existing stream gets the
@@ -122,7 +131,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err := provisionDeadLetters(ctx, js, cfg.Replicas); err != nil {
 		return nil, fmt.Errorf("provisioning stream %s: %w", DeadLetterStream, err)
 	}
-	return &Store{cfg: cfg, nc: nc, js: js, stream: stream, dead: &deadLetters{js: js, log: cfg.Logger}}, nil
+	return &Store{cfg: cfg, nc: nc, js: js, stream: stream, dead: &deadLetters{js: js, log: cfg.Logger}, seen: &schemaSeen{}}, nil
 }
 
 // JetStream returns the JetStream handle, for packages that keep their own
@@ -154,13 +163,18 @@ type Record struct {
 // State is the object the record leaves behind: nil after a deletion.
 func (r *Record) State() *domain.Object { return domain.Evolve(nil, r.Event, r.Seq) }
 
-func decodeRecord(subject string, seq uint64, hdr nats.Header, data []byte) (*Record, error) {
+// decodeRecord decodes a stored event and brings it to this build's schema
+// level (one above it is kept as written, and noted in seen).
+func decodeRecord(seen *schemaSeen, subject string, seq uint64, hdr nats.Header, data []byte) (*Record, error) {
 	ev := &domain.Event{}
 	if err := json.Unmarshal(data, ev); err != nil {
 		return nil, fmt.Errorf("decoding event %d on %s: %w", seq, subject, err)
 	}
 	if ev.Object == nil {
 		return nil, fmt.Errorf("event %d on %s has no object", seq, subject)
+	}
+	if err := readEvent(seen, ev); err != nil {
+		return nil, fmt.Errorf("event %d on %s: %w", seq, subject, err)
 	}
 	return &Record{Seq: seq, Subject: subject, MsgID: hdr.Get(headerMsgID), Event: ev}, nil
 }
@@ -186,7 +200,7 @@ func (s *Store) Load(ctx context.Context, ref domain.Ref) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading %s: %w", ref, err)
 	}
-	rec, err := decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+	rec, err := decodeRecord(s.seen, msg.Subject, msg.Sequence, msg.Header, msg.Data)
 	if err != nil {
 		// The aggregate's last record is poison: readers skip it, but a
 		// write cannot know what it would follow. Kept and said.
@@ -208,7 +222,7 @@ func (s *Store) Get(ctx context.Context, seq uint64) (*Record, error) {
 		}
 		return nil, fmt.Errorf("reading event %d: %w", seq, err)
 	}
-	return decodeRecord(msg.Subject, msg.Sequence, msg.Header, msg.Data)
+	return decodeRecord(s.seen, msg.Subject, msg.Sequence, msg.Header, msg.Data)
 }
 
 // Bounds returns the first and last sequence in the stream (0, 0 when empty).
@@ -228,9 +242,18 @@ func (s *Store) Bounds(ctx context.Context) (first, last uint64, err error) {
 // expected (0: no event yet). JetStream refuses the append if another writer got
 // there first; that comes back as a domain Conflict. msgID, when set, makes a
 // retried append a no-op that returns the first append's sequence.
+//
+// Each event is written at the store's schema level (Config.Schema): its
+// object without what a lower level does not know, and the level stamped.
+// events are changed in place to what was written, so the caller's result
+// is what every replica reads back.
 func (s *Store) Append(ctx context.Context, ref domain.Ref, expected uint64, msgID string, events ...domain.Event) (seq uint64, duplicate bool, err error) {
 	subject := ref.Subject()
+	level := s.writeLevel()
 	for i := range events {
+		if err := atLevel(&events[i], level); err != nil {
+			return 0, false, fmt.Errorf("encoding %s: %w", events[i].Type, err)
+		}
 		data, err := json.Marshal(&events[i])
 		if err != nil {
 			return 0, false, fmt.Errorf("encoding %s: %w", events[i].Type, err)
@@ -308,7 +331,9 @@ type Result struct {
 // them with the loaded sequence as the expected one, so the store owns load,
 // concurrency and save. decide may run more than once (see Retries).
 func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, decide func(state *domain.Object) ([]domain.Event, error)) (Result, error) {
-	hinted := opts.Hint != nil && opts.MsgID == ""
+	// A cached state does not say which schema level wrote it: once a
+	// newer release is known to write here, every write loads its record.
+	hinted := opts.Hint != nil && opts.MsgID == "" && !s.seen.met()
 	for attempt := 0; ; {
 		var state *domain.Object
 		var lastSeq uint64
@@ -324,9 +349,16 @@ func (s *Store) Update(ctx context.Context, ref domain.Ref, opts UpdateOptions, 
 				if opts.MsgID != "" && rec.MsgID == opts.MsgID {
 					return recordResult(rec, true), nil
 				}
+				// A rewrite would drop what this build does not know.
+				if err := s.refuseNewer(ref, rec); err != nil {
+					return Result{}, err
+				}
 			}
 		}
 		events, err := decide(state)
+		if err == nil && s.unchangedAtLevel(state, events) {
+			events = nil
+		}
 		if hinted && (err != nil || len(events) == 0) {
 			// Only a successful append proves the hint was current; answer
 			// errors and no-ops from the stream's own state.

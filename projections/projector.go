@@ -262,6 +262,11 @@ func (p *Projector) project(buckets map[string]string, msg jetstream.Msg, seq ui
 	if err == nil && ev.Object == nil {
 		err = errors.New("the event has no object")
 	}
+	if err == nil {
+		// A record of an older level is projected at this one; a newer
+		// one as written (the projections serve it as it is).
+		err = domain.UpConvertEvent(ev)
+	}
 	if err != nil {
 		p.store.Poisoned(eventstore.StreamName, seq, msg.Subject(), msg.Data(), err)
 		return nil, nil
