@@ -111,7 +111,10 @@ func newHealthEnv(t testing.TB, cps, workers int, mutate func(*health.Config)) *
 		clock: &manualClock{now: time.Now()}, calls: &callCounter{n: map[string]int{}}, tenant: c.Tenant}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := health.Config{Cache: c.Cache, PKI: c.PKI, Store: c.Store, Now: h.clock.Now, Port: healthPort, Log: quiet,
-		Timeout:     time.Second,
+		// Healthy nodes answer well within it even on a loaded CI host
+		// (1s failed there: every node "unreachable"); tests of nodes that
+		// do not answer set their own.
+		Timeout:     10 * time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(h.calls.interceptor), grpc.WithChainStreamInterceptor(h.calls.streamInterceptor)}}
 	if mutate != nil {
 		mutate(&cfg)
