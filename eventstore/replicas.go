@@ -1,0 +1,271 @@
+package eventstore
+
+// Replica heartbeats: who runs on this data, which release and which
+// storage schema level, so that writers write the level every running
+// replica reads (docs/storage.md).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rezuscloud/rezuscloud/domain"
+)
+
+// ReplicasBucket holds one heartbeat per running replica, by holder. Its
+// entries expire (the bucket's TTL) when a replica stops beating.
+const ReplicasBucket = "rezus-replicas"
+
+// DefaultHeartbeatInterval is how often a replica beats unless configured.
+const DefaultHeartbeatInterval = 5 * time.Second
+
+// Replica is one replica's heartbeat, the value of its key in ReplicasBucket.
+type Replica struct {
+	// Holder names the replica (host-pid), as its leases do.
+	Holder string `json:"holder"`
+	// Version is the release it runs, e.g. "0.2.0".
+	Version string `json:"version"`
+	// SchemaLevel is the newest storage schema level it reads.
+	SchemaLevel int `json:"schemaLevel"`
+	// NATSServer is the name of the NATS node it embeds; "" with an
+	// external NATS.
+	NATSServer string `json:"natsServer,omitempty"`
+	// StartedAt is when it started; Seen when it last beat.
+	StartedAt time.Time `json:"startedAt"`
+	Seen      time.Time `json:"seen"`
+}
+
+// ReplicasConfig configures the heartbeats. Holder and Release are required.
+type ReplicasConfig struct {
+	// Holder names this replica (its key).
+	Holder string
+	// Release is the release this replica runs.
+	Release string
+	// NATSServer is the name of the NATS node this replica embeds; "" with
+	// an external NATS.
+	NATSServer string
+	// Peers, when set, names the NATS servers this replica's node is
+	// connected to now (Embedded.PeerNames): a peer that no heartbeat
+	// names runs a release before heartbeats (0.1.0), which reads level 1
+	// only. Nil with an external NATS, whose servers are not replicas.
+	Peers func() []string
+	// WriteLevel, when set (1..domain.SchemaLevel), caps the level written
+	// (--write-schema-level): for an external NATS, where a replica of a
+	// release before heartbeats cannot be seen. 0: from the heartbeats.
+	WriteLevel int
+	// Interval is how often to beat; default DefaultHeartbeatInterval. A
+	// heartbeat expires after three intervals.
+	Interval time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate checks the fields.
+func (c *ReplicasConfig) Validate() error {
+	if c.Holder == "" || c.Release == "" {
+		return errors.New("replicas: Holder and Release are required")
+	}
+	if c.WriteLevel != 0 && (c.WriteLevel < domain.MinSchemaLevel || c.WriteLevel > domain.SchemaLevel) {
+		return fmt.Errorf("the write schema level %d must be between %d and %d", c.WriteLevel, domain.MinSchemaLevel, domain.SchemaLevel)
+	}
+	return nil
+}
+
+func (c *ReplicasConfig) setDefaults() {
+	if c.Interval == 0 {
+		c.Interval = DefaultHeartbeatInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// ReplicaView is what the heartbeats say, as of the last read.
+type ReplicaView struct {
+	// Replicas are the live heartbeats, by holder.
+	Replicas []Replica `json:"replicas"`
+	// UnknownPeers are NATS nodes of the cluster no heartbeat names,
+	// counted as level 1.
+	UnknownPeers []string `json:"unknownPeers,omitempty"`
+	// ClusterLevel is the lowest level every running replica reads.
+	ClusterLevel int `json:"clusterSchemaLevel"`
+	// WriteLevel is the level this replica writes: ClusterLevel, capped
+	// by the operator's --write-schema-level.
+	WriteLevel int `json:"writeSchemaLevel"`
+}
+
+// Replicas beats for this replica and keeps the cluster's schema level
+// from everyone's beats. It is the store's SchemaLevels: WriteLevel is a
+// cached value, read on every append and changed only by Run.
+type Replicas struct {
+	cfg     ReplicasConfig
+	started time.Time
+	store   *Store
+	kv      jetstream.KeyValue
+	level   atomic.Int64
+	view    atomic.Pointer[ReplicaView]
+}
+
+// NewReplicas returns the heartbeats of this replica. Until Start has
+// read the others, it writes level 1: what every release reads.
+func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	r := &Replicas{cfg: cfg, started: cfg.Now().UTC()}
+	r.level.Store(domain.MinSchemaLevel)
+	r.view.Store(&ReplicaView{ClusterLevel: domain.MinSchemaLevel, WriteLevel: domain.MinSchemaLevel})
+	return r, nil
+}
+
+// WriteLevel is the level appends are written at.
+func (r *Replicas) WriteLevel() int { return int(r.level.Load()) }
+
+// View is what the heartbeats said at the last read.
+func (r *Replicas) View() ReplicaView { return *r.view.Load() }
+
+// Start provisions the bucket, beats once and reads everyone's beats, so
+// the store writes the right level from its first append. Idempotent.
+func (r *Replicas) Start(ctx context.Context, store *Store) error {
+	kv, err := store.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      ReplicasBucket,
+		Description: "RezusCloud replicas' heartbeats: release and schema level",
+		History:     1,
+		TTL:         3 * r.cfg.Interval,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    store.Replicas(),
+	})
+	if err != nil {
+		return fmt.Errorf("provisioning bucket %s: %w", ReplicasBucket, err)
+	}
+	r.store, r.kv = store, kv
+	return r.beat(ctx)
+}
+
+// Run beats every interval until ctx ends, then takes its heartbeat out
+// so the others stop counting it at once.
+func (r *Replicas) Run(ctx context.Context) error {
+	if r.kv == nil {
+		return errors.New("replicas: Run before Start")
+	}
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = r.kv.Delete(dctx, r.cfg.Holder)
+			cancel()
+			return nil
+		case <-t.C:
+		}
+		if err := r.beat(ctx); err != nil && ctx.Err() == nil {
+			// The last level stays: a replica that cannot read the
+			// bucket for a while goes on writing what it knew.
+			r.cfg.Logger.Warn("replicas: heartbeat", "err", err)
+		}
+	}
+}
+
+// beat writes this replica's heartbeat and reads everyone's.
+func (r *Replicas) beat(ctx context.Context) error {
+	me := Replica{Holder: r.cfg.Holder, Version: r.cfg.Release, SchemaLevel: domain.SchemaLevel,
+		NATSServer: r.cfg.NATSServer, StartedAt: r.started, Seen: r.cfg.Now().UTC()}
+	raw, err := json.Marshal(me)
+	if err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, r.cfg.Holder, raw); err != nil {
+		return fmt.Errorf("writing the heartbeat: %w", err)
+	}
+	beats, err := r.read(ctx)
+	if err != nil {
+		return err
+	}
+	var peers []string
+	if r.cfg.Peers != nil {
+		peers = r.cfg.Peers()
+	}
+	r.set(DecideClusterLevel(beats, peers, r.cfg.WriteLevel))
+	return nil
+}
+
+func (r *Replicas) set(v ReplicaView) {
+	prev := r.view.Swap(&v)
+	r.level.Store(int64(v.WriteLevel))
+	for _, b := range v.Replicas {
+		r.store.NoteSchemaLevel(b.SchemaLevel)
+	}
+	if prev.WriteLevel != v.WriteLevel || !slices.Equal(prev.UnknownPeers, v.UnknownPeers) {
+		r.cfg.Logger.Info("replicas: writing at schema level", "level", v.WriteLevel, "clusterLevel", v.ClusterLevel,
+			"replicas", len(v.Replicas), "unknownPeers", strings.Join(v.UnknownPeers, ","))
+	}
+}
+
+// read returns every live heartbeat.
+func (r *Replicas) read(ctx context.Context) ([]Replica, error) {
+	keys, err := r.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing heartbeats: %w", err)
+	}
+	var out []Replica
+	for key := range keys.Keys() {
+		e, err := r.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // expired or gone between the listing and now
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading heartbeat %s: %w", key, err)
+		}
+		var b Replica
+		if err := json.Unmarshal(e.Value(), &b); err != nil || b.Holder == "" {
+			// Counted as the lowest level: whoever wrote it, this
+			// build cannot tell what it reads.
+			b = Replica{Holder: key, Version: "unknown", SchemaLevel: domain.MinSchemaLevel}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// DecideClusterLevel is the cluster's schema level from the heartbeats:
+// the lowest level a replica reads, 1 when a peer NATS node is named by no
+// heartbeat (a replica of a release before heartbeats), and the level
+// written: that, capped by the operator's ceiling (0: none).
+func DecideClusterLevel(beats []Replica, peers []string, ceiling int) ReplicaView {
+	v := ReplicaView{ClusterLevel: domain.SchemaLevel}
+	servers := map[string]bool{}
+	for _, b := range beats {
+		v.ClusterLevel = min(v.ClusterLevel, domain.LevelOf(b.SchemaLevel))
+		if b.NATSServer != "" {
+			servers[b.NATSServer] = true
+		}
+	}
+	for _, p := range peers {
+		if !servers[p] && !slices.Contains(v.UnknownPeers, p) {
+			v.UnknownPeers = append(v.UnknownPeers, p)
+			v.ClusterLevel = domain.MinSchemaLevel
+		}
+	}
+	slices.Sort(v.UnknownPeers)
+	v.Replicas = slices.SortedFunc(slices.Values(beats), func(a, b Replica) int { return strings.Compare(a.Holder, b.Holder) })
+	v.WriteLevel = v.ClusterLevel
+	if ceiling > 0 {
+		v.WriteLevel = min(v.WriteLevel, ceiling)
+	}
+	return v
+}
