@@ -51,6 +51,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-watches", Value: handlers.DefaultMaxWatches, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES"}, Usage: "how many watches and follows the server holds open at once (more get 429); the event stream's consumer limit is this plus a reserve for the server's own consumers"},
 			&cli.DurationFlag{Name: "credential-ttl", Value: talos.DefaultUserCredentialTTL, EnvVars: []string{"REZUSCLOUD_CREDENTIAL_TTL"}, Usage: "lifetime of per-user cluster credentials (kubeconfig exec certificates, talosconfigs); at most 24h"},
 			&cli.IntFlag{Name: "max-watches-per-user", Value: handlers.DefaultMaxWatchesPerUser, EnvVars: []string{"REZUSCLOUD_MAX_WATCHES_PER_USER"}, Usage: "how many watches and follows one user (all its tokens and sessions) holds open at once (more get 429)"},
+			&cli.IntFlag{Name: "write-schema-level", EnvVars: []string{"REZUSCLOUD_WRITE_SCHEMA_LEVEL"}, Usage: "the highest storage schema level this replica writes (1 = what 0.1.0 reads); default: the lowest level of the running replicas' heartbeats. Set it to 1 with --nats-url while a 0.1.0 replica runs: it does not beat and cannot be seen"},
 			&cli.DurationFlag{Name: "session-ttl", Value: 12 * time.Hour, EnvVars: []string{"REZUSCLOUD_SESSION_TTL"}, Usage: "how long a login lasts"},
 			&cli.IntFlag{Name: "gc-percent", Value: 50, Usage: "Go GC target (GOGC) when the GOGC environment variable is unset; 50 keeps the heap near 1.5x live data (see docs/benchmarks.md)"},
 			&cli.StringFlag{Name: "trusted-proxies", EnvVars: []string{"REZUSCLOUD_TRUSTED_PROXIES"}, Usage: "reverse proxies (comma-separated CIDRs) whose X-Forwarded-For names the client, for the audit trail and the login limiter; default none: the peer's address counts and the header is ignored"},
@@ -110,6 +111,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		AuditMaxBytes:   c.Int64("audit-max-bytes"),
 		BodyReadTimeout: c.Duration("body-read-timeout"),
 		MaxWatches:      c.Int("max-watches"), MaxWatchesPerUser: c.Int("max-watches-per-user"),
+		WriteSchemaLevel:       c.Int("write-schema-level"),
 		CredentialTTL:          c.Duration("credential-ttl"),
 		ShutdownGrace:          c.Duration("shutdown-grace"),
 		SigningKey:             os.Getenv("REZUSCLOUD_SESSION_SIGNING_KEY"),
@@ -162,6 +164,9 @@ type serveConfig struct {
 	// MaxWatches and MaxWatchesPerUser bound open watches and follows
 	// (handlers.Config); MaxWatches also sets the event stream's consumer limit.
 	MaxWatches, MaxWatchesPerUser int
+	// WriteSchemaLevel caps the storage schema level written
+	// (eventstore.ReplicasConfig.WriteLevel); 0: the heartbeats decide.
+	WriteSchemaLevel int
 	// CredentialTTL is the lifetime of per-user cluster credentials.
 	CredentialTTL time.Duration
 	// ShutdownGrace bounds the lame-duck shutdown (lameduck.go); default
@@ -226,6 +231,9 @@ func serve(ctx context.Context, log *slog.Logger, cfg serveConfig) error {
 	}
 	defer s.closeNATS(context.Background())
 	err := s.openStores(ctx)
+	if err == nil {
+		err = s.checkFormat(ctx)
+	}
 	if err == nil {
 		err = s.openIdentity(ctx)
 	}

@@ -59,6 +59,7 @@ type serveRun struct {
 	closeNATS func(context.Context)
 
 	// openStores
+	replicas    *eventstore.Replicas
 	store       *eventstore.Store
 	audit       *eventstore.AuditLog
 	automation  handlers.AutomationIssuer
@@ -66,6 +67,10 @@ type serveRun struct {
 	stateStore  *eventstore.StateStore
 	applyLogs   *tfrunner.Logs
 	etcdBackups *eventstore.EtcdBackups
+
+	// checkFormat: the data's format record, for raising its lowest reader
+	// when a cluster's schema level rises.
+	format *eventstore.FormatRecord
 
 	// openIdentity
 	holder    string
@@ -112,6 +117,9 @@ func checkServeConfig(cfg *serveConfig) error {
 	}
 	if cfg.ShutdownGrace < 0 {
 		return fmt.Errorf("--shutdown-grace (%s) must not be negative", cfg.ShutdownGrace)
+	}
+	if l := cfg.WriteSchemaLevel; l != 0 && (l < domain.MinSchemaLevel || l > domain.SchemaLevel) {
+		return fmt.Errorf("--write-schema-level (%d) must be between %d and %d", l, domain.MinSchemaLevel, domain.SchemaLevel)
 	}
 	if cfg.MaxWatches < 1 || cfg.MaxWatchesPerUser < 1 {
 		return fmt.Errorf("--max-watches (%d) and --max-watches-per-user (%d) must be at least 1", cfg.MaxWatches, cfg.MaxWatchesPerUser)
@@ -175,9 +183,25 @@ func (s *serveRun) connectNATS(ctx context.Context) error {
 // credentials, sealed secrets, Terraform state, apply logs, etcd backups.
 func (s *serveRun) openStores(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
+	host, _ := os.Hostname()
+	s.holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+	// The store writes the schema level every running replica reads,
+	// known from the heartbeats before the first write.
+	repCfg := eventstore.ReplicasConfig{Holder: s.holder, Release: build().Version, WriteLevel: cfg.WriteSchemaLevel, Logger: log}
+	if s.emb != nil {
+		repCfg.NATSServer, repCfg.Peers = s.emb.ServerName(), s.emb.PeerNames
+	}
+	var err error
+	if s.replicas, err = eventstore.NewReplicas(repCfg); err != nil {
+		return err
+	}
 	return untilProvisioned(ctx, log, s.emb, s.starting, func() error {
 		var err error
-		if s.store, err = eventstore.Open(ctx, s.nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log}); err != nil {
+		if s.store, err = eventstore.Open(ctx, s.nc, eventstore.Config{Replicas: cfg.Replicas, MaxWatches: cfg.MaxWatches, Logger: log,
+			Schema: s.replicas, Release: build().Version}); err != nil {
+			return err
+		}
+		if err := s.replicas.Start(ctx, s.store); err != nil {
 			return err
 		}
 		if s.audit, err = eventstore.OpenAudit(ctx, s.store, eventstore.AuditConfig{Retention: cfg.AuditRetention, MaxBytes: cfg.AuditMaxBytes, Logger: log}); err != nil {
@@ -221,8 +245,6 @@ func (s *serveRun) openStores(ctx context.Context) error {
 // sessions, tokens), and turns single sign-on on when configured.
 func (s *serveRun) openIdentity(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
-	host, _ := os.Hostname()
-	s.holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	s.cache = projections.NewCache(s.store, log)
 	s.projector = projections.NewProjector(s.store, log, s.holder)
 	s.finalizer = &projections.TenantFinalizer{Cache: s.cache, Store: s.store, Log: log}
@@ -324,6 +346,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 			return run(leaseCtx)
 		})
 	}
+	g.Go(func() error { return s.replicas.Run(gctx) })
 	g.Go(func() error { return s.cache.Run(gctx) })
 	goLeased(s.projector.Run)
 	g.Go(func() error { return s.finalizer.Run(gctx) })
