@@ -14,6 +14,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/identity"
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
 	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
@@ -81,7 +82,9 @@ type Config struct {
 	// --with-emulator). The zero value is talos.AddressPolicy's default
 	// (no loopback, link-local or cloud metadata addresses).
 	MetalAddresses talos.AddressPolicy
-	// Version is reported by /version.
+	// Version is the release /version reports; default this source tree's
+	// (internal/buildinfo/VERSION). The server passes its build's, which
+	// -ldflags may have stamped.
 	Version string
 	// RequireEncryptedState makes the state backend refuse state tofu did not
 	// encrypt; the server always sets it (the runner always passes
@@ -131,7 +134,7 @@ func (c *Config) setDefaults() {
 		c.AuditSampleSources = DefaultAuditSampleSources
 	}
 	if c.Version == "" {
-		c.Version = "dev"
+		c.Version = buildinfo.Version()
 	}
 	if c.Now == nil {
 		c.Now = time.Now

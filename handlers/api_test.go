@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 )
 
 func TestCRUDLifecycle(t *testing.T) {
@@ -226,6 +227,9 @@ func TestAuthHealthVersionMetrics(t *testing.T) {
 	require.Eventually(t, func() bool { return s.do(http.MethodGet, "/readyz", nil, "Authorization", "").Code == http.StatusOK }, 10*time.Second, 5*time.Millisecond)
 	v := s.do(http.MethodGet, "/version", nil, "Authorization", "")
 	require.Contains(t, string(v.Body), `"apiVersion":"rezuscloud.io/v1"`)
+	// With no Config.Version, the release this tree is (internal/buildinfo/VERSION).
+	require.Contains(t, string(v.Body), `"version":"`+buildinfo.Version()+`"`)
+	require.NotContains(t, string(v.Body), `"version":"dev"`)
 
 	s.mustCreate("/api/v1/tenants", tenantBody("m", nil))
 	require.Equal(t, http.StatusUnauthorized, s.do(http.MethodGet, "/metrics", nil, "Authorization", "").Code)

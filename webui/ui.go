@@ -43,6 +43,9 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Version is the server's release, shown in the footer of every
+	// signed-in page; default none (the footer names no version).
+	Version string
 }
 
 func (c *Config) setDefaults() {

@@ -86,7 +86,7 @@ func backupFirst() []string {
 // backupConfig is the backup of this server's data; keysDir is empty with
 // an external NATS.
 func backupConfig(mode, keysDir string) eventstore.BackupConfig {
-	return eventstore.BackupConfig{First: backupFirst(), KeysDir: keysDir, Version: version, Mode: mode}
+	return eventstore.BackupConfig{First: backupFirst(), KeysDir: keysDir, Version: build().Version, Mode: mode}
 }
 
 // writeArchiveFile writes an archive through write into a temp file beside

@@ -10,12 +10,13 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 )
 
-// version, commit and date are set at build time with -ldflags "-X
-// main.version=... -X main.commit=... -X main.date=..." (go tool task release).
-var (
-	version      = "dev"
-	commit, date string
-)
+// version, commit and date may be stamped at build time with -ldflags "-X
+// main.version=... -X main.commit=... -X main.date=..." (go tool task
+// release); an empty version is internal/buildinfo/VERSION's.
+var version, commit, date string
+
+// build is this binary's build: its release, commit and date.
+func build() buildinfo.Info { return buildinfo.Get(version, commit, date) }
 
 func main() {
 	if err := newApp().Run(os.Args); err != nil {
@@ -28,7 +29,7 @@ func newApp() *cli.App {
 	return &cli.App{
 		Name:    "rezuscloud",
 		Usage:   "the RezusCloud management plane for Talos Linux Kubernetes clusters",
-		Version: buildinfo.Get(version, commit, date).String(),
+		Version: build().String(),
 		Commands: []*cli.Command{
 			serveCommand(),
 			rebuildCommand(),

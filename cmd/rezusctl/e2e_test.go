@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 	"github.com/rezuscloud/rezuscloud/internal/leaktest"
 	"github.com/rezuscloud/rezuscloud/internal/proctree"
 )
@@ -200,8 +201,9 @@ func TestEndToEnd(t *testing.T) {
 		tc.ok("config", "use-context", "e2e")
 		assert.Equal(t, "e2e\n", tc.ok("config", "current-context"))
 		out := tc.ok("version")
-		assert.Contains(t, out, "Client Version: dev")
-		assert.Contains(t, out, "Server Version: ")
+		// Neither binary is stamped: both are the release VERSION says.
+		assert.Contains(t, out, "Client Version: "+buildinfo.Version()+" (commit ")
+		assert.Contains(t, out, "Server Version: "+buildinfo.Version()+" (go")
 		assert.Contains(t, out, "API rezuscloud.io/v1")
 	})
 

@@ -23,8 +23,9 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version may be stamped at build time with -ldflags "-X main.version=...";
+// empty, it is internal/buildinfo/VERSION's.
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
