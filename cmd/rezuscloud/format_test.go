@@ -27,20 +27,3 @@ func TestLevelReaders(t *testing.T) {
 		prev = v
 	}
 }
-
-func TestFormatLevel(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  serveConfig
-		want int
-	}{
-		{name: "single server", want: domain.SchemaLevel},
-		{name: "external NATS", cfg: serveConfig{NATSURL: "nats://127.0.0.1:4222"}, want: domain.MinSchemaLevel},
-		{name: "cluster of embedded nodes", cfg: serveConfig{Cluster: clusterFlagsConfig{Listen: "127.0.0.1:6222"}}, want: domain.MinSchemaLevel},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, formatLevel(tt.cfg))
-		})
-	}
-}

@@ -347,6 +347,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		})
 	}
 	g.Go(func() error { return s.replicas.Run(gctx) })
+	g.Go(func() error { return s.followFormat(gctx) })
 	g.Go(func() error { return s.cache.Run(gctx) })
 	goLeased(s.projector.Run)
 	g.Go(func() error { return s.finalizer.Run(gctx) })
