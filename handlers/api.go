@@ -212,13 +212,16 @@ type API struct {
 	// stopping ends watches when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
-}
-
-// New builds the API and its routes on d, which the caller has checked with
 
 	// lameDuck is set once the server is going away: /readyz answers 503
 	// so balancers send new requests elsewhere, while this one still serves.
 	lameDuck atomic.Bool
+
+	// replicas are the heartbeats (Deps.Replicas); nil: this replica alone.
+	replicas ReplicaViewer
+}
+
+// New builds the API and its routes on d, which the caller has checked with
 // Deps.Validate.
 func New(cfg Config, d Deps) *API {
 	cfg.setDefaults()
@@ -228,7 +231,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos, dryRunner: d.ConfigDryRun, planChange: d.PlanChange, dryRunRoutes: map[string]bool{},
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess}
+		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess, replicas: d.Replicas}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -261,14 +264,14 @@ func (a *API) Echo() *echo.Echo { return a.echo }
 // for in-flight requests, since watches never finish on their own.
 func (a *API) StopWatches() { a.stop() }
 
-func (a *API) routes() {
-	e := a.echo
-	e.GET("/healthz", a.healthz)
 // LameDuck makes /readyz answer 503 from now on, saying the replica is
 // shutting down, while every request is still served: the first step of a
 // shutdown, so a load balancer drains this replica before it stops.
 func (a *API) LameDuck() { a.lameDuck.Store(true) }
 
+func (a *API) routes() {
+	e := a.echo
+	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
 	e.GET("/version", a.version)
 	e.GET("/metrics", a.metricsHandler, a.authenticate, a.authorize)
@@ -291,6 +294,7 @@ func (a *API) LameDuck() { a.lameDuck.Store(true) }
 	a.upgradeRoutes(g)
 	a.backupRoutes(g)
 	a.etcdBackupRoutes(g)
+	a.replicaRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

@@ -71,6 +71,9 @@ type Deps struct {
 	// EtcdBackups opens etcd backups' objects for their snapshot download
 	// and for the check of a restore; nil answers those with ServiceUnavailable.
 	EtcdBackups EtcdBackupObjects
+	// Replicas says which replicas run and at which schema levels, for
+	// /version and /api/v1/admin/replicas; nil: this replica alone.
+	Replicas ReplicaViewer
 }
 
 // KubeAccess keeps the access RBAC of a tenant's cluster.

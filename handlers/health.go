@@ -39,8 +39,12 @@ func (a *API) readyz(c echo.Context) error {
 	return c.String(http.StatusOK, "ok")
 }
 
+// version says the release, and the storage schema levels: the newest
+// this replica reads and writes, and the lowest every running replica
+// reads (what is written; /api/v1/admin/replicas names the replicas).
 func (a *API) version(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"version": a.cfg.Version, "goVersion": runtime.Version(), "apiVersion": domain.APIVersion})
+	return c.JSON(http.StatusOK, map[string]any{"version": a.cfg.Version, "goVersion": runtime.Version(), "apiVersion": domain.APIVersion,
+		"schemaLevel": domain.SchemaLevel, "clusterSchemaLevel": a.clusterView().ClusterLevel})
 }
 
 // recoverMiddleware turns a panic into a 500 Status instead of a dropped connection.

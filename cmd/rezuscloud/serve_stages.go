@@ -294,6 +294,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 		EtcdBackups: s.etcdBackups,
+		Replicas:    s.replicas,
 		KubeAccess:  kubeAccess{clients: s.kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
 		// The apply worker is made by startWorkers, before the server
 		// answers any request.
