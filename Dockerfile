@@ -4,8 +4,10 @@
 # proxy, on a distroless base (no shell, no package manager), as a non-root user
 # with its data under the /data volume. docs/operations.md shows how to run it.
 #
-#   docker build -t rezuscloud --build-arg VERSION="$(git describe --tags --always)" \
-#     --build-arg COMMIT="$(git rev-parse HEAD)" .
+#   docker build -t rezuscloud --build-arg COMMIT="$(git rev-parse HEAD)" .
+#
+# The version is internal/buildinfo/VERSION's, embedded by the build;
+# --build-arg VERSION=... stamps another (a prerelease's name, say).
 #   docker run -p 8080:8080 -v rezuscloud-data:/data rezuscloud
 
 ARG GO_VERSION=1.26
@@ -19,7 +21,7 @@ RUN go mod download
 COPY . .
 # OpenTofu and the provider mirror, pinned by hack/tools.sh.
 RUN bash hack/tools.sh
-ARG VERSION=dev
+ARG VERSION=
 ARG COMMIT=unknown
 ARG DATE=unknown
 RUN go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT} -X main.date=${DATE}" \

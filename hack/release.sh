@@ -5,8 +5,9 @@
 #   dist/SHA256SUMS                                           sha256sum format, one line a binary
 #
 # Static (CGO_ENABLED=0), -trimpath, and stamped with -ldflags -X:
-# main.version (git describe --tags --always --dirty, or $VERSION), main.commit
-# (git rev-parse HEAD) and main.date (RFC 3339 UTC: $SOURCE_DATE_EPOCH when set,
+# main.version ($VERSION, else internal/buildinfo/VERSION, the release this
+# tree is, which a plain build embeds too), main.commit (git rev-parse HEAD)
+# and main.date (RFC 3339 UTC: $SOURCE_DATE_EPOCH when set,
 # for reproducible builds, else now). `rezuscloud --version` and `rezusctl
 # version --client` print them; the binaries for this machine's platform are
 # run once to check that they do.
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 platforms=(${PLATFORMS:-linux/amd64 linux/arm64 darwin/arm64})
-version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${VERSION:-$(cat internal/buildinfo/VERSION)}
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
   date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
