@@ -74,7 +74,11 @@ func TestRecordHistory(t *testing.T) {
 	}
 
 	// Providers: a metal one and a module one (stored, not built with).
-	r.create("providers", "", "dc", token, `{"metadata":{"name":"dc"},"spec":{"type":"metal"}}`)
+	// A release that knows a newer optional field records it (0.2.0:
+	// Provider spec.versions, Rollout spec.progressDeadline); an earlier one
+	// refuses it as unknown (400), and the object is made without.
+	r.createNewer("providers", "", "dc", token, `{"metadata":{"name":"dc"},"spec":{"type":"metal","versions":{"talos":["v1.13.0","v1.13.1"]}}}`,
+		`{"metadata":{"name":"dc"},"spec":{"type":"metal"}}`)
 	files := map[string]string{}
 	mod := filepath.Join("testdata", "module-emulated")
 	entries, err := os.ReadDir(mod)
@@ -99,7 +103,7 @@ func TestRecordHistory(t *testing.T) {
 		"schematic":{"extensions":["siderolabs/iscsi-tools"],"extraKernelArgs":["console=ttyS0"]}}}`)
 	r.create("tenants/hist/nodegroups", "hist", "cp", aliceToken, `{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`)
 	r.create("tenants/hist/nodegroups", "hist", "workers", aliceToken, `{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated",
-		"remediation":{"unhealthyAfter":"24h","maxUnhealthy":1,"startupTimeout":"24h"}}}`)
+		"remediation":{"unhealthyAfter":"2s","maxUnhealthy":1,"startupTimeout":"3m"}}}`)
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"name": "kubelet-verbosity"},
 		"spec": map[string]any{"patch": "machine:\n  kubelet:\n    extraArgs:\n      v: \"2\"\n", "target": map[string]any{"kind": "all"}}})
 	require.NoError(t, err)
@@ -147,11 +151,38 @@ func TestRecordHistory(t *testing.T) {
 
 	// A rollout over the tenants labelled for it: the tenant is at its
 	// target already, so it is Done without a change.
-	r.create("rollouts", "", "fleet", token, `{"metadata":{"name":"fleet"},"spec":{"change":{"talosVersion":"v1.13.1"},
-		"tenantSelector":"history=recorded","soak":"0s"}}`)
+	r.createNewer("rollouts", "", "fleet", token, `{"metadata":{"name":"fleet"},"spec":{"change":{"talosVersion":"v1.13.1"},
+		"tenantSelector":"history=recorded","soak":"0s","progressDeadline":"1h"}}`,
+		`{"metadata":{"name":"fleet"},"spec":{"change":{"talosVersion":"v1.13.1"},"tenantSelector":"history=recorded","soak":"0s"}}`)
 	p.await(time.Minute, "the rollout succeeded", func() bool {
 		return field(p.object("/api/v1/rollouts/fleet"), "status.phase") == "Succeeded"
 	})
+
+	// A remediation: the worker stops answering and is replaced. Then the
+	// policy is made one that never fires in a replay (whose emulator does
+	// not have the history's nodes).
+	for _, mc := range p.items("/api/v1/tenants/hist/machines") {
+		if field(mc, "spec.nodeGroup") == "workers" {
+			host := fmt.Sprint(field(mc, "spec.hostname"))
+			resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodPut, "/v1/nodes/"+host+"/faults", strings.NewReader(`{"unreachable":true}`)))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, "fault of %s", host)
+		}
+	}
+	var remediation string
+	p.await(3*time.Minute, "the worker was replaced", func() bool {
+		rs := p.items("/api/v1/tenants/hist/remediations")
+		if len(rs) != 1 {
+			return false
+		}
+		remediation = fmt.Sprint(field(rs[0], "metadata.name"))
+		require.NotEqual(t, "Failed", field(rs[0], "status.phase"), "remediation: %v", rs[0]["status"])
+		return field(rs[0], "status.phase") == "Succeeded"
+	})
+	r.refs = append(r.refs, historyObject{Kind: "Remediation", Tenant: "hist", Name: remediation, Path: "tenants/hist/remediations/" + remediation})
+	r.do(http.MethodPatch, "/api/v1/tenants/hist/nodegroups/workers", token,
+		`{"spec":{"remediation":{"unhealthyAfter":"24h","maxUnhealthy":1,"startupTimeout":"24h"}}}`, http.StatusOK)
 
 	// A tenant created and deleted: its whole life is in the events only.
 	r.do(http.MethodPost, "/api/v1/tenants", token, `{"metadata":{"name":"gone"},"spec":{}}`, http.StatusCreated)
@@ -226,6 +257,20 @@ func (r *recorder) create(collection, tenant, name, bearer, body string) {
 	var obj map[string]any
 	require.NoError(r.t, json.Unmarshal(b, &obj))
 	r.refs = append(r.refs, historyObject{Kind: fmt.Sprint(obj["kind"]), Tenant: tenant, Name: name, Path: collection + "/" + name})
+}
+
+// createNewer creates an object with fields an earlier release may not
+// know, or, when the server refuses them as unknown (400), without them.
+func (r *recorder) createNewer(collection, tenant, name, bearer, newer, older string) {
+	r.t.Helper()
+	if code, b, _ := r.p.send(http.MethodPost, "/api/v1/"+collection, bearer, newer); code != http.StatusBadRequest {
+		require.Equal(r.t, http.StatusCreated, code, "POST %s: %s", collection, b)
+		var obj map[string]any
+		require.NoError(r.t, json.Unmarshal(b, &obj))
+		r.refs = append(r.refs, historyObject{Kind: fmt.Sprint(obj["kind"]), Tenant: tenant, Name: name, Path: collection + "/" + name})
+		return
+	}
+	r.create(collection, tenant, name, bearer, older)
 }
 
 // token creates an API token and answers its secret.
