@@ -85,8 +85,9 @@ func TestKillNineKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 // TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything checks a graceful stop:
-// watches end, the process exits 0, and a restart on the same dir serves the
-// same objects at the same versions.
+// watches end with a BOOKMARK to resume from (the lame duck's), the process
+// exits 0, and a restart on the same dir serves the same objects at the same
+// versions.
 func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	p := startServer(t, dir)
@@ -106,13 +107,19 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	var events atomic.Int32
+	var lastEvent atomic.Value
 	all := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "event: ") && events.Add(1) == 20 {
+			typ, ok := strings.CutPrefix(sc.Text(), "event: ")
+			if !ok {
+				continue
+			}
+			lastEvent.Store(typ)
+			if typ != "BOOKMARK" && events.Add(1) == 20 {
 				close(all)
 			}
 		}
@@ -136,6 +143,7 @@ func TestSIGTERMShutsDownCleanlyAndRestartKeepsEverything(t *testing.T) {
 		t.Fatal("watch did not end")
 	}
 	require.Equal(t, int32(20), events.Load(), "nothing more after the 20 tenants")
+	require.Equal(t, "BOOKMARK", lastEvent.Load(), "the watch ended resumably")
 	require.Contains(t, p.log(), `"msg":"stopped"`)
 
 	p2 := startServer(t, dir)
