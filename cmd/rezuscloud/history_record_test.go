@@ -324,3 +324,24 @@ func asList(v any) []any {
 	l, _ := v.([]any)
 	return l
 }
+
+// historyFields are the fields recorded per kind: the keys a release must
+// keep reading as they were written. Finished runs (upgrades, backups,
+// rollouts, remediations) keep their whole spec and status: nothing
+// rewrites them, so every field an earlier release wrote must come back.
+var historyFields = map[string][]string{
+	"User":         {"spec.role", "spec.bindings", "spec.external", "spec.displayName"},
+	"APIToken":     {"spec.user", "spec.description"},
+	"GroupBinding": {"spec.groups", "spec.role"},
+	"Provider":     {"spec.type", "spec.module.files", "spec.versions"},
+	"Tenant": {"metadata.labels", "spec.talosVersion", "spec.kubernetesVersion", "spec.maintenance", "spec.driftCheck",
+		"spec.schematic", "spec.etcdBackup", "metadata.finalizers"},
+	"NodeGroup":   {"spec.role", "spec.count", "spec.provider", "spec.remediation"},
+	"Machine":     {"spec.nodeGroup", "spec.role", "spec.address", "spec.providerID", "status.talosVersion"},
+	"ConfigPatch": {"spec.patch", "spec.target", "spec.enabled"},
+	"Upgrade":     {"spec", "status"},
+	"EtcdBackup":  {"spec", "status"},
+	"Rollout":     {"spec", "status"},
+	"Apply":       {"spec.operation", "status.phase", "status.resources"},
+	"Remediation": {"spec", "status"},
+}

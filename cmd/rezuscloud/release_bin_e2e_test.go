@@ -13,50 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
-
-// Release0_1_0 is the commit of release 0.1.0, the one before versions
-// existed (named so afterwards).
-const release0_1_0 = "2817901ed494d082fa2cf0ba237cb16aad98d687"
-
-// releaseBinary returns the server built from a release's commit, cached
-// under <tools dir>/releases/<commit>/ so it is built once per machine. The
-// commit must be in this clone: a shallow clone fails with a message saying
-// so, never a skip, since the upgrade tests are the point of keeping it.
-func releaseBinary(t *testing.T, commit string) string {
-	t.Helper()
-	tools, err := tofutest.ToolsDir()
-	require.NoError(t, err)
-	dir := filepath.Join(tools, "releases", commit)
-	bin := filepath.Join(dir, "rezuscloud")
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	root, err := tofutest.RepoRoot()
-	require.NoError(t, err)
-	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		t.Fatalf("release commit %s is not in this clone (%v: %s): the upgrade tests build the previous release from it; "+
-			"fetch the full history (git fetch --unshallow, or actions/checkout with fetch-depth: 0)", commit, err, bytes.TrimSpace(out))
-	}
-	work := filepath.Join(t.TempDir(), "src")
-	git := func(args ...string) {
-		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-	}
-	git("worktree", "add", "--detach", work, commit)
-	defer git("worktree", "remove", "--force", work)
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	tmp := bin + ".building"
-	build := exec.Command("go", "build", "-o", tmp, "./cmd/rezuscloud")
-	build.Dir = work
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building release %s: %s", commit, out)
-	// A rename, so a build cut short never leaves a binary behind.
-	require.NoError(t, os.Rename(tmp, bin))
-	return bin
-}
 
 var current struct {
 	once sync.Once

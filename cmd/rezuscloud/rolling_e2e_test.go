@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/internal/release"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 	"github.com/rezuscloud/rezuscloud/talos/emulator"
 )
@@ -224,7 +225,11 @@ type rejoin struct {
 // it: the machine is shared.
 func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	t.Parallel()
-	old := releaseBinary(t, release0_1_0)
+	root, err := tofutest.RepoRoot()
+	require.NoError(t, err)
+	prevVersion, prevCommit, err := release.Previous(root)
+	require.NoError(t, err)
+	old := release.Server(t, prevVersion, prevCommit)
 	cur := currentBinary(t)
 	tofu, mirror := tofutest.Tools(t)
 	emu, emuToken := startKubeEmulator(t)
