@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 )
 
 // editorScript writes an EDITOR that applies a sed expression to the file.
@@ -85,5 +86,5 @@ func TestCompletionAndVersion(t *testing.T) {
 	tc.ok("config", "set-context", "lab")
 	assert.Equal(t, "lab\n", tc.ok("config", "use-context", "--generate-bash-completion"))
 
-	assert.Regexp(t, `^Client Version: dev \(commit \S+, built \S+, go[0-9.]+.*\)\n$`, tc.ok("version", "--client"))
+	assert.Regexp(t, `^Client Version: `+regexp.QuoteMeta(buildinfo.Version())+` \(commit \S+, built \S+, go[0-9.]+.*\)\n$`, tc.ok("version", "--client"))
 }
