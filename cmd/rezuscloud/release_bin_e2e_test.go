@@ -69,3 +69,16 @@ func readyWithin(p *proc, since time.Time) time.Duration {
 	require.True(p.t, p.waitReady(p.dataDir), "another process took %s", p.url)
 	return time.Since(since)
 }
+
+// threeReplicas is held by each e2e test that runs a three-replica NATS
+// cluster: two such clusters at once under -race on two cores starved
+// their raft elections in CI (see Taskfile test:slow), while the other
+// e2e tests still run beside either.
+var threeReplicas sync.Mutex
+
+// oneThreeReplicaCluster waits for the other three-replica test to end
+// and holds the slot until this one does.
+func oneThreeReplicaCluster(t *testing.T) {
+	threeReplicas.Lock()
+	t.Cleanup(threeReplicas.Unlock)
+}
