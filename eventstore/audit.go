@@ -182,6 +182,7 @@ func OpenAudit(ctx context.Context, s *Store, cfg AuditConfig) (*AuditLog, error
 	if err != nil {
 		return nil, fmt.Errorf("opening jetstream for the audit log: %w", err)
 	}
+	js = forCluster(s.nc, js)
 	l.js = js
 	err = retryUnavailable(ctx, func() error {
 		var err error

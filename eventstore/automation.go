@@ -177,6 +177,7 @@ func provisionEventMirror(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
+	js = forCluster(nc, js)
 	err = retryUnavailable(ctx, func() error {
 		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        StreamName,

@@ -106,6 +106,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening jetstream: %w", err)
 	}
+	js = forCluster(nc, js)
 	var stream jetstream.Stream
 	err = retryUnavailable(ctx, func() error {
 		var err error
