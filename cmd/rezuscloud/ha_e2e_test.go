@@ -161,7 +161,7 @@ func (p *proc) providerNames() []string {
 // accepted on a survivor), not asserting it: the machine is shared.
 func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	t.Parallel()
-	oneThreeReplicaCluster(t)
+	oneHeavyTest(t)
 	tofu, mirror := tofutest.Tools(t)
 	emu, emuToken := startTestEmulator(t)
 	c := newTestCluster(t)

@@ -151,6 +151,7 @@ func (pr *probe) end() (longest time.Duration, lowest, runs int, lastErr error) 
 //     RezusCloud, and the ConfigMap is back with every machine's Node Ready.
 func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 	t.Parallel()
+	oneHeavyTest(t)
 	p := startRealKubeServer(t, t.TempDir())
 	const tenant = "rk"
 	code, body := p.do("POST", "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{"kubernetesVersion":"`+realKubeFrom+`"}}`)

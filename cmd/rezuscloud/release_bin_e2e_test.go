@@ -70,15 +70,18 @@ func readyWithin(p *proc, since time.Time) time.Duration {
 	return time.Since(since)
 }
 
-// threeReplicas is held by each e2e test that runs a three-replica NATS
-// cluster: two such clusters at once under -race on two cores starved
-// their raft elections in CI (see Taskfile test:slow), while the other
-// e2e tests still run beside either.
-var threeReplicas sync.Mutex
+// heavySlot is held by the e2e tests that must not overlap: those that run
+// a three-replica NATS cluster (two such clusters at once under -race on
+// two cores starved their raft elections in CI, see Taskfile test:slow)
+// and the real-Kubernetes test that measures a workload's availability
+// during an upgrade (beside the rolling upgrade's own real control plane,
+// the load kept a restarted kubelet's Node NotReady long enough for its
+// pods to go NotReady: 1 of 3 Ready). The other e2e tests run beside any.
+var heavySlot sync.Mutex
 
-// oneThreeReplicaCluster waits for the other three-replica test to end
-// and holds the slot until this one does.
-func oneThreeReplicaCluster(t *testing.T) {
-	threeReplicas.Lock()
-	t.Cleanup(threeReplicas.Unlock)
+// oneHeavyTest waits for the other heavy test to end and holds the slot
+// until this one does.
+func oneHeavyTest(t *testing.T) {
+	heavySlot.Lock()
+	t.Cleanup(heavySlot.Unlock)
 }

@@ -225,7 +225,7 @@ type rejoin struct {
 // it: the machine is shared.
 func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	t.Parallel()
-	oneThreeReplicaCluster(t)
+	oneHeavyTest(t)
 	root, err := tofutest.RepoRoot()
 	require.NoError(t, err)
 	prevVersion, prevCommit, err := release.Previous(root)
