@@ -27,45 +27,51 @@ var allowedLayers = map[string][]string{
 	"domain":      {},
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
-	"tfrunner":    {"domain", "eventstore", "projections", "talos", "internal/controller", "internal/proctree", "tfrunner/providers"},
-	"talos":       {"domain", "eventstore", "projections", "talos/etcdsnapshot"},
 	"identity":    {"domain", "eventstore", "projections"},
-	"webui":       {"domain", "projections", "handlers", "identity", "tfrunner/providers"},
+	"webui":       {"domain", "projections", "handlers", "identity", "providers"},
 	// The controller runtime sits right above the event store: every
 	// long-running consumer builds on it, so it builds on nothing of theirs.
 	"internal/controller": {"domain", "eventstore"},
-	"talos/health":        {"domain", "eventstore", "projections"},
-	"talos/upgrade":       {"domain", "eventstore", "projections", "talos", "internal/controller"},
-	// The day-2 config controller renders through talos (Desired) and
-	// records through it (ConfigRecorder), on the controller runtime.
-	"talos/configsync": {"domain", "eventstore", "projections", "internal/controller", "talos"},
-	// The etcd backup controller takes snapshots and restores them through
-	// talos's NodeAPI, on the controller runtime.
-	"talos/backup": {"domain", "eventstore", "projections", "internal/controller", "talos", "talos/etcdsnapshot"},
-	// The remediation controller probes through the health service (its
-	// Prober) and leaves the replacement to the apply worker.
-	"talos/remediation": {"domain", "eventstore", "projections", "internal/controller"},
-	// The rollout controller reads config progress through talos and
-	// probes through an interface of its own.
-	"talos/rollout": {"domain", "eventstore", "projections", "internal/controller", "talos"},
-	// etcd's snapshot format, which the emulator writes and the backups
-	// read: a leaf, so both can use it.
-	"talos/etcdsnapshot": {},
 	// Marks on the processes tofu leaves, and finding them: a leaf.
 	"internal/proctree": {},
 	// The provider registry: each provider type's validation, form fields,
 	// .tf.json generator and state projection. Pure, so the API and the web
 	// UI validate and describe with the generator's own rules.
-	"tfrunner/providers": {"domain"},
+	"providers": {"domain"},
+	// The tofu engine: work dirs, the sandbox, state encryption, tofu's
+	// JSON UI, apply logs.
+	"tofu": {"domain", "eventstore", "internal/proctree", "providers"},
+	// The Talos API client: PKI, rendering, credentials, the node API.
+	"talos":        {"domain", "eventstore", "projections", "talos/etcdsnapshot"},
+	"talos/health": {"domain", "eventstore", "projections"},
+	// etcd's snapshot format, which the emulator writes and the backups
+	// read: a leaf, so both can use it.
+	"talos/etcdsnapshot": {},
 	// The Image Factory client: schematics in, nothing of ours but domain.
 	"talos/factory": {"domain"},
+	// The Kubernetes API of managed clusters: clients on the controller
+	// certificate talos issues, and drain.
+	"kube": {"domain", "talos"},
+	// The emulator is a room of its own: it serves the Talos API and a
+	// Kubernetes control plane, knowing nothing of the server.
+	"emulator": {"domain", "talos/etcdsnapshot"},
+	// Boots an emulated tenant for the controllers' tests.
+	"emulator/talostest": {"domain", "emulator", "eventstore", "eventstore/eventstoretest", "projections", "talos"},
 }
+
+// controllerLibraries is what every controller of the controllers/ wing may
+// import: the libraries beneath it, never another controller (each
+// controllers/<name> is a layer of its own, and a controller asks another
+// through events).
+var controllerLibraries = []string{"domain", "eventstore", "projections", "internal/controller", "internal/proctree",
+	"talos", "talos/health", "talos/etcdsnapshot", "talos/factory", "kube", "tofu", "providers"}
 
 // sublayers are folders that are layers of their own rather than part of
 // their top-level folder: the controller runtime (internal/ holds test
-// helpers too), and talos's health probes, upgrade saga and config
-// controller, which talos itself and each other must not import.
-var sublayers = []string{"internal/controller", "internal/proctree", "tfrunner/providers", "talos/health", "talos/upgrade", "talos/configsync", "talos/backup", "talos/etcdsnapshot", "talos/remediation", "talos/rollout", "talos/factory"}
+// helpers too), talos's health probes, snapshot format and factory client,
+// and the emulator's test helper. Every controllers/<name> is one too
+// (layerOf).
+var sublayers = []string{"internal/controller", "internal/proctree", "talos/health", "talos/etcdsnapshot", "talos/factory", "emulator/talostest"}
 
 var forbiddenLayers = map[string][]string{
 	"handlers": {"cmd", "webui"},
@@ -115,6 +121,10 @@ func layerOf(rel string) string {
 		if within(rel, s) {
 			return s
 		}
+	}
+	if name, ok := strings.CutPrefix(rel, "controllers/"); ok {
+		name, _, _ = strings.Cut(name, "/")
+		return "controllers/" + name
 	}
 	if i := strings.IndexByte(rel, '/'); i >= 0 {
 		return rel[:i]
@@ -173,7 +183,11 @@ func checkImport(module, dir string, isTest bool, imp string) string {
 	if to == from {
 		return ""
 	}
-	if allowed, ok := allowedLayers[from]; ok {
+	allowed, ok := allowedLayers[from]
+	if strings.HasPrefix(from, "controllers/") {
+		allowed, ok = controllerLibraries, true
+	}
+	if ok {
 		for _, a := range allowed {
 			if a == to {
 				return ""
@@ -215,41 +229,50 @@ func TestCheckImport(t *testing.T) {
 		{"projections", true, m + "/eventstore/eventstoretest", true},
 		{"projections", false, m + "/talos", false},
 		{"projections", false, m + "/handlers", false},
-		{"tfrunner", false, m + "/talos", true},
-		{"tfrunner", false, m + "/projections", true},
-		{"tfrunner", false, m + "/handlers", false},
-		{"tfrunner", false, m + "/tfrunner/providers", true},
-		{"tfrunner/providers", false, m + "/tfrunner", false},
-		{"tfrunner/providers", false, m + "/talos", false},
-		{"tfrunner/providers", false, m + "/domain", true},
-		{"webui", false, m + "/tfrunner/providers", true},
-		{"webui", false, m + "/tfrunner", false},
+		{"controllers/apply", false, m + "/talos", true},
+		{"controllers/apply", false, m + "/projections", true},
+		{"controllers/apply", false, m + "/handlers", false},
+		{"controllers/apply", false, m + "/providers", true},
+		{"controllers/apply", false, m + "/tofu", true},
+		{"controllers/apply", false, m + "/kube/drain", true},
+		{"controllers/apply", false, m + "/controllers/upgrade", false},
+		{"controllers/apply", false, m + "/emulator", false},
+		{"controllers/upgrade/sub", false, m + "/controllers/upgrade", true},
+		{"controllers/upgrade", false, m + "/internal/controller", true},
+		{"controllers/upgrade", false, m + "/talos/health", true},
+		{"controllers/configsync", false, m + "/controllers/upgrade", false},
+		{"controllers/rollout", false, m + "/controllers/remediation", false},
+		{"providers", false, m + "/controllers/apply", false},
+		{"providers", false, m + "/talos", false},
+		{"providers", false, m + "/domain", true},
+		{"tofu", false, m + "/providers", true},
+		{"tofu", false, m + "/talos", false},
+		{"tofu", false, m + "/controllers/apply", false},
+		{"kube", false, m + "/talos", true},
+		{"kube/drain", false, m + "/controllers/upgrade", false},
+		{"webui", false, m + "/providers", true},
+		{"webui", false, m + "/controllers/apply", false},
 		{"talos", false, m + "/projections", true},
-		{"talos", false, m + "/tfrunner", false},
-		{"talos/emulator", false, m + "/talos", true},
-		{"talos", false, m + "/talos/upgrade", false},
+		{"talos", false, m + "/controllers/apply", false},
+		{"talos", false, m + "/kube", false},
+		{"talos", false, m + "/emulator", false},
+		{"emulator", false, m + "/talos", false},
+		{"emulator", false, m + "/talos/etcdsnapshot", true},
+		{"emulator/kubecp", false, m + "/eventstore", false},
+		{"emulator/talostest", false, m + "/emulator", true},
+		{"emulator/talostest", false, m + "/talos", true},
+		{"talos", false, m + "/controllers/upgrade", false},
 		{"talos", false, m + "/internal/controller", false},
-		{"talos/upgrade", false, m + "/internal/controller", true},
-		{"talos/upgrade", false, m + "/projections", true},
-		{"talos/upgrade", false, m + "/talos/health", false},
-		{"talos/upgrade", false, m + "/tfrunner", false},
-		{"talos/configsync", false, m + "/talos", true},
-		{"talos/configsync", false, m + "/internal/controller", true},
-		{"talos/configsync", false, m + "/talos/upgrade", false},
-		{"talos/configsync", false, m + "/tfrunner", false},
-		{"talos", false, m + "/talos/configsync", false},
-		{"talos/upgrade", false, m + "/talos/configsync", false},
 		{"talos/health", false, m + "/projections", true},
-		{"talos/health", false, m + "/talos/upgrade", false},
+		{"talos/health", false, m + "/controllers/upgrade", false},
 		{"talos/health", false, m + "/internal/controller", false},
 		{"internal/controller", false, m + "/eventstore", true},
 		{"internal/controller", false, m + "/projections", false},
-		{"internal/controller", false, m + "/tfrunner", false},
+		{"internal/controller", false, m + "/controllers/apply", false},
 		{"internal/controller/controllertest", false, m + "/talos", false},
-		{"internal/tofutest", false, m + "/tfrunner", true},
-		{"tfrunner", false, m + "/internal/controller", true},
-		{"handlers", false, m + "/talos/upgrade", true},
-		{"handlers", false, m + "/tfrunner", true},
+		{"internal/tofutest", false, m + "/controllers/apply", true},
+		{"handlers", false, m + "/controllers/upgrade", true},
+		{"handlers", false, m + "/controllers/apply", true},
 		{"handlers", false, m + "/talos", true},
 		{"handlers", false, m + "/eventstore/eventstoretest", true},
 		{"handlers", false, m + "/webui", false},
@@ -266,9 +289,9 @@ func TestCheckImport(t *testing.T) {
 		{"webui", false, m + "/identity", true},
 		{"webui", false, m + "/handlers", true},
 		{"webui", false, m + "/eventstore", false},
-		{"webui", false, m + "/tfrunner", false},
+		{"webui", false, m + "/tofu", false},
 		{"cmd/rezuscloud", false, m + "/webui", true},
-		{"cmd/rezuscloud", false, m + "/tfrunner", true},
+		{"cmd/rezuscloud", false, m + "/controllers/apply", true},
 		{"cmd/rezusctl", false, m + "/cmd/rezuscloud", false},
 		{"eventstore", false, m + "/cmd", false},
 		{"docs/example", false, m + "/cmd/rezusctl", false},
@@ -417,11 +440,11 @@ func TestLayeringScan(t *testing.T) {
 		"projections/p_test.go":          `package projections; import _ "example.com/mod/eventstore/eventstoretest"`,
 		"handlers/h.go":                  `package handlers; import _ "example.com/mod/cmd/rezuscloud"`,
 		"webui/w.go":                     `package webui; import (_ "example.com/mod/handlers"; _ "example.com/mod/eventstore")`,
-		"cmd/rezuscloud/main.go":         `package main; import (_ "example.com/mod/webui"; _ "example.com/mod/tfrunner")`,
+		"cmd/rezuscloud/main.go":         `package main; import (_ "example.com/mod/webui"; _ "example.com/mod/controllers/apply")`,
 		"testdata/bad.go":                `package bad; import _ "example.com/mod/cmd/rezuscloud"`,
 		"nested/go.mod":                  "module example.com/nested\n",
 		"nested/bad.go":                  `package nested; import _ "example.com/mod/cmd/rezuscloud"`,
-		"tfrunner/README.md":             "empty for now",
+		"controllers/README.md":             "empty for now",
 	}
 	root := t.TempDir()
 	for name, body := range files {

@@ -22,7 +22,7 @@ const (
 // ProviderTypes are the Provider.spec.types, sorted: the one list of their
 // names, which validation, the web UI's form and the CLI's help read.
 // What each type does (its config, generator, projection) is the registry
-// in tfrunner/providers, keyed by these names; a test there checks that
+// in providers, keyed by these names; a test there checks that
 // every name is registered and nothing else is.
 func ProviderTypes() []string {
 	return []string{ProviderEmulated, ProviderMetal, ProviderModule, ProviderOCI, ProviderOpenStack}
@@ -123,7 +123,7 @@ func (m *ModuleSource) SortedFiles() []string {
 }
 
 // validateModule checks the shape of spec.module: the files' names, count
-// and size (their content is OpenTofu's to check; see tfrunner).
+// and size (their content is OpenTofu's to check; see controllers/modulecheck).
 func validateModule(s *ProviderSpec, f string) []Cause {
 	if s.Type != ProviderModule {
 		if s.Module != nil {

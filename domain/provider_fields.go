@@ -2,7 +2,7 @@ package domain
 
 // ProviderConfigField describes one key of a node group's
 // spec.providerConfig that a provider type reads, so a form can offer it.
-// The provider types' generators (tfrunner) derive the list from the
+// The provider types' generators (controllers/apply) derive the list from the
 // structs they decode providerConfig into, so it cannot drift from them.
 type ProviderConfigField struct {
 	// Key is the JSON key.

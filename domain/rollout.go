@@ -12,7 +12,7 @@ import (
 // version, a Kubernetes version or a config patch, to the tenants a label
 // selector picks, wave after wave, each wave followed by a soak during which
 // its tenants must stay healthy. A failed or unhealthy tenant halts it. The
-// rollout controller (talos/rollout) carries it out through each tenant's own
+// rollout controller (controllers/rollout) carries it out through each tenant's own
 // Upgrade or ConfigPatch, so every tenant's maintenance windows, drains and
 // checks hold as for a change made by hand.
 var RolloutKind = register(&KindInfo{

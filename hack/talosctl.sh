@@ -2,7 +2,7 @@
 # talosctl.sh builds the real talosctl, pinned below, from the Go module proxy
 # only into ${REZUS_TOOLS_DIR:-.tools}/bin/talosctl (a relative path is taken
 # from the repository root, as hack/tools.sh and internal/tofutest do). The
-# emulator's conformance test (talos/emulator/talosctl_conformance_test.go)
+# emulator's conformance test (emulator/talosctl_conformance_test.go)
 # runs it against emulated nodes: a client nobody here wrote keeps the
 # emulator honest.
 #

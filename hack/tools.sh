@@ -42,7 +42,7 @@ gover=$(go env GOVERSION)
 mirror=$tools/mirror
 
 # The pinned versions. The emulated provider's must match
-# tfprovider/emulated.Version; the generated configurations pin all of them.
+# emulator/tfprovider.Version; the generated configurations pin all of them.
 TOFU_VERSION=1.10.10
 TALOS_PROVIDER_VERSION=0.8.0
 OPENSTACK_PROVIDER_VERSION=3.4.0

@@ -16,8 +16,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/providers"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
 )
 
 // Config tunes the API. The zero value is usable; each field documents its default.

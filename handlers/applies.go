@@ -9,17 +9,18 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rezuscloud/rezuscloud/controllers/apply"
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tofu"
 )
 
-// ApplyLogs serves the logs of applies (tfrunner.Logs).
+// ApplyLogs serves the logs of applies (tofu.Logs).
 type ApplyLogs interface {
 	Follow(ctx context.Context, tenant, apply string, follow bool, send func([]byte) error) error
 }
 
-// ApplyCanceler stops a running apply (tfrunner.Cancel over the store's NATS connection).
+// ApplyCanceler stops a running apply (apply.Cancel over the store's NATS connection).
 type ApplyCanceler func(ctx context.Context, tenant, apply string) error
 
 // applyHooks keep applies written by the apply worker only.
@@ -98,7 +99,7 @@ func (a *API) applyLog(c echo.Context) error {
 		return rc.Flush()
 	}
 	err = a.applyLogs.Follow(ctx, ap.Metadata.Tenant, ap.Metadata.Name, follow && !ap.Status.Final(), send)
-	if errors.Is(err, tfrunner.ErrLogNotFound) && !started {
+	if errors.Is(err, tofu.ErrLogNotFound) && !started {
 		if ap.Status.Phase == domain.ApplyQueued {
 			return send(nil)
 		}
@@ -126,7 +127,7 @@ func (a *API) cancelApply(c echo.Context) error {
 		return domain.NewConflict(domain.ApplyKind.Kind, ap.Metadata.Name, fmt.Sprintf("the apply has already finished (%s)", ap.Status.Phase))
 	}
 	if err := a.cancelRun(c.Request().Context(), ap.Metadata.Tenant, ap.Metadata.Name); err != nil {
-		if errors.Is(err, tfrunner.ErrNotRunning) {
+		if errors.Is(err, apply.ErrNotRunning) {
 			return domain.NewConflict(domain.ApplyKind.Kind, ap.Metadata.Name, err.Error())
 		}
 		return err

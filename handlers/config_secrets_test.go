@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator/talostest"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
-	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // TestRenderedConfigsLeaveTheKeysOut replays finding 1 of the 2026-12-06

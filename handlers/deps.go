@@ -38,7 +38,7 @@ type Deps struct {
 	// of a dry run; nil: the Talos API (talos.NodeAPI).
 	ConfigDryRun talos.DryRunner
 	// PlanChange plans a dry run's tenant or node group change with tofu
-	// (tfrunner.Worker.PlanChange); nil: impacts carry no plan.
+	// (apply.Worker.PlanChange); nil: impacts carry no plan.
 	PlanChange ChangePlanner
 
 	// KubeAccess keeps, in each tenant's cluster, the ClusterRoleBindings

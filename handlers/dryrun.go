@@ -21,7 +21,7 @@ import (
 // machine (talos.Service.Impact).
 
 // ChangePlanner plans a pending change of a tenant or node group with tofu
-// (tfrunner.Worker.PlanChange).
+// (apply.Worker.PlanChange).
 type ChangePlanner func(ctx context.Context, tenant string, ch talos.Change) (*domain.ImpactPlan, error)
 
 // dryRunParam reads ?dryRun: false when absent, true for All; any other

@@ -14,10 +14,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rezuscloud/rezuscloud/controllers/backup"
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/talos/backup"
 )
 
 // EtcdBackupObjects opens the sealed objects of etcd backups

@@ -15,13 +15,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/controllers/backup"
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator/talostest"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/backup"
-	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // editor authenticates every request as an edit-role user, or as the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/handlers"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
+	"github.com/rezuscloud/rezuscloud/providers"
 )
 
 // goodModule is a minimal module that meets the contract, in HCL.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
+	"github.com/rezuscloud/rezuscloud/providers"
 )
 
 // nodeGroupScaleCauses refuses a control-plane scale-down that would leave

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
+	"github.com/rezuscloud/rezuscloud/providers"
 )
 
 // Machine addresses are untrusted input (issue 42, finding 5): an editor of

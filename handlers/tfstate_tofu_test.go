@@ -16,7 +16,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tofu"
 )
 
 // tofuRun runs the real tofu in a work dir with a clean environment, the way
@@ -129,7 +129,7 @@ resource "terraform_data" "x" {
 
 	// With a passphrase: the plain state migrates, and the stored blob holds
 	// none of the state's values.
-	enc, err := tfrunner.EncryptionConfig(`a "long" passphrase with ${no} interpolation`)
+	enc, err := tofu.EncryptionConfig(`a "long" passphrase with ${no} interpolation`)
 	require.NoError(t, err)
 	encEnv := []string{"TF_ENCRYPTION=" + enc, "TF_VAR_marker=secret-marker-3"}
 	tf.mustRun(encEnv, "apply", "-auto-approve", "-input=false", "-no-color")
@@ -149,7 +149,7 @@ resource "terraform_data" "x" {
 	require.Contains(t, pulled, "secret-marker-3")
 	out, err = tf.run([]string{"TF_VAR_marker=secret-marker-3"}, "plan", "-input=false", "-no-color")
 	require.Error(t, err, "without the passphrase the state cannot be read:\n%s", out)
-	wrong, err := tfrunner.EncryptionConfig("another passphrase, just as long")
+	wrong, err := tofu.EncryptionConfig("another passphrase, just as long")
 	require.NoError(t, err)
 	out, err = tf.run([]string{"TF_ENCRYPTION=" + wrong, "TF_VAR_marker=secret-marker-3"}, "plan", "-input=false", "-no-color")
 	require.Error(t, err, "with the wrong passphrase the state cannot be read:\n%s", out)
@@ -212,7 +212,7 @@ func TestStateAlwaysEncryptedWithTofu(t *testing.T) {
 	encryption := func(tenant string) string {
 		key, err := keys.StateKey(ctx, tenant)
 		require.NoError(t, err)
-		enc, err := tfrunner.KeyEncryptionConfig(key)
+		enc, err := tofu.KeyEncryptionConfig(key)
 		require.NoError(t, err)
 		return "TF_ENCRYPTION=" + enc
 	}

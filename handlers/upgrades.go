@@ -8,10 +8,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/rezuscloud/rezuscloud/controllers/upgrade"
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/upgrade"
 )
 
 // upgradeHooks let users create upgrades and cancel them. A new upgrade is

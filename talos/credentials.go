@@ -255,7 +255,7 @@ type ControllerCredentials struct {
 const ControllerCredentialTTL = time.Hour
 
 // ControllerCredentials issues the credentials a controller uses to reach
-// the tenant's Kubernetes API (talos/kubeclient caches a client on them).
+// the tenant's Kubernetes API (kube/kubeclient caches a client on them).
 func (s *Service) ControllerCredentials(ctx context.Context, tenant string) (*ControllerCredentials, error) {
 	v, err := s.load(ctx, tenant)
 	if err != nil {

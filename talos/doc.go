@@ -7,6 +7,6 @@
 // from the projections cache; it imports domain, eventstore and projections
 // only. The HTTP handlers and the apply worker import it. What is done with
 // the Talos API at scale lives in subpackages: the on-demand health probes in
-// talos/health, the rolling upgrade saga in talos/upgrade, and the Talos node
-// emulator in talos/emulator.
+// talos/health, the rolling upgrade saga in controllers/upgrade, and the Talos node
+// emulator in emulator.
 package talos

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator/talostest"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
-	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // The LogReader reads emulated nodes' logs through the real Talos API with

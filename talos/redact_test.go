@@ -10,8 +10,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/emulator/talostest"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // TestRedactSecretsLeavesNoKey replays finding 1 of the 2026-12-06 review on

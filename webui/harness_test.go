@@ -26,7 +26,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
+	"github.com/rezuscloud/rezuscloud/tofu"
 )
 
 const testToken = "test-token"
@@ -40,7 +40,7 @@ type uiStack struct {
 	api      *handlers.API
 	identity *identity.Service
 	audit    *eventstore.AuditLog
-	logs     *tfrunner.Logs
+	logs     *tofu.Logs
 	ui       *UI
 	srv      *httptest.Server
 }
@@ -67,7 +67,7 @@ func newUIStack(t testing.TB, opts ...stackOption) *uiStack {
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
 	pki := talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: sealed, Interval: 20 * time.Millisecond})
-	s.logs, err = tfrunner.OpenLogs(ctx, env.Store)
+	s.logs, err = tofu.OpenLogs(ctx, env.Store)
 	require.NoError(t, err)
 	deps := handlers.Deps{Store: env.Store, Cache: s.cache, Projector: projector, Finalizer: fin, Identity: id,
 		Audit: s.audit, Talos: talos.NewService(s.cache, pki), ApplyLogs: s.logs, ConfigDryRun: inPlace{}}

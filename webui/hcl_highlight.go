@@ -9,7 +9,7 @@ import "strings"
 // spans, joined, is the input. JSON (.tf.json) goes through it too, which
 // colours its strings, numbers and constants. Its output is rendered by templ,
 // which escapes every span's text; nothing here produces HTML. (hcl/v2's
-// hclsyntax lexer is not used: the web UI must not import tfrunner's
+// hclsyntax lexer is not used: the web UI must not import the tofu engine's
 // dependencies, and a lexer that stops at the first error cannot show a file
 // that tofu refused.)
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
 )
 
 // startTestEmulator runs the node emulator in the test process, so the

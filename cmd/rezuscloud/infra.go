@@ -17,12 +17,12 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/kube/kubeclient"
 	"github.com/rezuscloud/rezuscloud/projections"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
-	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
+	"github.com/rezuscloud/rezuscloud/providers"
+	"github.com/rezuscloud/rezuscloud/tofu"
 )
 
 // infraFlags configure the apply worker and the in-process emulator.
@@ -317,7 +317,7 @@ func (cfg serveConfig) secretFiles() []string {
 // the secret files outside it hidden, but for the plugin caches. nil when it
 // is off, or when auto finds that this host cannot make one (then module
 // providers are refused); on fails the start instead.
-func tofuSandbox(ctx context.Context, log *slog.Logger, cfg serveConfig, workDir string) (*tfrunner.Sandbox, error) {
+func tofuSandbox(ctx context.Context, log *slog.Logger, cfg serveConfig, workDir string) (*tofu.Sandbox, error) {
 	mode := cfg.Infra.TofuSandbox
 	switch mode {
 	case "off":
@@ -327,9 +327,9 @@ func tofuSandbox(ctx context.Context, log *slog.Logger, cfg serveConfig, workDir
 	default:
 		return nil, fmt.Errorf("--tofu-sandbox %q: want on, auto or off", mode)
 	}
-	sb := &tfrunner.Sandbox{Hide: []string{cfg.DataDir}, HideFiles: cfg.secretFiles(),
+	sb := &tofu.Sandbox{Hide: []string{cfg.DataDir}, HideFiles: cfg.secretFiles(),
 		Keep: []string{filepath.Join(workDir, "plugin-cache"), filepath.Join(workDir, "validate-plugin-cache")}}
-	if err := tfrunner.ProbeSandbox(ctx, sb); err != nil {
+	if err := tofu.ProbeSandbox(ctx, sb); err != nil {
 		if mode == "on" {
 			return nil, fmt.Errorf("--tofu-sandbox=on: tofu's sandbox cannot be made here: %w", err)
 		}

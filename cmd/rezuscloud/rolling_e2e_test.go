@@ -19,9 +19,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/internal/release"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
 )
 
 // replicaSet is the three replicas as they are replaced: whoever writes

@@ -17,23 +17,25 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	applyworker "github.com/rezuscloud/rezuscloud/controllers/apply"
+	"github.com/rezuscloud/rezuscloud/controllers/backup"
+	"github.com/rezuscloud/rezuscloud/controllers/configsync"
+	"github.com/rezuscloud/rezuscloud/controllers/modulecheck"
+	"github.com/rezuscloud/rezuscloud/controllers/remediation"
+	"github.com/rezuscloud/rezuscloud/controllers/rollout"
+	"github.com/rezuscloud/rezuscloud/controllers/upgrade"
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
 	"github.com/rezuscloud/rezuscloud/internal/proctree"
+	"github.com/rezuscloud/rezuscloud/kube/kubeclient"
 	"github.com/rezuscloud/rezuscloud/projections"
+	"github.com/rezuscloud/rezuscloud/providers"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/backup"
-	"github.com/rezuscloud/rezuscloud/talos/configsync"
 	"github.com/rezuscloud/rezuscloud/talos/factory"
 	"github.com/rezuscloud/rezuscloud/talos/health"
-	"github.com/rezuscloud/rezuscloud/talos/kubeclient"
-	"github.com/rezuscloud/rezuscloud/talos/remediation"
-	"github.com/rezuscloud/rezuscloud/talos/rollout"
-	"github.com/rezuscloud/rezuscloud/talos/upgrade"
-	"github.com/rezuscloud/rezuscloud/tfrunner"
-	"github.com/rezuscloud/rezuscloud/tfrunner/providers"
+	"github.com/rezuscloud/rezuscloud/tofu"
 	"github.com/rezuscloud/rezuscloud/webui"
 )
 
@@ -65,7 +67,7 @@ type serveRun struct {
 	automation  handlers.AutomationIssuer
 	sealed      *eventstore.SealedSecrets
 	stateStore  *eventstore.StateStore
-	applyLogs   *tfrunner.Logs
+	applyLogs   *tofu.Logs
 	etcdBackups *eventstore.EtcdBackups
 
 	// checkFormat: the data's format record, for raising its lowest reader
@@ -87,11 +89,11 @@ type serveRun struct {
 	upgrades    *upgrade.Saga
 	schematics  *schematicRegistrar
 	modules     providers.ModuleChecker
-	sandbox     *tfrunner.Sandbox
+	sandbox     *tofu.Sandbox
 	workDir     string
 	api         *handlers.API
 	ui          *webui.UI
-	worker      *tfrunner.Worker
+	worker      *applyworker.Worker
 
 	// startWorkers
 	stopSampler func()
@@ -233,7 +235,7 @@ func (s *serveRun) openStores(ctx context.Context) error {
 		if s.stateStore, err = eventstore.OpenStateStore(ctx, s.store); err != nil {
 			return err
 		}
-		if s.applyLogs, err = tfrunner.OpenLogs(ctx, s.store); err != nil {
+		if s.applyLogs, err = tofu.OpenLogs(ctx, s.store); err != nil {
 			return err
 		}
 		s.etcdBackups, err = eventstore.OpenEtcdBackups(ctx, s.store, s.sealed)
@@ -282,7 +284,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics})
 	if p := cfg.Infra.StatePassphrase; p != "" {
-		if _, err := tfrunner.EncryptionConfig(p); err != nil {
+		if _, err := tofu.EncryptionConfig(p); err != nil {
 			return fmt.Errorf("REZUSCLOUD_STATE_PASSPHRASE: %w", err)
 		}
 	}
@@ -291,7 +293,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		Store: s.store, Cache: s.cache, Projector: s.projector, Finalizer: s.finalizer, Identity: s.ids, Audit: s.audit, Automation: s.automation,
 		Talos: s.talosSvc, Log: log, State: s.stateStore, ApplyLogs: s.applyLogs, Health: s.healthSvc,
 		MachineLogs: talos.NewLogReader(talos.LogConfig{Cache: s.cache, PKI: s.pki}),
-		CancelApply: func(ctx context.Context, tenant, apply string) error { return tfrunner.Cancel(ctx, nc, tenant, apply) },
+		CancelApply: func(ctx context.Context, tenant, name string) error { return applyworker.Cancel(ctx, nc, tenant, name) },
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 		EtcdBackups: s.etcdBackups,
 		Replicas:    s.replicas,
@@ -363,11 +365,11 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		}
 		backendCA = string(pem)
 	}
-	workerCfg := tfrunner.Config{
+	workerCfg := applyworker.Config{
 		Store: s.store, Cache: s.cache, Bundles: s.pki, Logs: s.applyLogs,
-		Tofu:    tfrunner.Tofu{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: s.sandbox},
+		Tofu:    tofu.Binary{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: s.sandbox},
 		WorkDir: s.workDir, BackendURL: backendURL(s.ln.Addr(), s.tlsConfig != nil), BackendCAPEM: backendCA,
-		Credentials: s.ids, ProviderCredentials: s.ids, State: tfrunner.StoreState(s.stateStore),
+		Credentials: s.ids, ProviderCredentials: s.ids, State: applyworker.StoreState(s.stateStore),
 		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
 		Metal: talos.NodeAPI{Addresses: &cfg.MetalAddresses}, Built: talos.NodeAPI{}, MetalAddresses: cfg.MetalAddresses, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics,
@@ -375,22 +377,22 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		Modules: s.modules, Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra),
 		DriftInterval: cfg.Infra.DriftInterval, DriftMinInterval: cfg.Infra.DriftMinInterval,
 		ConfigDrift: talos.ConfigDriftChecker{Service: s.talosSvc, Nodes: talos.NodeAPI{},
-			Recorder: talos.ConfigRecorder{Store: s.store, Actor: tfrunner.WorkerActor, Hint: s.cache}, Schematics: s.upgrades},
+			Recorder: talos.ConfigRecorder{Store: s.store, Actor: applyworker.WorkerActor, Hint: s.cache}, Schematics: s.upgrades},
 	}
 	if err := workerCfg.Validate(); err != nil {
 		return err
 	}
-	s.worker = tfrunner.NewWorker(workerCfg)
+	s.worker = applyworker.NewWorker(workerCfg)
 	if _, err := s.worker.Tofu().Path(); err != nil {
 		log.Warn("applies will fail until tofu is available", "err", err)
 	}
 	goLeased(s.worker.Run)
 	// tofu validate of module providers' modules, after every change.
-	validatorCfg := tfrunner.ValidatorConfig{Store: s.store, Cache: s.cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: s.holder, Log: log}
+	validatorCfg := modulecheck.ValidatorConfig{Store: s.store, Cache: s.cache, Tofu: workerCfg.Tofu, WorkDir: workerCfg.WorkDir, Holder: s.holder, Log: log}
 	if err := validatorCfg.Validate(); err != nil {
 		return err
 	}
-	validator := tfrunner.NewModuleValidator(validatorCfg)
+	validator := modulecheck.NewModuleValidator(validatorCfg)
 	goLeased(validator.Run)
 	goLeased(s.upgrades.Run)
 	// Day 2: every running machine's config through the Talos API.

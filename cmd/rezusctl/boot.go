@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator"
 )
 
 // bootNode is one machine of a boot plan.

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator"
 )
 
 // TestDiffAndPruneEndToEnd drives diff and apply --prune against a real

@@ -1,5 +1,5 @@
 // Command terraform-provider-emulated serves the `emulated` terraform provider
-// (tfprovider/emulated) to OpenTofu over plugin protocol 6. `go tool task
+// (emulator/tfprovider) to OpenTofu over plugin protocol 6. `go tool task
 // tools` builds it into the tools dir's provider mirror.
 package main
 
@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 
-	"github.com/rezuscloud/rezuscloud/tfprovider/emulated"
+	"github.com/rezuscloud/rezuscloud/emulator/tfprovider"
 )
 
 func main() {
@@ -19,8 +19,8 @@ func main() {
 	if !*debug {
 		dieWithParent()
 	}
-	err := providerserver.Serve(context.Background(), emulated.New(emulated.Version), providerserver.ServeOpts{
-		Address:         emulated.SourceAddress,
+	err := providerserver.Serve(context.Background(), tfprovider.New(tfprovider.Version), providerserver.ServeOpts{
+		Address:         tfprovider.SourceAddress,
 		Debug:           *debug,
 		ProtocolVersion: 6,
 	})

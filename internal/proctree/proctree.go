@@ -3,7 +3,7 @@
 // outlives its owner can be found and ended: Pdeathsig ends tofu with the
 // server, but tofu's plugins are its children, not the server's, and a
 // killed tofu leaves them to init. The marks are environment variables,
-// which children inherit. tfrunner marks tofu, the server ends orphans at
+// which children inherit. the tofu engine marks tofu, the server ends orphans at
 // start-up, and test suites (internal/leaktest) fail on what is left.
 package proctree
 

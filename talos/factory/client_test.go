@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator"
 )
 
 // TestRegisterWithTheEmulatorsFactory registers schematics with the

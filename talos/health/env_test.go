@@ -13,12 +13,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator/talostest"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
 	"github.com/rezuscloud/rezuscloud/talos/health"
-	"github.com/rezuscloud/rezuscloud/talos/talostest"
 )
 
 // healthPort is the Talos API port of the emulated nodes (one loopback IP each).

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/talos/emulator"
+	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/talos/health"
 )
 
