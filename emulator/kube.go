@@ -221,7 +221,7 @@ func (k *kubeSupervisor) pokeAll() {
 	}
 }
 
-// view takes a node's kubeView.
+// kubeView takes a node's view of the cluster.
 func (e *Emulator) kubeView(name string) kubeView {
 	n, err := e.node(name)
 	if err != nil {

@@ -42,7 +42,8 @@ const (
 	syntaxJSONValues
 )
 
-// A level of hclDepth is one of these recursions of hclsyntax's parser
+// hclDepth counts the deepest nesting of src's tokens, an upper bound on the
+// depth of hclsyntax's parser. A level is one of these recursions of hclsyntax's parser
 // (hcl v2.25.0, hclsyntax/parser*.go), each bounded by counting tokens:
 //   - brackets: ( ) parentheses and function-call arguments, [ ] tuples,
 //     for expressions and indexes, { } blocks, objects and for expressions

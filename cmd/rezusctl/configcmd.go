@@ -166,7 +166,6 @@ func (r *rezusctl) completeContexts(c *cli.Context) {
 	}
 }
 
-// absPath makes a file path absolute so the context works from any directory.
 // optionalAbsPath is absPath of a flag that may be unset: "" stays "".
 func optionalAbsPath(p string) string {
 	if p == "" {
@@ -175,6 +174,7 @@ func optionalAbsPath(p string) string {
 	return absPath(p)
 }
 
+// absPath makes a file path absolute so the context works from any directory.
 func absPath(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
 		return a

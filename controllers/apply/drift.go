@@ -211,7 +211,7 @@ func driftCheckSpec(t *domain.Tenant, sources []string) domain.ApplySpec {
 	return domain.ApplySpec{Operation: domain.OperationApply, Trigger: domain.TriggerDrift, Generation: t.Metadata.Generation, Sources: sources}
 }
 
-// tenantsOf decodes the tenants of the read model.
+// tenants decodes the tenants of the read model.
 func (w *Worker) tenants() ([]domain.Tenant, error) {
 	return projections.List[domain.Tenant](w.cfg.Cache, domain.TenantKind, projections.ListOptions{})
 }

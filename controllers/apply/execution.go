@@ -127,6 +127,7 @@ func (w *Worker) encryption(ctx context.Context, tenant string) (string, error) 
 	return tofu.KeyEncryptionConfig(key)
 }
 
+// recoverLock releases a state lock that no running apply holds: one
 // replica holds the worker lease and runs a tenant's applies one at a time,
 // so a lock taken by any other apply's credentials belongs to a dead process.
 func (w *Worker) recoverLock(ctx context.Context, tenant, apply string, logw *tofu.LogWriter) error {

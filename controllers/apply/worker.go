@@ -526,5 +526,5 @@ func Cancel(ctx context.Context, nc *nats.Conn, tenant, apply string) error {
 	return nil
 }
 
-// tofu.Binary is the tofu the worker runs.
+// Tofu is the tofu binary the worker runs.
 func (w *Worker) Tofu() tofu.Binary { return w.cfg.Tofu }

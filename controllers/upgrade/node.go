@@ -294,7 +294,7 @@ func (ns *sagaNodes) etcdHealthy(ctx context.Context, m *domain.Machine) string 
 	return problem
 }
 
-// unreachable reports whether err says the node could not be reached (or did
+// talosUnreachable reports whether err says the node could not be reached (or did
 // not answer in time), as opposed to a node that answered with a refusal.
 func talosUnreachable(err error) bool {
 	switch status.Code(err) {
@@ -304,10 +304,10 @@ func talosUnreachable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF)
 }
 
-// unimplemented reports whether the node does not serve the method.
+// talosUnimplemented reports whether the node does not serve the method.
 func talosUnimplemented(err error) bool { return status.Code(err) == codes.Unimplemented }
 
-// describe turns a Talos API error into a short lower-case reason.
+// describeTalosErr turns a Talos API error into a short lower-case reason.
 func describeTalosErr(err error) string {
 	if err == nil {
 		return ""

@@ -13,7 +13,7 @@ import (
 // start, and what a step does next given what was recorded and what the node
 // says now.
 
-// planMachines lists the run's steps in order: control planes first, one at a
+// planUpgrade lists the run's steps in order: control planes first, one at a
 // time and the etcd leader last of them, then workers by node group and name.
 // A machine already on the target is Done from the start. from maps machine
 // names to the version each runs.
@@ -68,7 +68,7 @@ func withSchematics(steps []domain.UpgradeMachine, from, to map[string]string) [
 	return steps
 }
 
-// pathProblems explains why the run may not start ("" when it may): a
+// upgradePathProblems explains why the run may not start ("" when it may): a
 // machine whose move the rule refuses (problem: from, to → why, as
 // talos.TalosUpgradeProblem: a downgrade across a minor version, a skipped
 // one, a target that does not run the configs' Kubernetes version).
@@ -94,7 +94,7 @@ func upgradePathProblems(steps []domain.UpgradeMachine, problem func(from, to st
 	return "refused: " + strings.Join(bad, "; ") + more
 }
 
-// action is what a step does next.
+// stepAction is what a step does next.
 type stepAction int
 
 const (
@@ -114,7 +114,7 @@ func (a stepAction) String() string {
 	return [...]string{"upgrade", "wait", "verify", "rollback", "none"}[a]
 }
 
-// nextAction decides how a step goes on from its recorded phase and what the
+// nextStepAction decides how a step goes on from its recorded phase and what the
 // node answers now (observed is "" when it cannot be reached). It is what
 // makes a step safe to run twice: after a restart, a node that went down or
 // came back on the target is not asked to upgrade again.
@@ -148,7 +148,7 @@ func nextStepAction(s domain.UpgradeMachine, observed string) stepAction {
 	return actWait
 }
 
-// quorumProblem says why taking member self down would lose etcd quorum ("" when
+// etcdQuorumProblem says why taking member self down would lose etcd quorum ("" when
 // it would not): quorum is a majority of the members, and every member but
 // self that must stay up has to be healthy. unhealthy maps members' names to
 // their problem. A single-member cluster cannot keep quorum through a reboot
