@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/tofu"
 )
 
@@ -14,31 +15,24 @@ import (
 // start-up instead of at its first apply. Zero values that have a default
 // are valid; Validate does not apply the defaults (NewWorker does).
 func (c *Config) Validate() error {
-	var errs []error
-	required := func(missing bool, field string) {
-		if missing {
-			errs = append(errs, fmt.Errorf("%s is required", field))
-		}
-	}
-	required(c.Store == nil, "Store")
-	required(c.Cache == nil, "Cache")
-	required(c.Bundles == nil, "Bundles")
-	required(c.Logs == nil, "Logs")
-	required(c.WorkDir == "", "WorkDir")
-	errs = append(errs, c.Tofu.CheckPaths(c.WorkDir)...)
-	required(c.Credentials == nil, "Credentials")
-	required(c.State == nil, "State")
 	// Holder names this replica in the worker lease: two replicas without
 	// names would both believe they hold it.
-	required(c.Holder == "", "Holder")
-	if c.BackendURL == "" {
-		required(true, "BackendURL")
-	} else if u, err := url.Parse(c.BackendURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	var errs []error
+	if err := controller.Required("", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache),
+		controller.Need("Bundles", c.Bundles), controller.Need("Logs", c.Logs), controller.Need("WorkDir", c.WorkDir),
+		controller.Need("Credentials", c.Credentials), controller.Need("State", c.State), controller.Need("Holder", c.Holder),
+		controller.Need("BackendURL", c.BackendURL)); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.Tofu.CheckPaths(c.WorkDir)...)
+	if u, err := url.Parse(c.BackendURL); c.BackendURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		errs = append(errs, fmt.Errorf("BackendURL %q is not an http(s) URL with a host", c.BackendURL))
 	}
 	// State is always encrypted: with the passphrase, else with a generated
 	// key per tenant.
-	required(c.StatePassphrase == "" && c.StateKeys == nil, "StateKeys (or StatePassphrase)")
+	if c.StatePassphrase == "" && c.StateKeys == nil {
+		errs = append(errs, errors.New("StateKeys (or StatePassphrase) is required"))
+	}
 	if c.StatePassphrase != "" {
 		if _, err := tofu.EncryptionConfig(c.StatePassphrase); err != nil {
 			errs = append(errs, fmt.Errorf("StatePassphrase: %w", err))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -262,7 +261,7 @@ func (c *Config) setDefaults() {
 // runs tofu for them, debounced, serial per tenant and parallel across tenants.
 type Worker struct {
 	cfg Config
-	rt  *controller.Runtime
+	controller.Base
 
 	// initMu serialises `tofu init`, which shares the plugin cache.
 	initMu sync.Mutex
@@ -291,23 +290,15 @@ func NewWorker(cfg Config) *Worker {
 	cfg.setDefaults()
 	w := &Worker{cfg: cfg, running: map[string]*activeRun{}, planSlots: make(chan struct{}, maxPlans)}
 	resync := max(cfg.Resync, 0)
-	w.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: WorkerLease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: WorkerConsumer, Description: "queues tenants for the apply worker",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 15 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: tenantEventKinds,
-		Queue: QueueBucket, QueueDescription: queueDescription, MaxSources: domain.MaxApplySources,
+	w.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "apply worker",
+		Lease: WorkerLease, Consumer: WorkerConsumer, Queue: QueueBucket, Description: queueDescription,
+		Kinds: tenantEventKinds, AckWait: 15 * time.Second, MaxSources: domain.MaxApplySources,
 		Concurrency: cfg.Concurrency, Backoff: w.backoff, Resync: resync,
-		Clock: cfg.Clock, Log: cfg.Log,
+		Clock: cfg.Clock, Log: cfg.Log, ReadModel: cfg.Cache,
 	}, applyController{w})
 	return w
 }
-
-// Leading reports whether this replica holds the worker lease.
-func (w *Worker) Leading() bool { return w.rt.Leading() }
 
 // Started is how many runs this process started.
 func (w *Worker) Started() int {
@@ -316,22 +307,14 @@ func (w *Worker) Started() int {
 	return w.applies
 }
 
-// Run provisions the queue and the consumer and works while this replica holds
-// the worker lease, until ctx ends.
-func (w *Worker) Run(ctx context.Context) error { return w.rt.Run(ctx) }
-
 // applyController is the worker as the controller runtime drives it: keys
 // are tenants.
 type applyController struct{ w *Worker }
 
-// Lead catches up with the read model, finishes what a previous holder left
-// and answers cancel requests while this replica leads.
+// Lead finishes what a previous holder left and answers cancel requests
+// while this replica leads (the builder caught up the read model first).
 func (c applyController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
 	w := c.w
-	if err := w.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
-	w.cfg.Log.Info("apply worker leading", "holder", w.cfg.Holder)
 	if err := w.recover(ctx, q); err != nil {
 		return nil, err
 	}

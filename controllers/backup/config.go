@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -84,23 +83,7 @@ type Config struct {
 
 // Validate checks the required fields.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.Store == nil {
-		errs = append(errs, errors.New("backup: Store is required"))
-	}
-	if c.Cache == nil {
-		errs = append(errs, errors.New("backup: Cache is required"))
-	}
-	if c.Backups == nil {
-		errs = append(errs, errors.New("backup: Backups is required"))
-	}
-	if c.PKI == nil {
-		errs = append(errs, errors.New("backup: PKI is required"))
-	}
-	if c.Holder == "" {
-		errs = append(errs, errors.New("backup: Holder is required"))
-	}
-	return errors.Join(errs...)
+	return controller.Required("backup", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache), controller.Need("Backups", c.Backups), controller.Need("PKI", c.PKI), controller.Need("Holder", c.Holder))
 }
 
 func (c *Config) setDefaults() {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -18,71 +17,43 @@ import (
 
 // Controller is the etcd backup controller; New builds it, Run runs it.
 type Controller struct {
+	controller.Base
 	cfg Config
-	rt  *controller.Runtime
 	sw  eventstore.StatusWriter
 }
 
 // New returns the controller of cfg (see Config.Validate); Run starts it.
+// Every tenant with work (backups and restores not over, backups being
+// deleted, schedules with a backup due) is queued when this replica leads
+// and at each resync.
 func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	c := &Controller{cfg: cfg}
 	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
-	c.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: Consumer, Description: "queues tenants with etcd backup or restore work",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 30 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: []*domain.KindInfo{domain.TenantKind, domain.EtcdBackupKind, domain.RestoreKind},
-		Queue: Queue, QueueDescription: "tenants with etcd backup or restore work", MaxSources: 16,
+	c.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "etcd backup controller",
+		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants with etcd backup or restore work",
+		Kinds:       []*domain.KindInfo{domain.TenantKind, domain.EtcdBackupKind, domain.RestoreKind},
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.BackoffBase, cfg.BackoffMax),
 		Resync: cfg.Resync, Clock: cfg.Clock, Log: cfg.Log,
+		ReadModel: cfg.Cache, Pending: func(context.Context) ([]string, error) { return c.tenantsWithWork() },
 	}, runtimeController{c})
 	return c
 }
 
-// Run works while this replica holds the controller's lease, until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
-
-// Leading reports whether this replica holds the controller's lease.
-func (c *Controller) Leading() bool { return c.rt.Leading() }
-
 // runtimeController is the controller as the runtime drives it: keys are tenants.
 type runtimeController struct{ c *Controller }
 
-// Lead catches up with the read model, purges what a put killed mid-way
-// left in the bucket (no put runs before Lead returns), and queues every
-// tenant with work: backups and restores not over, backups being deleted,
-// and schedules with a backup due.
-func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
+// Lead purges what a put killed mid-way left in the bucket (no put runs
+// before Lead returns).
+func (r runtimeController) Lead(ctx context.Context, _ *controller.Queue) (func(), error) {
 	c := r.c
-	if err := c.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
 	if n, err := c.cfg.Backups.SweepPartial(ctx); err != nil {
 		c.cfg.Log.Warn("sweeping partial backup objects", "err", err)
 	} else if n > 0 {
 		c.cfg.Log.Info("swept partial backup objects", "subjects", n)
 	}
-	tenants, err := c.tenantsWithWork()
-	if err != nil {
-		return nil, err
-	}
-	c.cfg.Log.Info("etcd backup controller leading", "holder", c.cfg.Holder, "tenants", len(tenants))
-	for _, t := range tenants {
-		if err := q.Add(ctx, t, "lead"); err != nil {
-			return nil, err
-		}
-	}
 	return nil, nil
-}
-
-// Resync queues the tenants whose schedule has a backup due, and any with
-// work left.
-func (r runtimeController) Resync(context.Context) ([]string, error) {
-	return r.c.tenantsWithWork()
 }
 
 // tenantsWithWork lists the tenants with a scheduled backup due (its slot's

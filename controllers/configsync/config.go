@@ -2,7 +2,6 @@ package configsync
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -99,20 +98,7 @@ type Config struct {
 
 // Validate checks the required fields.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.Store == nil {
-		errs = append(errs, errors.New("configsync: Store is required"))
-	}
-	if c.Cache == nil {
-		errs = append(errs, errors.New("configsync: Cache is required"))
-	}
-	if c.Talos == nil {
-		errs = append(errs, errors.New("configsync: Talos is required"))
-	}
-	if c.Holder == "" {
-		errs = append(errs, errors.New("configsync: Holder is required"))
-	}
-	return errors.Join(errs...)
+	return controller.Required("configsync", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache), controller.Need("Talos", c.Talos), controller.Need("Holder", c.Holder))
 }
 
 func (c *Config) setDefaults() {

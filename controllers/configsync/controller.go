@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -19,7 +17,7 @@ import (
 // Controller is the day-2 config controller; New builds it, Run runs it.
 type Controller struct {
 	cfg Config
-	rt  *controller.Runtime
+	controller.Base
 	rec talos.ConfigRecorder
 
 	mu sync.Mutex
@@ -35,26 +33,18 @@ func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	c := &Controller{cfg: cfg, rendered: map[string]string{},
 		rec: talos.ConfigRecorder{Store: cfg.Store, Actor: Actor, Now: cfg.Now, Hint: cfg.Cache}}
-	c.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: Consumer, Description: "queues tenants whose machine configs may have changed",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 30 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: eventKinds,
-		Queue: Queue, QueueDescription: "tenants whose machine configs are to be looked at", MaxSources: 16,
+	c.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "config controller",
+		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants whose machine configs are to be looked at",
+		Kinds:       eventKinds,
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.BackoffBase, cfg.BackoffMax),
 		Clock: cfg.Clock, Log: cfg.Log,
+		// Every tenant is queued when this replica leads: what changed while
+		// no replica led (or before this controller existed) is looked at.
+		ReadModel: cfg.Cache, Pending: c.allTenants,
 	}, runtimeController{c})
 	return c
 }
-
-// Run works while this replica holds the controller's lease, until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
-
-// Leading reports whether this replica holds the controller's lease.
-func (c *Controller) Leading() bool { return c.rt.Leading() }
 
 // eventKinds are the kinds whose events can change a tenant's rendered
 // configs or what its machines hold.
@@ -63,24 +53,16 @@ var eventKinds = []*domain.KindInfo{domain.TenantKind, domain.NodeGroupKind, dom
 // runtimeController is the controller as the runtime drives it: keys are tenants.
 type runtimeController struct{ c *Controller }
 
-// Lead catches up with the read model and queues every tenant: what changed
-// while no replica led (or before this controller existed) is looked at.
-func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
-	c := r.c
-	if err := c.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
+func (c *Controller) allTenants(context.Context) ([]string, error) {
 	tenants, err := projections.List[domain.Tenant](c.cfg.Cache, domain.TenantKind, projections.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	c.cfg.Log.Info("config controller leading", "holder", c.cfg.Holder, "tenants", len(tenants))
-	for _, t := range tenants {
-		if err := q.Add(ctx, t.Metadata.Name, "lead"); err != nil {
-			return nil, err
-		}
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = t.Metadata.Name
 	}
-	return nil, nil
+	return names, nil
 }
 
 // Keys maps an event to the tenant whose configs it may change, once the

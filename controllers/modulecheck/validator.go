@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
@@ -56,8 +54,9 @@ type ValidatorConfig struct {
 
 // Validate checks the required fields.
 func (c ValidatorConfig) Validate() error {
-	if c.Store == nil || c.Cache == nil || c.WorkDir == "" || c.Holder == "" {
-		return errors.New("module validator: Store, Cache, WorkDir and Holder are required")
+	if err := controller.Required("module validator", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache),
+		controller.Need("WorkDir", c.WorkDir), controller.Need("Holder", c.Holder)); err != nil {
+		return err
 	}
 	if errs := c.Tofu.CheckPaths(c.WorkDir); len(errs) > 0 {
 		return fmt.Errorf("module validator: %w", errors.Join(errs...))
@@ -68,8 +67,8 @@ func (c ValidatorConfig) Validate() error {
 // ModuleValidator is the controller; NewModuleValidator builds it, Run runs it.
 type ModuleValidator struct {
 	cfg ValidatorConfig
-	rt  *controller.Runtime
-	sw  eventstore.StatusWriter
+	controller.Base
+	sw eventstore.StatusWriter
 	// initMu makes inits one at a time: the plugin cache is not safe for
 	// concurrent inits (OpenTofu documents this).
 	initMu sync.Mutex
@@ -91,44 +90,34 @@ func NewModuleValidator(cfg ValidatorConfig) *ModuleValidator {
 	}
 	v := &ModuleValidator{cfg: cfg}
 	v.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: ValidatorActor, Now: cfg.Clock.Now, Hint: cfg.Cache}
-	v.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: ValidatorLease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: ValidatorConsumer, Description: "queues module providers to validate",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 30 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: []*domain.KindInfo{domain.ProviderKind},
-		Queue: ValidatorQueue, QueueDescription: "module providers to validate with tofu", MaxSources: 4,
+	v.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "module validator",
+		Lease: ValidatorLease, Consumer: ValidatorConsumer, Queue: ValidatorQueue, Description: "module providers to validate with tofu",
+		Kinds: []*domain.KindInfo{domain.ProviderKind}, MaxSources: 4,
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(5*time.Second, 5*time.Minute),
 		Clock: cfg.Clock, Log: cfg.Log,
+		// Every module provider whose module was not validated at its
+		// current generation (changed while no replica led) is queued when
+		// this replica leads.
+		ReadModel: cfg.Cache, Pending: v.unvalidated,
 	}, validatorRuntime{v})
 	return v
 }
 
-// Run works while this replica holds the validator's lease, until ctx ends.
-func (v *ModuleValidator) Run(ctx context.Context) error { return v.rt.Run(ctx) }
-
 type validatorRuntime struct{ v *ModuleValidator }
 
-// Lead queues every module provider whose module was not validated at its
-// current generation (changed while no replica led).
-func (r validatorRuntime) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
-	if err := r.v.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
-	ps, err := projections.List[domain.Provider](r.v.cfg.Cache, domain.ProviderKind, projections.ListOptions{})
+func (v *ModuleValidator) unvalidated(context.Context) ([]string, error) {
+	ps, err := projections.List[domain.Provider](v.cfg.Cache, domain.ProviderKind, projections.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
+	var names []string
 	for i := range ps {
 		if needsValidation(&ps[i]) {
-			if err := q.Add(ctx, ps[i].Metadata.Name, "lead"); err != nil {
-				return nil, err
-			}
+			names = append(names, ps[i].Metadata.Name)
 		}
 	}
-	return nil, nil
+	return names, nil
 }
 
 // Keys queues a module provider whose spec changed; its own status writes

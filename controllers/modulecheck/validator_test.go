@@ -43,7 +43,7 @@ func TestModuleValidatorRecordsTofuValidate(t *testing.T) {
 			require.NoError(t, <-done)
 		}
 	})
-	require.Eventually(t, v.rt.Leading, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, v.Leading, 20*time.Second, 10*time.Millisecond)
 
 	files, ok := providers.BuiltinModule(domain.ProviderEmulated)
 	require.True(t, ok)

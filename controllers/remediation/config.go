@@ -2,7 +2,6 @@ package remediation
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -54,20 +53,8 @@ type Config struct {
 
 // Validate checks the required fields.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.Store == nil {
-		errs = append(errs, errors.New("remediation: Store is required"))
-	}
-	if c.Cache == nil {
-		errs = append(errs, errors.New("remediation: Cache is required"))
-	}
-	if c.Prober == nil {
-		errs = append(errs, errors.New("remediation: Prober is required"))
-	}
-	if c.Holder == "" {
-		errs = append(errs, errors.New("remediation: Holder is required"))
-	}
-	return errors.Join(errs...)
+	return controller.Required("remediation", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache),
+		controller.Need("Prober", c.Prober), controller.Need("Holder", c.Holder))
 }
 
 func (c *Config) setDefaults() {

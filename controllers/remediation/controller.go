@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
@@ -19,59 +18,31 @@ import (
 
 // Controller is the remediation controller; New builds it, Run runs it.
 type Controller struct {
+	controller.Base
 	cfg Config
-	rt  *controller.Runtime
 	sw  eventstore.StatusWriter
 }
 
 // New returns the controller of cfg (see Config.Validate); Run starts it.
+// Every tenant with a node group that asks for remediation, or with a
+// remediation that is not over, is queued when this replica leads and
+// every minute, in case a run ended with Done too early.
 func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	c := &Controller{cfg: cfg}
 	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
-	c.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: Consumer, Description: "queues tenants whose machines are remediated",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 30 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: []*domain.KindInfo{domain.NodeGroupKind, domain.RemediationKind},
-		Queue: Queue, QueueDescription: "tenants whose machines are remediated", MaxSources: 16,
+	c.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "remediation controller",
+		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants whose machines are remediated",
+		Kinds:       []*domain.KindInfo{domain.NodeGroupKind, domain.RemediationKind},
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.Interval, 5*time.Minute),
 		Resync: time.Minute, Clock: cfg.Clock, Log: cfg.Log,
+		ReadModel: cfg.Cache, Pending: func(context.Context) ([]string, error) { return c.tenants() },
 	}, runtimeController{c})
 	return c
 }
 
-// Run works while this replica holds the controller's lease, until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
-
-// Leading reports whether this replica holds the controller's lease.
-func (c *Controller) Leading() bool { return c.rt.Leading() }
-
 type runtimeController struct{ c *Controller }
-
-// Lead queues every tenant with a node group that asks for remediation or
-// a remediation that is not over.
-func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
-	if err := r.c.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
-	tenants, err := r.c.tenants()
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range tenants {
-		if err := q.Add(ctx, t, "lead"); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// Resync queues them again, in case a run ended with Done too early.
-func (r runtimeController) Resync(context.Context) ([]string, error) { return r.c.tenants() }
 
 func (c *Controller) tenants() ([]string, error) {
 	set := map[string]bool{}

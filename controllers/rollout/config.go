@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -62,23 +61,7 @@ type Config struct {
 
 // Validate checks the required fields.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.Store == nil {
-		errs = append(errs, errors.New("rollout: Store is required"))
-	}
-	if c.Cache == nil {
-		errs = append(errs, errors.New("rollout: Cache is required"))
-	}
-	if c.Prober == nil {
-		errs = append(errs, errors.New("rollout: Prober is required"))
-	}
-	if c.Configs == nil {
-		errs = append(errs, errors.New("rollout: Configs is required"))
-	}
-	if c.Holder == "" {
-		errs = append(errs, errors.New("rollout: Holder is required"))
-	}
-	return errors.Join(errs...)
+	return controller.Required("rollout", controller.Need("Store", c.Store), controller.Need("Cache", c.Cache), controller.Need("Prober", c.Prober), controller.Need("Configs", c.Configs), controller.Need("Holder", c.Holder))
 }
 
 func (c *Config) setDefaults() {

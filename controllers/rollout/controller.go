@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/controller"
@@ -18,58 +16,30 @@ import (
 
 // Controller is the rollout controller; New builds it, Run runs it.
 type Controller struct {
+	controller.Base
 	cfg Config
-	rt  *controller.Runtime
 	sw  eventstore.StatusWriter
 }
 
 // New returns the controller of cfg (see Config.Validate); Run starts it.
+// Every rollout that is not over is queued when this replica leads and
+// every minute, in case a run ended with Done too early.
 func New(cfg Config) *Controller {
 	cfg.setDefaults()
 	c := &Controller{cfg: cfg}
 	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
-	c.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
-		Consumer: jetstream.ConsumerConfig{
-			Durable: Consumer, Description: "queues the rollouts under way",
-			DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy,
-			AckWait: 30 * time.Second, MaxAckPending: 256,
-		},
-		Kinds: []*domain.KindInfo{domain.RolloutKind, domain.UpgradeKind},
-		Queue: Queue, QueueDescription: "rollouts under way", MaxSources: 16,
+	c.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "rollout controller",
+		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "rollouts under way",
+		Kinds:       []*domain.KindInfo{domain.RolloutKind, domain.UpgradeKind},
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.Interval, time.Minute),
 		Resync: time.Minute, Clock: cfg.Clock, Log: cfg.Log,
+		ReadModel: cfg.Cache, Pending: func(context.Context) ([]string, error) { return c.open() },
 	}, runtimeController{c})
 	return c
 }
 
-// Run works while this replica holds the controller's lease, until ctx ends.
-func (c *Controller) Run(ctx context.Context) error { return c.rt.Run(ctx) }
-
-// Leading reports whether this replica holds the controller's lease.
-func (c *Controller) Leading() bool { return c.rt.Leading() }
-
 type runtimeController struct{ c *Controller }
-
-// Lead queues every rollout that is not over.
-func (r runtimeController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
-	if err := r.c.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
-	names, err := r.c.open()
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range names {
-		if err := q.Add(ctx, n, "lead"); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// Resync queues them again, in case a run ended with Done too early.
-func (r runtimeController) Resync(context.Context) ([]string, error) { return r.c.open() }
 
 func (c *Controller) open() ([]string, error) {
 	ros, err := projections.List[domain.Rollout](c.cfg.Cache, domain.RolloutKind, projections.ListOptions{})

@@ -14,28 +14,6 @@ import (
 // tenants, and a tenant's run carries out its current upgrade.
 type sagaController struct{ s *Saga }
 
-// Lead catches up with the read model and queues every tenant with an
-// upgrade that has not finished, so that a run a previous leader left
-// (Running) or never started (Pending) goes on here.
-func (c sagaController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
-	s := c.s
-	if err := s.cfg.Cache.Sync(ctx); err != nil {
-		return nil, err
-	}
-	s.cfg.Log.Info("upgrade saga leading", "holder", s.cfg.Holder)
-	for _, t := range unfinishedTenants(s) {
-		if err := q.Add(ctx, t, "resume"); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
-}
-
-// Resync looks at the unfinished runs without an event.
-func (c sagaController) Resync(context.Context) ([]string, error) {
-	return unfinishedTenants(c.s), nil
-}
-
 func unfinishedTenants(s *Saga) []string {
 	seen := map[string]bool{}
 	var out []string

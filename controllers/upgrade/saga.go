@@ -157,7 +157,7 @@ func (c *Config) setDefaults() {
 // and runs one upgrade per tenant at a time.
 type Saga struct {
 	cfg Config
-	rt  *controller.Runtime
+	controller.Base
 	// versions is the trigger's bucket, opened by Run.
 	versions jetstream.KeyValue
 
@@ -175,20 +175,20 @@ type Saga struct {
 func New(cfg Config) *Saga {
 	cfg.setDefaults()
 	s := &Saga{cfg: cfg, runs: map[string]*upgradeRun{}, heads: map[string]tenantHeadAt{}}
-	s.rt = controller.New(controller.Config{
-		Store: cfg.Store, Lease: Lease, Holder: cfg.Holder,
-		Consumer:  jetstream.ConsumerConfig{Durable: Consumer},
-		Provision: func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
-		Kinds:     eventKinds,
-		Queue:     Queue, QueueDescription: "tenants with an upgrade to start or resume",
+	s.Base = controller.Build(controller.Spec{
+		Store: cfg.Store, Holder: cfg.Holder, Name: "upgrade saga",
+		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants with an upgrade to start or resume",
+		Provision:   func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
+		Kinds:       eventKinds,
 		Concurrency: cfg.Concurrency, Backoff: func(int) time.Duration { return cfg.RetryBackoff },
 		Resync: cfg.Resync, Clock: controller.RealClock(cfg.Now), Log: cfg.Log,
+		// Every tenant with an upgrade that has not finished is queued when
+		// this replica leads, so that a run a previous leader left (Running)
+		// or never started (Pending) goes on here, and at each resync.
+		ReadModel: cfg.Cache, Pending: func(context.Context) ([]string, error) { return unfinishedTenants(s), nil },
 	}, sagaController{s})
 	return s
 }
-
-// Leading reports whether this replica holds the saga's lease.
-func (s *Saga) Leading() bool { return s.rt.Leading() }
 
 // ActiveUpgrade reports whether the tenant has an upgrade that holds back
 // its applies: one not finished, unless it waits between machines for a
@@ -250,7 +250,7 @@ func (s *Saga) Run(ctx context.Context) error {
 		return err
 	}
 	s.versions = kv
-	return s.rt.Run(ctx)
+	return s.Base.Run(ctx)
 }
 
 // eventKinds are the kinds whose events start, steer or trigger upgrades.
