@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -208,4 +209,36 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestDocsListEveryKind holds docs/api.md's table of kinds and the README's
+// row for domain/ to domain.Kinds(): a kind registered without its docs is
+// a kind a reader does not know exists.
+func TestDocsListEveryKind(t *testing.T) {
+	api, err := os.ReadFile(filepath.Join("..", "docs", "api.md"))
+	require.NoError(t, err)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	require.NoError(t, err)
+	var domainRow string
+	for _, line := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(line, "| `domain/` |") {
+			domainRow = line
+		}
+	}
+	require.NotEmpty(t, domainRow, "README.md has no row for `domain/` in its table of folders")
+	var missing []string
+	for _, k := range domain.Kinds() {
+		path := "`/api/v1/" + k.Plural + "[/{name}]`"
+		if k.TenantScoped {
+			path = "`/api/v1/tenants/{tenant}/" + k.Plural + "[/{name}]`"
+		}
+		scope := map[bool]string{true: "tenant", false: "cluster"}[k.TenantScoped]
+		if row := fmt.Sprintf("| %s | %s | %s |", k.Kind, path, scope); !strings.Contains(string(api), row) {
+			missing = append(missing, "docs/api.md's table of kinds (## Objects) lacks the row "+row)
+		}
+		if !regexp.MustCompile(`\b` + k.Kind + `\b`).MatchString(domainRow) {
+			missing = append(missing, "README.md's row for domain/ does not name "+k.Kind)
+		}
+	}
+	require.Empty(t, missing)
 }
