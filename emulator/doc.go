@@ -81,7 +81,16 @@
 // runtime's protobuf server and rewritten, only where it changed, on every
 // change of the node or of its cluster.
 //
-// Who imports it: tests of the talos packages, the `emulated` provider and
-// `rezusctl boot`. It depends on domain (for the error vocabulary) and on
-// machinery; nothing in it reaches for handlers or the event store.
+// Subpackages: emulator/kubecp runs the real Kubernetes control plane (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler) of a control-plane
+// node as child processes; emulator/kubelet is every node's emulated kubelet
+// against it; emulator/tfprovider is the `emulated` OpenTofu provider
+// (served by cmd/terraform-provider-emulated) that makes machines and
+// addresses through Handler's HTTP API; emulator/talostest boots an emulated
+// tenant for tests.
+//
+// Who imports it: `rezuscloud serve --with-emulator`, `rezusctl boot` and
+// tests (emulator/talostest). It is a room of its own: it depends on domain
+// (for the error vocabulary), talos/etcdsnapshot and machinery; nothing in
+// it reaches for the server's packages (domain/imports_test.go).
 package emulator

@@ -17,9 +17,15 @@
 //     the registry.
 //   - The generator (generate.go) with its self-check (generate_check.go) and
 //     the bounds on HCL a module may hold (hcl_bounds.go); module_check.go
-//     checks a module provider's files against the module contract.
+//     checks a module provider's files against the module contract, and
+//     module_guard.go keeps provisioners out unless --allow-module-exec.
 //   - The state projection (project.go): TF state into observed machines,
-//     by each type's MachineMapping or a module's machines output.
+//     by each type's MachineMapping or a module's machines output; and the
+//     resource instances a remediation replaces (replace.go).
+//
+// The built-in `emulated` type is itself a module (modules/emulated,
+// embedded). Who imports the package: handlers, webui, tofu and
+// controllers/apply.
 //
 // Adding a provider type: a file declaring its ProviderType (config
 // structs with their validation, GroupConfig, generator, MachineMapping),

@@ -10,5 +10,6 @@
 // (logs.go).
 //
 // It knows nothing of tenants' runs: controllers/apply and
-// controllers/modulecheck import it.
+// controllers/modulecheck run tofu through it, and the HTTP handlers read
+// apply logs from it (handlers/applies.go).
 package tofu
