@@ -28,7 +28,9 @@ type StatusWriter struct {
 // it decide again on fresh state, so mutate may run more than once and must
 // start from what it is given. mutate sees the object (read-only) for its
 // generation, spec and deletion state; it returns false to leave the status
-// as it is (no event). A missing object answers NotFound.
+// as it is (no event). A missing object answers NotFound. A controller
+// changing a part of the status another owns (domain.StatusOwners) is
+// refused with Forbidden, naming the part and its owner.
 func UpdateStatus[S any](ctx context.Context, w StatusWriter, ref domain.Ref, mutate func(obj *domain.Object, st *S) (bool, error)) (Result, error) {
 	retries := w.Retries
 	if retries == 0 {
@@ -54,6 +56,9 @@ func UpdateStatus[S any](ctx context.Context, w StatusWriter, ref domain.Ref, mu
 		}
 		raw, err := json.Marshal(st)
 		if err != nil {
+			return nil, err
+		}
+		if err := domain.CheckStatusWrite(ref, w.Actor, state.Status, raw); err != nil {
 			return nil, err
 		}
 		return domain.Decide(state, domain.Command{Op: domain.OpUpdateStatus, Ref: ref, Actor: w.Actor, Now: now(),
