@@ -49,3 +49,13 @@ func InGroup[T any](c *Cache, kind *domain.KindInfo, tenant, group string) ([]T,
 	}
 	return out, nil
 }
+
+// Lookup is Get of kind's tenant-scoped objects as a function of tenant and
+// name, for libraries that must not import the read model (kube/drain's
+// node groups); an object that cannot be read counts as absent.
+func Lookup[T any](c *Cache, kind *domain.KindInfo) func(tenant, name string) (*T, bool) {
+	return func(tenant, name string) (*T, bool) {
+		v, ok, err := Get[T](c, domain.ObjectRef(kind, tenant, name))
+		return v, err == nil && ok
+	}
+}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/kube/drain"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -27,9 +25,7 @@ import (
 // the drain goes on where the pods are.
 
 // KubeSource gives a tenant's Kubernetes client (a *kubeclient.Clients).
-type KubeSource interface {
-	For(ctx context.Context, tenant string) (kubernetes.Interface, error)
-}
+type KubeSource = drain.Clients
 
 // errDrainBlocked marks a run stopped because a going machine's drain did
 // not finish.
@@ -38,34 +34,11 @@ var errDrainBlocked = errors.New("drain blocked")
 // nodeDeleteWait bounds the retries of deleting a gone machine's Node.
 const nodeDeleteWait = 30 * time.Second
 
-// drainPolicy decides the drain of a machine by its node group (a group
-// that is gone asks DrainSkip with its name alone).
-func (w *Worker) drainPolicy(tenant string, m domain.Machine) drain.Policy {
-	var spec *domain.NodeGroupSpec
-	ng, ok, err := projections.Get[domain.NodeGroup](w.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, tenant, m.Spec.NodeGroup))
-	if err == nil && ok {
-		spec = &ng.Spec
-	} else {
-		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: tenant, Name: m.Spec.NodeGroup}}
-	}
-	return drain.Decide(w.cfg.Kube != nil, "", spec, w.noKube(ng))
-}
-
-// noKube says why a group's machines run no Kubernetes ("" when they do).
-func (w *Worker) noKube(ng *domain.NodeGroup) string {
-	if w.cfg.DrainSkip == nil {
-		return ""
-	}
-	return w.cfg.DrainSkip(ng)
-}
-
-// drainer is a Drainer of the tenant's cluster.
-func (w *Worker) drainer(ctx context.Context, tenant string) (*drain.Drainer, error) {
-	cs, err := w.cfg.Kube.For(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	return &drain.Drainer{Client: cs, Poll: w.cfg.DrainPoll, Now: w.cfg.Now}, nil
+// drains is how the worker drains machines: by each one's node group, in
+// the tenant's cluster.
+func (w *Worker) drains() drain.Machines {
+	return drain.Machines{Kube: w.cfg.Kube, Group: projections.Lookup[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind),
+		Skip: w.cfg.DrainSkip, Poll: w.cfg.DrainPoll, Now: w.cfg.Now}
 }
 
 // drainGoing cordons and drains the going machines that drain; it answers
@@ -82,7 +55,7 @@ func (w *Worker) drainGoing(ctx context.Context, tenant string, going []domain.M
 	}
 	var targets []target
 	for _, m := range going {
-		pol := w.drainPolicy(tenant, m)
+		pol := w.drains().Policy(tenant, &m, "")
 		if !pol.Drain {
 			logw.Printf("scale-down: %s is not drained: %s", m.Metadata.Name, pol.Why)
 			continue
@@ -102,7 +75,7 @@ func (w *Worker) drainGoing(ctx context.Context, tenant string, going []domain.M
 		}
 		return strings.Compare(a.m.Metadata.Name, b.m.Metadata.Name)
 	})
-	d, err := w.drainer(ctx, tenant)
+	d, err := w.drains().Drainer(ctx, tenant, nil)
 	if err != nil {
 		return fmt.Errorf("%w: reaching the tenant's Kubernetes API: %v; nothing was destroyed", errDrainBlocked, err)
 	}
@@ -166,7 +139,7 @@ func (w *Worker) deleteNodes(ctx context.Context, tenant string, gone []domain.M
 	var nodes []string
 	for _, m := range gone {
 		// drain: false keeps the pods, not the Node.
-		if w.noKube(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: tenant, Name: m.Spec.NodeGroup}}) == "" {
+		if w.drains().SkipOf(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: tenant, Name: m.Spec.NodeGroup}}) == "" {
 			nodes = append(nodes, drain.NodeName(&m))
 		}
 	}
@@ -175,7 +148,7 @@ func (w *Worker) deleteNodes(ctx context.Context, tenant string, gone []domain.M
 	}
 	dctx, cancel := context.WithTimeout(ctx, nodeDeleteWait)
 	defer cancel()
-	d, err := w.drainer(dctx, tenant)
+	d, err := w.drains().Drainer(dctx, tenant, nil)
 	if err != nil {
 		logw.Printf("scale-down: the Nodes of the gone machines (%v) stay: %v", nodes, err)
 		return

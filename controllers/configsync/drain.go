@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/kube/drain"
@@ -31,9 +30,7 @@ import (
 // uncordoned (sweepDrained).
 
 // KubeSource gives a tenant's Kubernetes client (a *kubeclient.Clients).
-type KubeSource interface {
-	For(ctx context.Context, tenant string) (kubernetes.Interface, error)
-}
+type KubeSource = drain.Clients
 
 // LabelDrained marks a Node the config controller cordoned for a config
 // that reboots its machine.
@@ -46,28 +43,11 @@ const ReasonDrainBlocked = "DrainBlocked"
 // sweepTimeout bounds the look for Nodes left cordoned.
 const sweepTimeout = 5 * time.Second
 
-// drainPolicy decides the drain of a machine by its node group.
-func (p *pass) drainPolicy(m *domain.Machine) drain.Policy {
-	var spec *domain.NodeGroupSpec
-	ng, ok, err := projections.Get[domain.NodeGroup](p.c.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, p.tenant, m.Spec.NodeGroup))
-	if err == nil && ok {
-		spec = &ng.Spec
-	} else {
-		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: p.tenant, Name: m.Spec.NodeGroup}}
-	}
-	skip := ""
-	if p.c.cfg.DrainSkip != nil {
-		skip = p.c.cfg.DrainSkip(ng)
-	}
-	return drain.Decide(p.c.cfg.Kube != nil, "", spec, skip)
-}
-
-func (p *pass) drainer(ctx context.Context) (*drain.Drainer, error) {
-	cs, err := p.c.cfg.Kube.For(ctx, p.tenant)
-	if err != nil {
-		return nil, err
-	}
-	return &drain.Drainer{Client: cs, Poll: p.c.cfg.DrainPoll, Now: p.c.cfg.Now}, nil
+// drains is how the controller drains machines: by each one's node group,
+// in the tenant's cluster.
+func (c *Controller) drains() drain.Machines {
+	return drain.Machines{Kube: c.cfg.Kube, Group: projections.Lookup[domain.NodeGroup](c.cfg.Cache, domain.NodeGroupKind),
+		Skip: c.cfg.DrainSkip, Poll: c.cfg.DrainPoll, Now: c.cfg.Now}
 }
 
 func (p *pass) label(ctx context.Context, d *drain.Drainer, node string, on bool) error {
@@ -84,7 +64,7 @@ func (p *pass) label(ctx context.Context, d *drain.Drainer, node string, on bool
 // nothing was drained), and false when the config must not be applied now
 // (the drain did not finish: recorded, the node uncordoned).
 func (p *pass) drainBeforeReboot(ctx context.Context, it item) (*drain.Drainer, string, bool) {
-	pol := p.drainPolicy(it.m)
+	pol := p.c.drains().Policy(p.tenant, it.m, "")
 	if !pol.Drain {
 		return nil, "", true
 	}
@@ -94,7 +74,7 @@ func (p *pass) drainBeforeReboot(ctx context.Context, it item) (*drain.Drainer, 
 		return nil, "", true
 	}
 	node := drain.NodeName(it.m)
-	d, err := p.drainer(ctx)
+	d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
 	if err == nil {
 		err = p.label(ctx, d, node, true)
 		if apierrors.IsNotFound(err) {
@@ -149,7 +129,7 @@ func (p *pass) sweepDrained(ctx context.Context, machines []domain.Machine, pend
 	}
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
-	d, err := p.drainer(ctx)
+	d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
 	if err != nil {
 		return
 	}

@@ -199,7 +199,7 @@ func (p *pass) resumeWaits(ctx context.Context, waves []wave) (*domain.Machine, 
 					continue
 				}
 			case p.c.cfg.Kube != nil && prev.For == nodeReadyWait(drain.NodeName(m)):
-				d, err := p.drainer(ctx)
+				d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
 				if err != nil {
 					return nil, err
 				}

@@ -32,11 +32,11 @@ func (r *upgradeRun) hasKube(m *domain.Machine) bool {
 	if r.s.cfg.DrainSkip == nil {
 		return true
 	}
-	ng, ok, err := projections.Get[domain.NodeGroup](r.s.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, r.ref.Tenant, m.Spec.NodeGroup))
-	if err != nil || !ok {
+	ng, ok := projections.Lookup[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind)(r.ref.Tenant, m.Spec.NodeGroup)
+	if !ok {
 		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: r.ref.Tenant, Name: m.Spec.NodeGroup}}
 	}
-	return r.s.cfg.DrainSkip(ng) == ""
+	return r.drains().SkipOf(ng) == ""
 }
 
 // kubeVersionProblem checks a machine on Kubernetes version through
@@ -75,39 +75,30 @@ func (r *upgradeRun) kubeVersionProblem(ctx context.Context, m *domain.Machine, 
 	return ""
 }
 
+// drains is how the saga drains machines: by each one's node group, in
+// the tenant's cluster.
+func (r *upgradeRun) drains() drain.Machines {
+	return drain.Machines{Kube: r.s.cfg.Kube, Group: projections.Lookup[domain.NodeGroup](r.s.cfg.Cache, domain.NodeGroupKind),
+		Skip: r.s.cfg.DrainSkip, Poll: r.s.cfg.DrainPoll, Now: r.s.cfg.Now}
+}
+
 func (r *upgradeRun) drainPolicy(m *domain.Machine) drain.Policy {
-	var spec *domain.NodeGroupSpec
-	skip := ""
-	ng, ok, err := projections.Get[domain.NodeGroup](r.s.cfg.Cache, domain.ObjectRef(domain.NodeGroupKind, r.ref.Tenant, m.Spec.NodeGroup))
-	if err == nil && ok {
-		spec = &ng.Spec
-	} else {
-		// A group that is gone is asked about by its name alone.
-		ng = &domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: r.ref.Tenant, Name: m.Spec.NodeGroup}}
-	}
-	if r.s.cfg.DrainSkip != nil {
-		skip = r.s.cfg.DrainSkip(ng)
-	}
 	optOut := ""
 	if r.spec.NoDrain {
 		optOut = "the run says noDrain"
 	}
-	return drain.Decide(r.s.cfg.Kube != nil, optOut, spec, skip)
+	return r.drains().Policy(r.ref.Tenant, m, optOut)
 }
 
 func (r *upgradeRun) drainer(ctx context.Context, name string) (*drain.Drainer, error) {
-	cs, err := r.s.cfg.Kube.For(ctx, r.ref.Tenant)
-	if err != nil {
-		return nil, err
-	}
 	last := -1
-	return &drain.Drainer{Client: cs, Poll: r.s.cfg.DrainPoll, Now: r.s.cfg.Now, Progress: func(left int) {
+	return r.drains().Drainer(ctx, r.ref.Tenant, func(left int) {
 		if left == last {
 			return
 		}
 		last = left
 		_ = r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Message = drain.Progress(left) })
-	}}, nil
+	})
 }
 
 // drainStep is the step's Draining stage, before the node is asked to
