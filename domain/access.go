@@ -2,7 +2,8 @@ package domain
 
 import (
 	"fmt"
-	"strconv"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // RoleNone is a user's global role when it has access only through its
@@ -28,32 +29,32 @@ type RoleBinding struct {
 }
 
 // validateBindings reports every bad field of a bindings list.
-func validateBindings(bs []RoleBinding, f string) []Cause {
+func validateBindings(bs []RoleBinding, f *field.Path) []Cause {
 	if len(bs) > MaxBindings {
-		return []Cause{{Field: f, Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d bindings", MaxBindings)}}
+		return []Cause{{Field: f.String(), Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d bindings", MaxBindings)}}
 	}
 	var causes []Cause
 	for i, b := range bs {
-		bf := f + "[" + strconv.Itoa(i) + "]"
-		causes = append(causes, oneOf(b.Role, bf+".role", RoleAdmin, RoleEdit, RoleView)...)
+		bf := f.Index(i)
+		causes = append(causes, oneOf(b.Role, bf.Child("role"), RoleAdmin, RoleEdit, RoleView)...)
 		switch {
 		case len(b.Tenants) == 0 && b.TenantSelector == "":
-			causes = append(causes, Cause{Field: bf, Type: CauseRequired, Message: "must name tenants or give a tenantSelector"})
+			causes = append(causes, Cause{Field: bf.String(), Type: CauseRequired, Message: "must name tenants or give a tenantSelector"})
 		case len(b.Tenants) > 0 && b.TenantSelector != "":
-			causes = append(causes, Cause{Field: bf, Type: CauseInvalid, Message: "must name tenants or give a tenantSelector, not both"})
+			causes = append(causes, Cause{Field: bf.String(), Type: CauseInvalid, Message: "must name tenants or give a tenantSelector, not both"})
 		}
 		if len(b.Tenants) > MaxBindingTenants {
-			causes = append(causes, Cause{Field: bf + ".tenants", Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d names", MaxBindingTenants)})
+			causes = append(causes, Cause{Field: bf.Child("tenants").String(), Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d names", MaxBindingTenants)})
 		} else {
 			for j, t := range b.Tenants {
-				causes = append(causes, ValidateName(t, bf+".tenants["+strconv.Itoa(j)+"]")...)
+				causes = append(causes, ValidateName(t, bf.Child("tenants").Index(j).String())...)
 			}
 		}
 		if len(b.TenantSelector) > MaxTenantSelectorLen {
-			causes = append(causes, Cause{Field: bf + ".tenantSelector", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d characters", MaxTenantSelectorLen)})
+			causes = append(causes, Cause{Field: bf.Child("tenantSelector").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d characters", MaxTenantSelectorLen)})
 		} else if b.TenantSelector != "" {
 			if _, err := ParseSelector(b.TenantSelector); err != nil {
-				causes = append(causes, Cause{Field: bf + ".tenantSelector", Type: CauseInvalid, Message: errorMessage(err)})
+				causes = append(causes, Cause{Field: bf.Child("tenantSelector").String(), Type: CauseInvalid, Message: errorMessage(err)})
 			}
 		}
 	}
@@ -216,12 +217,12 @@ func (a Access) Highest() string {
 // NarrowerThan checks that bindings grant no role above what a has at its
 // highest: a token can never be made wider than its owner. Per-tenant
 // narrowing is enforced at every use by the cap.
-func (a Access) NarrowerThan(bindings []RoleBinding, f string) []Cause {
+func (a Access) NarrowerThan(bindings []RoleBinding, f *field.Path) []Cause {
 	top := a.Highest()
 	var causes []Cause
 	for i, b := range bindings {
 		if RoleRank(b.Role) > RoleRank(top) {
-			causes = append(causes, Cause{Field: f + "[" + strconv.Itoa(i) + "].role", Type: CauseInvalid,
+			causes = append(causes, Cause{Field: f.Index(i).Child("role").String(), Type: CauseInvalid,
 				Message: fmt.Sprintf("%q is wider than the owner's access (at most %q)", b.Role, top)})
 		}
 	}

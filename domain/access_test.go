@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestAccessTenantRole(t *testing.T) {
@@ -70,13 +72,13 @@ func TestBindingsValidation(t *testing.T) {
 		})
 	}
 	many := make([]RoleBinding, MaxBindings+1)
-	require.Len(t, validateBindings(many, "spec.bindings"), 1)
+	require.Len(t, validateBindings(many, field.NewPath("spec", "bindings")), 1)
 }
 
 func TestNarrowerThan(t *testing.T) {
 	owner := NewAccess(RoleView, []RoleBinding{{Role: RoleEdit, Tenants: []string{"acme"}}})
-	require.Empty(t, owner.NarrowerThan([]RoleBinding{{Role: RoleEdit, Tenants: []string{"acme"}}}, "spec.bindings"))
-	causes := owner.NarrowerThan([]RoleBinding{{Role: RoleAdmin, Tenants: []string{"acme"}}}, "spec.bindings")
+	require.Empty(t, owner.NarrowerThan([]RoleBinding{{Role: RoleEdit, Tenants: []string{"acme"}}}, field.NewPath("spec", "bindings")))
+	causes := owner.NarrowerThan([]RoleBinding{{Role: RoleAdmin, Tenants: []string{"acme"}}}, field.NewPath("spec", "bindings"))
 	require.Len(t, causes, 1)
 	require.Equal(t, "spec.bindings[0].role", causes[0].Field)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ApplyKind is one OpenTofu run for a tenant, recorded by the apply worker:
@@ -73,14 +75,15 @@ type ApplySpec struct {
 func (s *ApplySpec) Default() {}
 
 // Validate reports every bad field.
-func (s *ApplySpec) Validate(f string) []Cause {
-	causes := oneOf(s.Operation, f+".operation", OperationApply, OperationDestroy)
-	causes = append(causes, oneOf(s.Trigger, f+".trigger", TriggerChange, TriggerResync, TriggerRetry, TriggerDelete, TriggerDrift)...)
+func (s *ApplySpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Operation, f.Child("operation"), OperationApply, OperationDestroy)
+	causes = append(causes, oneOf(s.Trigger, f.Child("trigger"), TriggerChange, TriggerResync, TriggerRetry, TriggerDelete, TriggerDrift)...)
 	if s.Generation < 0 {
-		causes = append(causes, Cause{Field: f + ".generation", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("generation").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if len(s.Sources) > MaxApplySources {
-		causes = append(causes, Cause{Field: f + ".sources", Type: CauseTooLong, Message: fmt.Sprintf("at most %d sources", MaxApplySources)})
+		causes = append(causes, Cause{Field: f.Child("sources").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d sources", MaxApplySources)})
 	}
 	return causes
 }
@@ -125,13 +128,14 @@ func (s *ApplyStatus) Default() {
 }
 
 // Validate checks the status the worker wrote.
-func (s *ApplyStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", ApplyQueued, ApplyPlanning, ApplyApplying, ApplySucceeded, ApplyFailed, ApplyCanceled)
+func (s *ApplyStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), ApplyQueued, ApplyPlanning, ApplyApplying, ApplySucceeded, ApplyFailed, ApplyCanceled)
 	if s.Resources.Added < 0 || s.Resources.Changed < 0 || s.Resources.Destroyed < 0 {
-		causes = append(causes, Cause{Field: f + ".resources", Type: CauseInvalid, Message: "counts must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("resources").String(), Type: CauseInvalid, Message: "counts must not be negative"})
 	}
 	if len(s.Error) > MaxApplyErrorBytes {
-		causes = append(causes, Cause{Field: f + ".error", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxApplyErrorBytes)})
+		causes = append(causes, Cause{Field: f.Child("error").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxApplyErrorBytes)})
 	}
 	return causes
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxPatchBytes bounds a config patch's text.
@@ -73,59 +75,63 @@ func (s *ConfigPatchSpec) Default() {
 	}
 }
 
-// Validate reports every bad field.
-func (s *ConfigPatchSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Target.Kind, f+".target.kind", TargetAll, TargetRole, TargetNodeGroup, TargetMachine)
+// Validate reports every bad field of the spec at root.
+func (s *ConfigPatchSpec) Validate(root string) []Cause { return s.validate(field.NewPath(root)) }
+
+// validate reports every bad field of the spec at f, which is a rollout's
+// change when the patch rides in one.
+func (s *ConfigPatchSpec) validate(f *field.Path) []Cause {
+	causes := oneOf(s.Target.Kind, f.Child("target", "kind"), TargetAll, TargetRole, TargetNodeGroup, TargetMachine)
 	switch s.Target.Kind {
 	case TargetAll:
 		if s.Target.Name != "" {
-			causes = append(causes, Cause{Field: f + ".target.name", Type: CauseForbidden, Message: "must be empty when target.kind is all"})
+			causes = append(causes, Cause{Field: f.Child("target", "name").String(), Type: CauseForbidden, Message: "must be empty when target.kind is all"})
 		}
 	case TargetRole:
-		causes = append(causes, oneOf(s.Target.Name, f+".target.name", RoleControlPlane, RoleWorker)...)
+		causes = append(causes, oneOf(s.Target.Name, f.Child("target", "name"), RoleControlPlane, RoleWorker)...)
 	case TargetNodeGroup, TargetMachine:
-		causes = append(causes, ValidateName(s.Target.Name, f+".target.name")...)
+		causes = append(causes, ValidateName(s.Target.Name, f.Child("target", "name").String())...)
 	}
-	causes = append(causes, oneOf(s.Format, f+".format", PatchStrategic, PatchJSON6902)...)
+	causes = append(causes, oneOf(s.Format, f.Child("format"), PatchStrategic, PatchJSON6902)...)
 	switch {
 	case strings.TrimSpace(s.Patch) == "":
-		causes = append(causes, Cause{Field: f + ".patch", Type: CauseRequired, Message: "patch text is required"})
+		causes = append(causes, Cause{Field: f.Child("patch").String(), Type: CauseRequired, Message: "patch text is required"})
 	case len(s.Patch) > MaxPatchBytes:
-		causes = append(causes, Cause{Field: f + ".patch", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxPatchBytes)})
+		causes = append(causes, Cause{Field: f.Child("patch").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxPatchBytes)})
 	case s.Format == PatchJSON6902 && strings.HasPrefix(strings.TrimSpace(s.Patch), "["):
-		causes = append(causes, validateJSON6902(s.Patch, f+".patch")...)
+		causes = append(causes, validateJSON6902(s.Patch, f.Child("patch"))...)
 	}
 	if s.Weight < 0 || s.Weight > 1000 {
-		causes = append(causes, Cause{Field: f + ".weight", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and 1000, got %d", s.Weight)})
+		causes = append(causes, Cause{Field: f.Child("weight").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and 1000, got %d", s.Weight)})
 	}
 	return causes
 }
 
 // validateJSON6902 checks a JSON-form RFC 6902 patch. YAML-form patches are
 // checked when the config is rendered, where a YAML parser is at hand.
-func validateJSON6902(text, f string) []Cause {
+func validateJSON6902(text string, f *field.Path) []Cause {
 	var ops []struct {
 		Op   string `json:"op"`
 		Path string `json:"path"`
 		From string `json:"from"`
 	}
 	if err := json.Unmarshal([]byte(text), &ops); err != nil {
-		return []Cause{{Field: f, Type: CauseInvalid, Message: "not a JSON 6902 patch: " + err.Error()}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: "not a JSON 6902 patch: " + err.Error()}}
 	}
 	var causes []Cause
 	for i, op := range ops {
-		p := fmt.Sprintf("%s[%d]", f, i)
+		p := f.Index(i)
 		switch op.Op {
 		case "add", "remove", "replace", "test":
 		case "move", "copy":
 			if !strings.HasPrefix(op.From, "/") {
-				causes = append(causes, Cause{Field: p + ".from", Type: CauseInvalid, Message: "must be a JSON pointer starting with /"})
+				causes = append(causes, Cause{Field: p.Child("from").String(), Type: CauseInvalid, Message: "must be a JSON pointer starting with /"})
 			}
 		default:
-			causes = append(causes, Cause{Field: p + ".op", Type: CauseNotSupported, Message: fmt.Sprintf("%q is not an RFC 6902 operation", op.Op)})
+			causes = append(causes, Cause{Field: p.Child("op").String(), Type: CauseNotSupported, Message: fmt.Sprintf("%q is not an RFC 6902 operation", op.Op)})
 		}
 		if !strings.HasPrefix(op.Path, "/") {
-			causes = append(causes, Cause{Field: p + ".path", Type: CauseInvalid, Message: "must be a JSON pointer starting with /"})
+			causes = append(causes, Cause{Field: p.Child("path").String(), Type: CauseInvalid, Message: "must be a JSON pointer starting with /"})
 		}
 	}
 	return causes

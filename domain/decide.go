@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Op is what a command asks for.
@@ -86,9 +88,9 @@ func validateMeta(kind *KindInfo, ref Ref, in *Object) []Cause {
 	if in.Kind != "" && in.Kind != kind.Kind {
 		causes = append(causes, Cause{Field: "kind", Type: CauseInvalid, Message: fmt.Sprintf("%q does not match the resource %s", in.Kind, kind.Plural)})
 	}
-	causes = append(causes, ValidateLabels(in.Metadata.Labels, "metadata.labels")...)
-	causes = append(causes, ValidateAnnotations(in.Metadata.Annotations, "metadata.annotations")...)
-	causes = append(causes, ValidateFinalizers(in.Metadata.Finalizers, "metadata.finalizers")...)
+	causes = append(causes, ValidateLabels(in.Metadata.Labels, field.NewPath("metadata", "labels"))...)
+	causes = append(causes, ValidateAnnotations(in.Metadata.Annotations, field.NewPath("metadata", "annotations"))...)
+	causes = append(causes, ValidateFinalizers(in.Metadata.Finalizers, field.NewPath("metadata", "finalizers"))...)
 	return causes
 }
 

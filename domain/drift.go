@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Drift checks: on an interval, the apply worker plans a tenant's
@@ -81,21 +83,21 @@ func (d *DriftCheck) Default() {
 }
 
 // Validate reports every bad field.
-func (d *DriftCheck) Validate(f string) []Cause {
+func (d *DriftCheck) Validate(f *field.Path) []Cause {
 	var causes []Cause
 	if d.Interval != "" {
 		v, err := time.ParseDuration(d.Interval)
 		switch {
 		case err != nil:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 30m, 4h)", d.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 30m, 4h)", d.Interval)})
 		case v < MinDriftInterval:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("must be at least %s, got %s", MinDriftInterval, d.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be at least %s, got %s", MinDriftInterval, d.Interval)})
 		case v > MaxDriftInterval:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("must be at most %s, got %s", MaxDriftInterval, d.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be at most %s, got %s", MaxDriftInterval, d.Interval)})
 		}
 	}
 	if d.Action != "" {
-		causes = append(causes, oneOf(d.Action, f+".action", DriftReport, DriftCorrect)...)
+		causes = append(causes, oneOf(d.Action, f.Child("action"), DriftReport, DriftCorrect)...)
 	}
 	return causes
 }

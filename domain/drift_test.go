@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestDriftCheckValidate(t *testing.T) {
@@ -21,7 +23,7 @@ func TestDriftCheckValidate(t *testing.T) {
 		{"an unknown action", DriftCheck{Action: "fix"}, "spec.driftCheck.action"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			causes := tc.check.Validate("spec.driftCheck")
+			causes := tc.check.Validate(field.NewPath("spec", "driftCheck"))
 			if tc.field == "" {
 				require.Empty(t, causes)
 				return

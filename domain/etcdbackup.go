@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // EtcdBackupKind is one etcd snapshot of a tenant, taken through the Talos
@@ -72,13 +74,14 @@ func (s *EtcdBackupSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *EtcdBackupSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Trigger, f+".trigger", BackupManual, BackupSchedule)
+func (s *EtcdBackupSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Trigger, f.Child("trigger"), BackupManual, BackupSchedule)
 	switch {
 	case s.Trigger == BackupSchedule && s.Slot == nil:
-		causes = append(causes, Cause{Field: f + ".slot", Type: CauseRequired, Message: "a scheduled backup names its slot"})
+		causes = append(causes, Cause{Field: f.Child("slot").String(), Type: CauseRequired, Message: "a scheduled backup names its slot"})
 	case s.Trigger == BackupManual && s.Slot != nil:
-		causes = append(causes, Cause{Field: f + ".slot", Type: CauseForbidden, Message: "only scheduled backups have a slot"})
+		causes = append(causes, Cause{Field: f.Child("slot").String(), Type: CauseForbidden, Message: "only scheduled backups have a slot"})
 	}
 	return causes
 }
@@ -118,27 +121,28 @@ func (s *EtcdBackupStatus) Default() {
 }
 
 // Validate checks the status the controller wrote.
-func (s *EtcdBackupStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", BackupPending, BackupRunning, BackupSucceeded, BackupFailed)
+func (s *EtcdBackupStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), BackupPending, BackupRunning, BackupSucceeded, BackupFailed)
 	if s.Size < 0 {
-		causes = append(causes, Cause{Field: f + ".size", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("size").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if s.StoredSize < 0 {
-		causes = append(causes, Cause{Field: f + ".storedSize", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("storedSize").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if s.EtcdRevision < 0 {
-		causes = append(causes, Cause{Field: f + ".etcdRevision", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("etcdRevision").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if s.SHA256 != "" {
 		if b, err := hex.DecodeString(s.SHA256); err != nil || len(b) != 32 {
-			causes = append(causes, Cause{Field: f + ".sha256", Type: CauseInvalid, Message: "must be 64 hex digits"})
+			causes = append(causes, Cause{Field: f.Child("sha256").String(), Type: CauseInvalid, Message: "must be 64 hex digits"})
 		}
 	}
 	if s.Member != "" {
-		causes = append(causes, ValidateName(s.Member, f+".member")...)
+		causes = append(causes, ValidateName(s.Member, f.Child("member").String())...)
 	}
 	if len(s.Reason) > MaxBackupReasonBytes {
-		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
+		causes = append(causes, Cause{Field: f.Child("reason").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
 	}
 	return causes
 }

@@ -3,6 +3,8 @@ package domain
 import (
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Bounds and defaults of a tenant's backup schedule.
@@ -54,24 +56,24 @@ func (s *EtcdBackupSchedule) Default() {
 }
 
 // Validate reports every bad field.
-func (s *EtcdBackupSchedule) Validate(f string) []Cause {
+func (s *EtcdBackupSchedule) Validate(f *field.Path) []Cause {
 	var causes []Cause
 	if s.Interval != "" {
 		d, err := time.ParseDuration(s.Interval)
 		switch {
 		case err != nil:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 6h, 90m)", s.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 6h, 90m)", s.Interval)})
 		case d < MinBackupInterval:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("must be at least %s, got %s", MinBackupInterval, s.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be at least %s, got %s", MinBackupInterval, s.Interval)})
 		case d > MaxBackupInterval:
-			causes = append(causes, Cause{Field: f + ".interval", Type: CauseInvalid, Message: fmt.Sprintf("must be at most %s, got %s", MaxBackupInterval, s.Interval)})
+			causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be at most %s, got %s", MaxBackupInterval, s.Interval)})
 		}
 	}
 	switch {
 	case s.Keep < 0 || s.Keep > MaxBackupKeep:
-		causes = append(causes, Cause{Field: f + ".keep", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxBackupKeep, s.Keep)})
+		causes = append(causes, Cause{Field: f.Child("keep").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxBackupKeep, s.Keep)})
 	case s.Keep > 0 && s.Interval == "":
-		causes = append(causes, Cause{Field: f + ".interval", Type: CauseRequired, Message: "keep needs an interval; leave both out to turn the schedule off"})
+		causes = append(causes, Cause{Field: f.Child("interval").String(), Type: CauseRequired, Message: "keep needs an interval; leave both out to turn the schedule off"})
 	}
 	return causes
 }

@@ -3,9 +3,10 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Limits on group bindings and the groups an identity provider reports.
@@ -50,24 +51,25 @@ func (s *GroupBindingSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *GroupBindingSpec) Validate(f string) []Cause {
+func (s *GroupBindingSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
 	var causes []Cause
 	switch {
 	case len(s.Groups) == 0:
-		causes = append(causes, Cause{Field: f + ".groups", Type: CauseRequired, Message: "must name at least one group"})
+		causes = append(causes, Cause{Field: f.Child("groups").String(), Type: CauseRequired, Message: "must name at least one group"})
 	case len(s.Groups) > MaxGroupBindingGroups:
-		causes = append(causes, Cause{Field: f + ".groups", Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d groups", MaxGroupBindingGroups)})
+		causes = append(causes, Cause{Field: f.Child("groups").String(), Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d groups", MaxGroupBindingGroups)})
 	default:
 		for i, g := range s.Groups {
 			if msg := groupNameProblem(g); msg != "" {
-				causes = append(causes, Cause{Field: f + ".groups[" + strconv.Itoa(i) + "]", Type: CauseInvalid, Message: msg})
+				causes = append(causes, Cause{Field: f.Child("groups").Index(i).String(), Type: CauseInvalid, Message: msg})
 			}
 		}
 	}
-	causes = append(causes, oneOf(s.Role, f+".role", RoleAdmin, RoleEdit, RoleView, RoleNone)...)
-	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
+	causes = append(causes, oneOf(s.Role, f.Child("role"), RoleAdmin, RoleEdit, RoleView, RoleNone)...)
+	causes = append(causes, validateBindings(s.Bindings, f.Child("bindings"))...)
 	if s.Role == RoleNone && len(s.Bindings) == 0 && len(causes) == 0 {
-		causes = append(causes, Cause{Field: f + ".bindings", Type: CauseRequired, Message: "must grant something: a global role or tenant bindings"})
+		causes = append(causes, Cause{Field: f.Child("bindings").String(), Type: CauseRequired, Message: "must grant something: a global role or tenant bindings"})
 	}
 	return causes
 }

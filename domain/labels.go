@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxLabelCount is the most labels one object may carry. Kubernetes has no
@@ -90,31 +91,38 @@ func labelValueProblems(value string) []labelProblem {
 // labelCause folds the problems of one key or value into a single cause, typed
 // TooLong only when length is all that is wrong, so that a client fixing the
 // field sees every problem at once.
-func labelCause(field, what string, probs []labelProblem) Cause {
-	msgs := make([]string, len(probs))
+func labelCause(f *field.Path, what string, probs []labelProblem) Cause {
 	typ := CauseTooLong
-	for i, p := range probs {
-		msgs[i] = p.msg
+	for _, p := range probs {
 		if !p.tooLong {
 			typ = CauseInvalid
 		}
 	}
-	return Cause{Field: field, Type: typ, Message: "invalid " + what + ": " + strings.Join(msgs, "; ")}
+	return Cause{Field: f.String(), Type: typ, Message: labelMessage(what, probs)}
+}
+
+// labelMessage is labelCause's message, for callers that report no field.
+func labelMessage(what string, probs []labelProblem) string {
+	msgs := make([]string, len(probs))
+	for i, p := range probs {
+		msgs[i] = p.msg
+	}
+	return "invalid " + what + ": " + strings.Join(msgs, "; ")
 }
 
 // ValidateLabels checks labels by the Kubernetes rules for keys and values and
 // reports every bad entry at field[key], e.g. "metadata.labels[app]". It also
 // enforces MaxLabelCount, which is our own limit, not a Kubernetes one; that
 // cause names field itself.
-func ValidateLabels(labels map[string]string, field string) []Cause {
+func ValidateLabels(labels map[string]string, p *field.Path) []Cause {
 	var causes []Cause
 	if len(labels) > MaxLabelCount {
-		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
+		causes = append(causes, Cause{Field: p.String(), Type: CauseTooLong,
 			Message: fmt.Sprintf("must have at most %d labels, got %d", MaxLabelCount, len(labels))})
 	}
 	// Sorted, so that causes come out deterministically.
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		f := field + "[" + k + "]"
+		f := p.Key(k)
 		if probs := labelKeyProblems(k); len(probs) > 0 {
 			causes = append(causes, labelCause(f, "key", probs))
 		}
@@ -129,17 +137,17 @@ func ValidateLabels(labels map[string]string, field string) []Cause {
 // and that keys and values together stay within MaxAnnotationsTotalSize, as
 // Kubernetes requires; values are free-form. Bad keys are reported at
 // field[key], the size at field itself.
-func ValidateAnnotations(annotations map[string]string, field string) []Cause {
+func ValidateAnnotations(annotations map[string]string, p *field.Path) []Cause {
 	var causes []Cause
 	total := 0
 	for _, k := range slices.Sorted(maps.Keys(annotations)) {
 		total += len(k) + len(annotations[k])
 		if probs := labelKeyProblems(k); len(probs) > 0 {
-			causes = append(causes, labelCause(field+"["+k+"]", "key", probs))
+			causes = append(causes, labelCause(p.Key(k), "key", probs))
 		}
 	}
 	if total > MaxAnnotationsTotalSize {
-		causes = append(causes, Cause{Field: field, Type: CauseTooLong,
+		causes = append(causes, Cause{Field: p.String(), Type: CauseTooLong,
 			Message: fmt.Sprintf("total size of keys and values must be at most %d bytes, got %d", MaxAnnotationsTotalSize, total)})
 	}
 	return causes

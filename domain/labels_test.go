@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestParseSelector(t *testing.T) {
@@ -214,7 +216,7 @@ func TestSelectorZeroValue(t *testing.T) {
 }
 
 func TestValidateLabels(t *testing.T) {
-	const f = "metadata.labels"
+	f := field.NewPath("metadata", "labels")
 	many := func(n int) map[string]string {
 		m := map[string]string{}
 		for i := range n {
@@ -282,7 +284,7 @@ func TestValidateLabels(t *testing.T) {
 }
 
 func TestValidateAnnotations(t *testing.T) {
-	const f = "metadata.annotations"
+	f := field.NewPath("metadata", "annotations")
 	tests := []struct {
 		name        string
 		annotations map[string]string

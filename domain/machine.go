@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MachineKind is one Talos node of a tenant. The apply worker creates machines
@@ -88,22 +90,23 @@ type MachineSpec struct {
 func (s *MachineSpec) Default() {}
 
 // Validate reports every bad field.
-func (s *MachineSpec) Validate(f string) []Cause {
-	causes := ValidateName(s.NodeGroup, f+".nodeGroup")
-	causes = append(causes, oneOf(s.Role, f+".role", RoleControlPlane, RoleWorker)...)
+func (s *MachineSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := ValidateName(s.NodeGroup, f.Child("nodeGroup").String())
+	causes = append(causes, oneOf(s.Role, f.Child("role"), RoleControlPlane, RoleWorker)...)
 	if s.Address != "" {
 		if _, err := netip.ParseAddr(s.Address); err != nil && !validSubdomain(s.Address) {
-			causes = append(causes, Cause{Field: f + ".address", Type: CauseInvalid, Message: fmt.Sprintf("%q is neither an IP address nor a DNS name", s.Address)})
+			causes = append(causes, Cause{Field: f.Child("address").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is neither an IP address nor a DNS name", s.Address)})
 		}
 	}
 	if s.Hostname != "" && !validSubdomain(s.Hostname) {
-		causes = append(causes, Cause{Field: f + ".hostname", Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Hostname)})
+		causes = append(causes, Cause{Field: f.Child("hostname").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Hostname)})
 	}
 	if len(s.ProviderID) > 1024 {
-		causes = append(causes, Cause{Field: f + ".providerID", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+		causes = append(causes, Cause{Field: f.Child("providerID").String(), Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 	}
 	if len(s.Shape) > 253 {
-		causes = append(causes, Cause{Field: f + ".shape", Type: CauseTooLong, Message: "must be no more than 253 characters"})
+		causes = append(causes, Cause{Field: f.Child("shape").String(), Type: CauseTooLong, Message: "must be no more than 253 characters"})
 	}
 	return causes
 }
@@ -145,25 +148,26 @@ func (s *MachineStatus) Default() {
 }
 
 // Validate checks the status a controller wrote.
-func (s *MachineStatus) Validate(f string) []Cause {
-	causes := validateConditions(s.Conditions, f+".conditions")
+func (s *MachineStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := validateConditions(s.Conditions, f.Child("conditions"))
 	if s.TalosVersion != "" {
-		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+		causes = append(causes, validateVersion(s.TalosVersion, f.Child("talosVersion"))...)
 	}
 	if s.Schematic != "" && !validSchematicID(s.Schematic) {
-		causes = append(causes, Cause{Field: f + ".schematic", Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
+		causes = append(causes, Cause{Field: f.Child("schematic").String(), Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
 	}
 	if len(s.Extensions) > MaxSchematicExtensions {
-		causes = append(causes, Cause{Field: f + ".extensions", Type: CauseTooLong, Message: fmt.Sprintf("at most %d extensions", MaxSchematicExtensions)})
+		causes = append(causes, Cause{Field: f.Child("extensions").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d extensions", MaxSchematicExtensions)})
 	}
 	switch s.Node {
 	case "", NodeReady, NodeNotReady, NodeMissing, NodeUnknown:
 	default:
-		causes = append(causes, Cause{Type: CauseNotSupported, Field: f + ".node",
+		causes = append(causes, Cause{Type: CauseNotSupported, Field: f.Child("node").String(),
 			Message: fmt.Sprintf("Unsupported value: %q: supported values: %q, %q, %q, %q", s.Node, NodeReady, NodeNotReady, NodeMissing, NodeUnknown)})
 	}
 	if s.ConfigWait != nil {
-		causes = append(causes, s.ConfigWait.Validate(f+".configWait")...)
+		causes = append(causes, s.ConfigWait.Validate(f.Child("configWait"))...)
 	}
 	return causes
 }

@@ -8,6 +8,8 @@ import (
 	// Windows name IANA time zones; a host without a zone database (a
 	// minimal container) must still know them.
 	_ "time/tzdata"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Maintenance windows: when disruptive work that is not urgent (Talos and
@@ -57,32 +59,32 @@ func (m *Maintenance) Default() {
 }
 
 // Validate reports every bad field.
-func (m *Maintenance) Validate(f string) []Cause {
+func (m *Maintenance) Validate(f *field.Path) []Cause {
 	var causes []Cause
 	if len(m.Windows) > MaxMaintenanceWindows {
-		causes = append(causes, Cause{Field: f + ".windows", Type: CauseTooLong, Message: fmt.Sprintf("at most %d windows", MaxMaintenanceWindows)})
+		causes = append(causes, Cause{Field: f.Child("windows").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d windows", MaxMaintenanceWindows)})
 	}
 	for i, w := range m.Windows {
-		p := fmt.Sprintf("%s.windows[%d]", f, i)
+		p := f.Child("windows").Index(i)
 		for j, d := range w.Days {
 			if dayIndex(d) < 0 {
-				causes = append(causes, Cause{Field: fmt.Sprintf("%s.days[%d]", p, j), Type: CauseNotSupported,
+				causes = append(causes, Cause{Field: p.Child("days").Index(j).String(), Type: CauseNotSupported,
 					Message: fmt.Sprintf("%q is not a day: use %s", d, strings.Join(append(maintenanceDays[1:], maintenanceDays[0]), ", "))})
 			}
 		}
 		if _, _, ok := parseClock(w.Start); !ok {
-			causes = append(causes, Cause{Field: p + ".start", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a time of day HH:MM, e.g. 02:00", w.Start)})
+			causes = append(causes, Cause{Field: p.Child("start").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a time of day HH:MM, e.g. 02:00", w.Start)})
 		}
 		d, err := time.ParseDuration(w.Duration)
 		switch {
 		case err != nil:
-			causes = append(causes, Cause{Field: p + ".duration", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 4h)", w.Duration)})
+			causes = append(causes, Cause{Field: p.Child("duration").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 4h)", w.Duration)})
 		case d < MinMaintenanceWindow || d > MaxMaintenanceWindow:
-			causes = append(causes, Cause{Field: p + ".duration", Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", MinMaintenanceWindow, MaxMaintenanceWindow, w.Duration)})
+			causes = append(causes, Cause{Field: p.Child("duration").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", MinMaintenanceWindow, MaxMaintenanceWindow, w.Duration)})
 		}
 		if w.TimeZone != "" {
 			if _, err := time.LoadLocation(w.TimeZone); err != nil {
-				causes = append(causes, Cause{Field: p + ".timeZone", Type: CauseInvalid, Message: fmt.Sprintf("%q is not an IANA time zone (e.g. Europe/Berlin)", w.TimeZone)})
+				causes = append(causes, Cause{Field: p.Child("timeZone").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not an IANA time zone (e.g. Europe/Berlin)", w.TimeZone)})
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestMaintenanceValidate(t *testing.T) {
@@ -22,7 +24,7 @@ func TestMaintenanceValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := Maintenance{Windows: []MaintenanceWindow{tc.w}}
-			causes := m.Validate("spec.maintenance")
+			causes := m.Validate(field.NewPath("spec", "maintenance"))
 			if tc.field == "" {
 				require.Empty(t, causes)
 				return

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxNodeGroupCount is the largest node group; beyond it a cluster should be split.
@@ -121,66 +123,67 @@ func (s *NodeGroupSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *NodeGroupSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Role, f+".role", RoleControlPlane, RoleWorker)
+func (s *NodeGroupSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Role, f.Child("role"), RoleControlPlane, RoleWorker)
 	switch {
 	case s.Count < 0 || s.Count > MaxNodeGroupCount:
-		causes = append(causes, Cause{Field: f + ".count", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and %d, got %d", MaxNodeGroupCount, s.Count)})
+		causes = append(causes, Cause{Field: f.Child("count").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and %d, got %d", MaxNodeGroupCount, s.Count)})
 	case s.Role == RoleControlPlane && (s.Count < 1 || s.Count%2 == 0):
-		causes = append(causes, Cause{Field: f + ".count", Type: CauseInvalid, Message: fmt.Sprintf("a control-plane group needs an odd count of at least 1 for etcd quorum, got %d", s.Count)})
+		causes = append(causes, Cause{Field: f.Child("count").String(), Type: CauseInvalid, Message: fmt.Sprintf("a control-plane group needs an odd count of at least 1 for etcd quorum, got %d", s.Count)})
 	}
 	if s.Provider == "" {
-		causes = append(causes, Cause{Field: f + ".provider", Type: CauseRequired, Message: "the name of a Provider is required"})
+		causes = append(causes, Cause{Field: f.Child("provider").String(), Type: CauseRequired, Message: "the name of a Provider is required"})
 	} else {
-		causes = append(causes, ValidateName(s.Provider, f+".provider")...)
+		causes = append(causes, ValidateName(s.Provider, f.Child("provider").String())...)
 	}
-	pc, c := canonicalObject(s.ProviderConfig, f+".providerConfig")
+	pc, c := canonicalObject(s.ProviderConfig, f.Child("providerConfig"))
 	causes = append(causes, c...)
 	s.ProviderConfig = pc
 	if s.Schematic != nil {
-		causes = append(causes, s.Schematic.Validate(f+".schematic")...)
+		causes = append(causes, s.Schematic.Validate(f.Child("schematic"))...)
 		if in, err := ReadInstallSettings(s.ProviderConfig); err == nil && in.InstallImage != "" {
-			causes = append(causes, Cause{Field: f + ".schematic", Type: CauseForbidden,
+			causes = append(causes, Cause{Field: f.Child("schematic").String(), Type: CauseForbidden,
 				Message: "providerConfig.installImage names the installer already; declare the schematic or the image, not both"})
 		}
 	}
 	if s.TalosVersion != "" {
-		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+		causes = append(causes, validateVersion(s.TalosVersion, f.Child("talosVersion"))...)
 	}
-	causes = append(causes, ValidateLabels(s.Labels, f+".labels")...)
+	causes = append(causes, ValidateLabels(s.Labels, f.Child("labels"))...)
 	if len(s.Taints) > 64 {
-		causes = append(causes, Cause{Field: f + ".taints", Type: CauseTooLong, Message: "at most 64 taints"})
+		causes = append(causes, Cause{Field: f.Child("taints").String(), Type: CauseTooLong, Message: "at most 64 taints"})
 	}
 	for i, t := range s.Taints {
-		p := fmt.Sprintf("%s.taints[%d]", f, i)
+		p := f.Child("taints").Index(i)
 		if t.Key == "" {
-			causes = append(causes, Cause{Field: p + ".key", Type: CauseRequired, Message: "key is required"})
+			causes = append(causes, Cause{Field: p.Child("key").String(), Type: CauseRequired, Message: "key is required"})
 		} else if probs := labelKeyProblems(t.Key); len(probs) > 0 {
-			causes = append(causes, labelCause(p+".key", "key", probs))
+			causes = append(causes, labelCause(p.Child("key"), "key", probs))
 		}
 		if probs := labelValueProblems(t.Value); len(probs) > 0 {
-			causes = append(causes, labelCause(p+".value", "value", probs))
+			causes = append(causes, labelCause(p.Child("value"), "value", probs))
 		}
-		causes = append(causes, oneOf(t.Effect, p+".effect", "NoSchedule", "PreferNoSchedule", "NoExecute")...)
+		causes = append(causes, oneOf(t.Effect, p.Child("effect"), "NoSchedule", "PreferNoSchedule", "NoExecute")...)
 	}
 	if s.DrainTimeout != "" {
 		d, err := time.ParseDuration(s.DrainTimeout)
 		switch {
 		case err != nil:
-			causes = append(causes, Cause{Field: f + ".drainTimeout", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 10m or 90s", s.DrainTimeout)})
+			causes = append(causes, Cause{Field: f.Child("drainTimeout").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 10m or 90s", s.DrainTimeout)})
 		case d < 0 || d > MaxDrainTimeout:
-			causes = append(causes, Cause{Field: f + ".drainTimeout", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 (no bound) and %s, got %s", MaxDrainTimeout, s.DrainTimeout)})
+			causes = append(causes, Cause{Field: f.Child("drainTimeout").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 (no bound) and %s, got %s", MaxDrainTimeout, s.DrainTimeout)})
 		}
 	}
 	if s.Remediation != nil {
-		causes = append(causes, s.Remediation.Validate(f+".remediation")...)
+		causes = append(causes, s.Remediation.Validate(f.Child("remediation"))...)
 	}
 	mp := s.UpdateStrategy.MaxParallelism
 	switch {
 	case mp < 1 || mp > MaxNodeGroupCount:
-		causes = append(causes, Cause{Field: f + ".updateStrategy.maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
+		causes = append(causes, Cause{Field: f.Child("updateStrategy", "maxParallelism").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
 	case s.Role == RoleControlPlane && mp != 1:
-		causes = append(causes, Cause{Field: f + ".updateStrategy.maxParallelism", Type: CauseInvalid, Message: "control-plane machines are upgraded one at a time to keep etcd quorum; must be 1"})
+		causes = append(causes, Cause{Field: f.Child("updateStrategy", "maxParallelism").String(), Type: CauseInvalid, Message: "control-plane machines are upgraded one at a time to keep etcd quorum; must be 1"})
 	}
 	return causes
 }
@@ -197,13 +200,14 @@ type NodeGroupStatus struct {
 func (s *NodeGroupStatus) Default() {}
 
 // Validate checks the status a controller wrote.
-func (s *NodeGroupStatus) Validate(f string) []Cause {
-	causes := validateConditions(s.Conditions, f+".conditions")
+func (s *NodeGroupStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := validateConditions(s.Conditions, f.Child("conditions"))
 	if s.Replicas < 0 {
-		causes = append(causes, Cause{Field: f + ".replicas", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("replicas").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if s.ReadyReplicas < 0 || s.ReadyReplicas > s.Replicas {
-		causes = append(causes, Cause{Field: f + ".readyReplicas", Type: CauseInvalid, Message: "must be between 0 and replicas"})
+		causes = append(causes, Cause{Field: f.Child("readyReplicas").String(), Type: CauseInvalid, Message: "must be between 0 and replicas"})
 	}
 	return causes
 }

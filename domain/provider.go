@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Provider types.
@@ -110,7 +112,9 @@ type ModuleSource struct {
 }
 
 // ModuleFileField is the field path of one module file, for causes.
-func ModuleFileField(f, name string) string { return fmt.Sprintf("%s.module.files[%s]", f, name) }
+func ModuleFileField(f *field.Path, name string) string {
+	return f.Child("module", "files").Key(name).String()
+}
 
 // SortedFiles are the module's file names in order.
 func (m *ModuleSource) SortedFiles() []string {
@@ -124,19 +128,19 @@ func (m *ModuleSource) SortedFiles() []string {
 
 // validateModule checks the shape of spec.module: the files' names, count
 // and size (their content is OpenTofu's to check; see controllers/modulecheck).
-func validateModule(s *ProviderSpec, f string) []Cause {
+func validateModule(s *ProviderSpec, f *field.Path) []Cause {
 	if s.Type != ProviderModule {
 		if s.Module != nil {
-			return []Cause{{Field: f + ".module", Type: CauseForbidden, Message: fmt.Sprintf("only a provider of type %s has a module", ProviderModule)}}
+			return []Cause{{Field: f.Child("module").String(), Type: CauseForbidden, Message: fmt.Sprintf("only a provider of type %s has a module", ProviderModule)}}
 		}
 		return nil
 	}
 	if s.Module == nil || len(s.Module.Files) == 0 {
-		return []Cause{{Field: f + ".module.files", Type: CauseRequired, Message: "a module provider needs its module's files, e.g. {\"main.tf\": \"...\"}"}}
+		return []Cause{{Field: f.Child("module", "files").String(), Type: CauseRequired, Message: "a module provider needs its module's files, e.g. {\"main.tf\": \"...\"}"}}
 	}
 	var causes []Cause
 	if len(s.Module.Files) > MaxModuleFiles {
-		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d files", MaxModuleFiles)})
+		causes = append(causes, Cause{Field: f.Child("module", "files").String(), Type: CauseTooLong, Message: fmt.Sprintf("must have no more than %d files", MaxModuleFiles)})
 	}
 	total := 0
 	for _, name := range s.Module.SortedFiles() {
@@ -155,11 +159,11 @@ func validateModule(s *ProviderSpec, f string) []Cause {
 		}
 	}
 	if total > MaxModuleBytes {
-		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("the files total %d bytes; at most %d", total, MaxModuleBytes)})
+		causes = append(causes, Cause{Field: f.Child("module", "files").String(), Type: CauseTooLong, Message: fmt.Sprintf("the files total %d bytes; at most %d", total, MaxModuleBytes)})
 	} else if b, err := json.Marshal(s.Module.Files); err == nil && len(b) > maxModuleEncoded {
 		// JSON escaping (quotes, control characters) can double the size;
 		// an event holds the whole object.
-		causes = append(causes, Cause{Field: f + ".module.files", Type: CauseTooLong, Message: fmt.Sprintf("the files take %d bytes encoded as JSON; at most %d", len(b), maxModuleEncoded)})
+		causes = append(causes, Cause{Field: f.Child("module", "files").String(), Type: CauseTooLong, Message: fmt.Sprintf("the files take %d bytes encoded as JSON; at most %d", len(b), maxModuleEncoded)})
 	}
 	return causes
 }
@@ -180,24 +184,25 @@ func (s *ProviderSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *ProviderSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Type, f+".type", ProviderTypes()...)
+func (s *ProviderSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Type, f.Child("type"), ProviderTypes()...)
 	causes = append(causes, validateModule(s, f)...)
-	cfg, c := canonicalObject(s.Config, f+".config")
+	cfg, c := canonicalObject(s.Config, f.Child("config"))
 	causes = append(causes, c...)
 	s.Config = cfg
 	if s.CredentialsRef != nil {
-		causes = append(causes, ValidateName(s.CredentialsRef.Name, f+".credentialsRef.name")...)
+		causes = append(causes, ValidateName(s.CredentialsRef.Name, f.Child("credentialsRef", "name").String())...)
 	}
 	if s.TenantSelector != "" {
 		if len(s.TenantSelector) > 1024 {
-			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+			causes = append(causes, Cause{Field: f.Child("tenantSelector").String(), Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 		} else if _, err := ParseSelector(s.TenantSelector); err != nil {
-			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseInvalid, Message: err.Error()})
+			causes = append(causes, Cause{Field: f.Child("tenantSelector").String(), Type: CauseInvalid, Message: err.Error()})
 		}
 	}
 	if s.Versions != nil {
-		causes = append(causes, s.Versions.Validate(f+".versions")...)
+		causes = append(causes, s.Versions.Validate(f.Child("versions"))...)
 	}
 	return causes
 }
@@ -226,6 +231,7 @@ type ProviderStatus struct {
 func (s *ProviderStatus) Default() {}
 
 // Validate checks the status a controller wrote.
-func (s *ProviderStatus) Validate(f string) []Cause {
-	return validateConditions(s.Conditions, f+".conditions")
+func (s *ProviderStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	return validateConditions(s.Conditions, f.Child("conditions"))
 }

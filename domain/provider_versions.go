@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxProviderVersions bounds each list of a Provider's spec.versions.
@@ -41,9 +43,9 @@ func (v *ProviderVersions) Empty() bool {
 }
 
 // Validate reports every bad version and a list too long.
-func (v *ProviderVersions) Validate(f string) []Cause {
-	causes := validateVersionList(v.Kubernetes, f+".kubernetes")
-	return append(causes, validateVersionList(v.Talos, f+".talos")...)
+func (v *ProviderVersions) Validate(f *field.Path) []Cause {
+	causes := validateVersionList(v.Kubernetes, f.Child("kubernetes"))
+	return append(causes, validateVersionList(v.Talos, f.Child("talos"))...)
 }
 
 // KubernetesProblem answers "" when machines of the Provider named provider
@@ -111,13 +113,13 @@ func canonicalVersions(list []string) []string {
 	return out
 }
 
-func validateVersionList(list []string, f string) []Cause {
+func validateVersionList(list []string, f *field.Path) []Cause {
 	var causes []Cause
 	if len(list) > MaxProviderVersions {
-		causes = append(causes, Cause{Field: f, Type: CauseTooLong, Message: fmt.Sprintf("at most %d versions", MaxProviderVersions)})
+		causes = append(causes, Cause{Field: f.String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d versions", MaxProviderVersions)})
 	}
 	for i, s := range list {
-		causes = append(causes, validateVersion(s, fmt.Sprintf("%s[%d]", f, i))...)
+		causes = append(causes, validateVersion(s, f.Index(i))...)
 	}
 	return causes
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // RemediationPolicy is a node group's spec.remediation: when RezusCloud
@@ -60,27 +62,27 @@ func (p *RemediationPolicy) MaxUnhealthyOf(count int) int {
 }
 
 // Validate reports every bad field of a policy at f.
-func (p *RemediationPolicy) Validate(f string) []Cause {
+func (p *RemediationPolicy) Validate(f *field.Path) []Cause {
 	var causes []Cause
-	duration := func(field, v string, lo, hi time.Duration, required bool) {
+	duration := func(name, v string, lo, hi time.Duration, required bool) {
 		if v == "" {
 			if required {
-				causes = append(causes, Cause{Field: f + "." + field, Type: CauseRequired, Message: "required, a duration such as 5m"})
+				causes = append(causes, Cause{Field: f.Child(name).String(), Type: CauseRequired, Message: "required, a duration such as 5m"})
 			}
 			return
 		}
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil:
-			causes = append(causes, Cause{Field: f + "." + field, Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 5m or 90s", v)})
+			causes = append(causes, Cause{Field: f.Child(name).String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 5m or 90s", v)})
 		case d < lo || d > hi:
-			causes = append(causes, Cause{Field: f + "." + field, Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", lo, hi, v)})
+			causes = append(causes, Cause{Field: f.Child(name).String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", lo, hi, v)})
 		}
 	}
 	duration("unhealthyAfter", p.UnhealthyAfter, MinUnhealthyAfter, MaxUnhealthyAfter, true)
 	duration("startupTimeout", p.StartupTimeout, MinUnhealthyAfter, MaxStartupTimeout, false)
 	if p.MaxUnhealthy != nil {
-		causes = append(causes, p.MaxUnhealthy.validate(f+".maxUnhealthy")...)
+		causes = append(causes, p.MaxUnhealthy.validate(f.Child("maxUnhealthy"))...)
 	}
 	return causes
 }
@@ -128,14 +130,14 @@ func (v IntOrPercent) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v.Value)
 }
 
-func (v *IntOrPercent) validate(f string) []Cause {
+func (v *IntOrPercent) validate(f *field.Path) []Cause {
 	switch {
 	case v.bad != "":
-		return []Cause{{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("%s must be a count (1) or a percentage (\"40%%\")", v.bad)}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: fmt.Sprintf("%s must be a count (1) or a percentage (\"40%%\")", v.bad)}}
 	case v.Percent && (v.Value < 0 || v.Value > 100):
-		return []Cause{{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("a percentage must be between 0%% and 100%%, got %d%%", v.Value)}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: fmt.Sprintf("a percentage must be between 0%% and 100%%, got %d%%", v.Value)}}
 	case !v.Percent && (v.Value < 0 || v.Value > MaxNodeGroupCount):
-		return []Cause{{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and %d, got %d", MaxNodeGroupCount, v.Value)}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 0 and %d, got %d", MaxNodeGroupCount, v.Value)}}
 	}
 	return nil
 }

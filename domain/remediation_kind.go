@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // RemediationKind is one automatic replacement of an unhealthy machine:
@@ -63,12 +65,13 @@ type RemediationSpec struct {
 func (s *RemediationSpec) Default() {}
 
 // Validate reports every bad field.
-func (s *RemediationSpec) Validate(f string) []Cause {
-	causes := ValidateName(s.NodeGroup, f+".nodeGroup")
-	causes = append(causes, ValidateName(s.Machine, f+".machine")...)
-	causes = append(causes, oneOf(s.Role, f+".role", RoleControlPlane, RoleWorker)...)
+func (s *RemediationSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := ValidateName(s.NodeGroup, f.Child("nodeGroup").String())
+	causes = append(causes, ValidateName(s.Machine, f.Child("machine").String())...)
+	causes = append(causes, oneOf(s.Role, f.Child("role"), RoleControlPlane, RoleWorker)...)
 	if len(s.Reason) > 1024 {
-		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+		causes = append(causes, Cause{Field: f.Child("reason").String(), Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 	}
 	return causes
 }
@@ -110,16 +113,17 @@ func (s *RemediationStatus) Default() {
 }
 
 // Validate checks the status a controller wrote.
-func (s *RemediationStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", RemediationPending, RemediationReplacing, RemediationJoining, RemediationSucceeded, RemediationFailed)
+func (s *RemediationStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), RemediationPending, RemediationReplacing, RemediationJoining, RemediationSucceeded, RemediationFailed)
 	if len(s.Steps) > MaxRemediationSteps {
-		causes = append(causes, Cause{Field: f + ".steps", Type: CauseTooLong, Message: fmt.Sprintf("at most %d steps", MaxRemediationSteps)})
+		causes = append(causes, Cause{Field: f.Child("steps").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d steps", MaxRemediationSteps)})
 	}
 	if len(s.Message) > 4096 {
-		causes = append(causes, Cause{Field: f + ".message", Type: CauseTooLong, Message: "must be no more than 4096 characters"})
+		causes = append(causes, Cause{Field: f.Child("message").String(), Type: CauseTooLong, Message: "must be no more than 4096 characters"})
 	}
 	if s.Wait != nil {
-		causes = append(causes, s.Wait.Validate(f+".wait")...)
+		causes = append(causes, s.Wait.Validate(f.Child("wait"))...)
 	}
 	return causes
 }

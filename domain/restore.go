@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // RestoreKind is one recovery of a tenant's etcd from an EtcdBackup, run by
@@ -88,16 +90,17 @@ func (d *RestoreDeadlines) Duration(stage string, def time.Duration) time.Durati
 func (s *RestoreSpec) Default() {}
 
 // Validate reports every bad field.
-func (s *RestoreSpec) Validate(f string) []Cause {
+func (s *RestoreSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
 	var causes []Cause
 	if s.Backup == "" {
-		causes = append(causes, Cause{Field: f + ".backup", Type: CauseRequired, Message: "name the EtcdBackup to restore"})
+		causes = append(causes, Cause{Field: f.Child("backup").String(), Type: CauseRequired, Message: "name the EtcdBackup to restore"})
 	} else {
-		causes = append(causes, ValidateName(s.Backup, f+".backup")...)
+		causes = append(causes, ValidateName(s.Backup, f.Child("backup").String())...)
 	}
 	if d := s.Deadlines; d != nil {
-		causes = append(causes, ValidateStepDeadline(d.Join, f+".deadlines.join")...)
-		causes = append(causes, ValidateStepDeadline(d.Check, f+".deadlines.check")...)
+		causes = append(causes, ValidateStepDeadline(d.Join, f.Child("deadlines", "join"))...)
+		causes = append(causes, ValidateStepDeadline(d.Check, f.Child("deadlines", "check"))...)
 	}
 	return causes
 }
@@ -137,22 +140,23 @@ func (s *RestoreStatus) Default() {
 }
 
 // Validate checks the status the controller wrote.
-func (s *RestoreStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", RestorePending, RestoreRunning, RestoreSucceeded, RestoreFailed)
+func (s *RestoreStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), RestorePending, RestoreRunning, RestoreSucceeded, RestoreFailed)
 	if s.Stage != "" {
-		causes = append(causes, oneOf(s.Stage, f+".stage", StageVerifying, StageRecovering, StageJoining, StageChecking)...)
+		causes = append(causes, oneOf(s.Stage, f.Child("stage"), StageVerifying, StageRecovering, StageJoining, StageChecking)...)
 	}
 	if s.Member != "" {
-		causes = append(causes, ValidateName(s.Member, f+".member")...)
+		causes = append(causes, ValidateName(s.Member, f.Child("member").String())...)
 	}
 	if s.EtcdRevision < 0 || s.Members < 0 {
-		causes = append(causes, Cause{Field: f + ".etcdRevision", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("etcdRevision").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	if len(s.Reason) > MaxBackupReasonBytes {
-		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
+		causes = append(causes, Cause{Field: f.Child("reason").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxBackupReasonBytes)})
 	}
 	if s.Wait != nil {
-		causes = append(causes, s.Wait.Validate(f+".wait")...)
+		causes = append(causes, s.Wait.Validate(f.Child("wait"))...)
 	}
 	return causes
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // RolloutKind is one change rolled across many tenants in waves: a Talos
@@ -153,7 +155,8 @@ func (s *RolloutSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *RolloutSpec) Validate(f string) []Cause {
+func (s *RolloutSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
 	var causes []Cause
 	c := s.Change
 	n := 0
@@ -164,69 +167,69 @@ func (s *RolloutSpec) Validate(f string) []Cause {
 	}
 	switch {
 	case n == 0:
-		causes = append(causes, Cause{Field: f + ".change", Type: CauseRequired,
+		causes = append(causes, Cause{Field: f.Child("change").String(), Type: CauseRequired,
 			Message: "give what changes: talosVersion, kubernetesVersion or configPatch"})
 	case n > 1:
-		causes = append(causes, Cause{Field: f + ".change", Type: CauseForbidden,
+		causes = append(causes, Cause{Field: f.Child("change").String(), Type: CauseForbidden,
 			Message: "a rollout makes one change: give one of talosVersion, kubernetesVersion and configPatch (create one rollout per change)"})
 	}
 	if c.TalosVersion != "" {
-		causes = append(causes, validateVersion(c.TalosVersion, f+".change.talosVersion")...)
+		causes = append(causes, validateVersion(c.TalosVersion, f.Child("change", "talosVersion"))...)
 	}
 	if c.KubernetesVersion != "" {
-		causes = append(causes, validateVersion(c.KubernetesVersion, f+".change.kubernetesVersion")...)
+		causes = append(causes, validateVersion(c.KubernetesVersion, f.Child("change", "kubernetesVersion"))...)
 	}
 	if p := c.ConfigPatch; p != nil {
-		causes = append(causes, ValidateName(p.Name, f+".change.configPatch.name")...)
-		causes = append(causes, p.Spec.Validate(f+".change.configPatch.spec")...)
+		causes = append(causes, ValidateName(p.Name, f.Child("change", "configPatch", "name").String())...)
+		causes = append(causes, p.Spec.validate(f.Child("change", "configPatch", "spec"))...)
 	}
 	if s.TenantSelector != "" {
 		if len(s.TenantSelector) > 1024 {
-			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+			causes = append(causes, Cause{Field: f.Child("tenantSelector").String(), Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 		} else if _, err := ParseSelector(s.TenantSelector); err != nil {
-			causes = append(causes, Cause{Field: f + ".tenantSelector", Type: CauseInvalid, Message: err.Error()})
+			causes = append(causes, Cause{Field: f.Child("tenantSelector").String(), Type: CauseInvalid, Message: err.Error()})
 		}
 	}
-	causes = append(causes, validateWaves(s.Waves, f+".waves")...)
+	causes = append(causes, validateWaves(s.Waves, f.Child("waves"))...)
 	if d, err := time.ParseDuration(s.Soak); err != nil {
-		causes = append(causes, Cause{Field: f + ".soak", Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 30m)", s.Soak)})
+		causes = append(causes, Cause{Field: f.Child("soak").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration (e.g. 30m)", s.Soak)})
 	} else if d < 0 || d > MaxRolloutSoak {
-		causes = append(causes, Cause{Field: f + ".soak", Type: CauseInvalid, Message: fmt.Sprintf("must be between 0s and %s, got %s", MaxRolloutSoak, s.Soak)})
+		causes = append(causes, Cause{Field: f.Child("soak").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 0s and %s, got %s", MaxRolloutSoak, s.Soak)})
 	}
-	causes = append(causes, ValidateStepDeadline(s.ProgressDeadline, f+".progressDeadline")...)
+	causes = append(causes, ValidateStepDeadline(s.ProgressDeadline, f.Child("progressDeadline"))...)
 	if s.ResumeHalt < 0 {
-		causes = append(causes, Cause{Field: f + ".resumeHalt", Type: CauseInvalid, Message: "must not be negative"})
+		causes = append(causes, Cause{Field: f.Child("resumeHalt").String(), Type: CauseInvalid, Message: "must not be negative"})
 	}
 	return causes
 }
 
-func validateWaves(waves []RolloutWave, f string) []Cause {
+func validateWaves(waves []RolloutWave, f *field.Path) []Cause {
 	var causes []Cause
 	if len(waves) > MaxRolloutWaves {
-		return []Cause{{Field: f, Type: CauseTooLong, Message: fmt.Sprintf("at most %d waves", MaxRolloutWaves)}}
+		return []Cause{{Field: f.String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d waves", MaxRolloutWaves)}}
 	}
 	last := 0
 	for i, w := range waves {
-		p := fmt.Sprintf("%s[%d]", f, i)
+		p := f.Index(i)
 		switch {
 		case (w.Tenants == 0) == (w.Percent == 0):
-			causes = append(causes, Cause{Field: p, Type: CauseInvalid, Message: "give the wave's size as tenants (a count) or percent (of all the rollout's tenants, counted from the start), not both"})
+			causes = append(causes, Cause{Field: p.String(), Type: CauseInvalid, Message: "give the wave's size as tenants (a count) or percent (of all the rollout's tenants, counted from the start), not both"})
 		case w.Tenants < 0 || w.Tenants > MaxRolloutTenants:
-			causes = append(causes, Cause{Field: p + ".tenants", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxRolloutTenants, w.Tenants)})
+			causes = append(causes, Cause{Field: p.Child("tenants").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxRolloutTenants, w.Tenants)})
 		case w.Percent < 0 || w.Percent > 100:
-			causes = append(causes, Cause{Field: p + ".percent", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and 100, got %d", w.Percent)})
+			causes = append(causes, Cause{Field: p.Child("percent").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and 100, got %d", w.Percent)})
 		case w.Percent > 0 && w.Percent <= last:
-			causes = append(causes, Cause{Field: p + ".percent", Type: CauseInvalid, Message: fmt.Sprintf("must be more than the %d%% an earlier wave reaches: percent counts every tenant reached so far", last)})
+			causes = append(causes, Cause{Field: p.Child("percent").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be more than the %d%% an earlier wave reaches: percent counts every tenant reached so far", last)})
 		}
 		if w.Percent > 0 {
 			last = w.Percent
 		}
 		if w.MaxParallel < 0 || w.MaxParallel > MaxRolloutTenants {
-			causes = append(causes, Cause{Field: p + ".maxParallel", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxRolloutTenants, w.MaxParallel)})
+			causes = append(causes, Cause{Field: p.Child("maxParallel").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxRolloutTenants, w.MaxParallel)})
 		}
 	}
 	if n := len(waves); n > 0 && waves[n-1].Percent != 100 {
-		causes = append(causes, Cause{Field: fmt.Sprintf("%s[%d]", f, n-1), Type: CauseInvalid, Message: "the last wave must be {percent: 100}, so that every selected tenant is reached"})
+		causes = append(causes, Cause{Field: f.Index(n - 1).String(), Type: CauseInvalid, Message: "the last wave must be {percent: 100}, so that every selected tenant is reached"})
 	}
 	return causes
 }
@@ -387,20 +390,21 @@ func (s *RolloutStatus) Default() {
 }
 
 // Validate checks the status a controller wrote.
-func (s *RolloutStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", RolloutPending, RolloutProgressing, RolloutPaused, RolloutHalted, RolloutAborted, RolloutSucceeded)
+func (s *RolloutStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), RolloutPending, RolloutProgressing, RolloutPaused, RolloutHalted, RolloutAborted, RolloutSucceeded)
 	if len(s.Tenants) > MaxRolloutTenants {
-		causes = append(causes, Cause{Field: f + ".tenants", Type: CauseTooLong, Message: fmt.Sprintf("at most %d tenants", MaxRolloutTenants)})
+		causes = append(causes, Cause{Field: f.Child("tenants").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d tenants", MaxRolloutTenants)})
 	}
 	if len(s.Waves) > MaxRolloutWaves {
-		causes = append(causes, Cause{Field: f + ".waves", Type: CauseTooLong, Message: fmt.Sprintf("at most %d waves", MaxRolloutWaves)})
+		causes = append(causes, Cause{Field: f.Child("waves").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d waves", MaxRolloutWaves)})
 	}
 	if len(s.Message) > 4096 {
-		causes = append(causes, Cause{Field: f + ".message", Type: CauseTooLong, Message: "must be no more than 4096 characters"})
+		causes = append(causes, Cause{Field: f.Child("message").String(), Type: CauseTooLong, Message: "must be no more than 4096 characters"})
 	}
 	for i := range s.Waves {
 		if w := s.Waves[i].Wait; w != nil {
-			causes = append(causes, w.Validate(fmt.Sprintf("%s.waves[%d].wait", f, i))...)
+			causes = append(causes, w.Validate(f.Child("waves").Index(i).Child("wait"))...)
 		}
 	}
 	return causes

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v4"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Image Factory schematics: since Talos 1.5 system extensions (and extra
@@ -75,49 +77,49 @@ func (s *Schematic) Default() {
 }
 
 // Validate reports every bad field of a schematic at f.
-func (s *Schematic) Validate(f string) []Cause {
+func (s *Schematic) Validate(f *field.Path) []Cause {
 	var causes []Cause
 	if len(s.Extensions) > MaxSchematicExtensions {
-		causes = append(causes, Cause{Field: f + ".extensions", Type: CauseTooLong, Message: fmt.Sprintf("at most %d extensions", MaxSchematicExtensions)})
+		causes = append(causes, Cause{Field: f.Child("extensions").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d extensions", MaxSchematicExtensions)})
 	}
 	seen := map[string]bool{}
 	for i, e := range s.Extensions {
-		p := fmt.Sprintf("%s.extensions[%d]", f, i)
+		p := f.Child("extensions").Index(i)
 		switch {
 		case !extensionName.MatchString(e):
-			causes = append(causes, Cause{Field: p, Type: CauseInvalid,
+			causes = append(causes, Cause{Field: p.String(), Type: CauseInvalid,
 				Message: fmt.Sprintf("%q is not an extension name: <owner>/<name> in lower case, e.g. siderolabs/iscsi-tools", clip(e, 80))})
 		case seen[e]:
-			causes = append(causes, Cause{Field: p, Type: CauseDuplicate, Message: fmt.Sprintf("extension %q is listed twice", e)})
+			causes = append(causes, Cause{Field: p.String(), Type: CauseDuplicate, Message: fmt.Sprintf("extension %q is listed twice", e)})
 		}
 		seen[e] = true
 	}
 	if len(s.ExtraKernelArgs) > MaxSchematicKernelArgs {
-		causes = append(causes, Cause{Field: f + ".extraKernelArgs", Type: CauseTooLong, Message: fmt.Sprintf("at most %d kernel arguments", MaxSchematicKernelArgs)})
+		causes = append(causes, Cause{Field: f.Child("extraKernelArgs").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d kernel arguments", MaxSchematicKernelArgs)})
 	}
 	for i, a := range s.ExtraKernelArgs {
-		p := fmt.Sprintf("%s.extraKernelArgs[%d]", f, i)
+		p := f.Child("extraKernelArgs").Index(i)
 		switch {
 		case strings.TrimSpace(a) == "":
-			causes = append(causes, Cause{Field: p, Type: CauseRequired, Message: "a kernel argument must not be empty"})
+			causes = append(causes, Cause{Field: p.String(), Type: CauseRequired, Message: "a kernel argument must not be empty"})
 		case strings.ContainsAny(a, " \t\r\n\x00"):
-			causes = append(causes, Cause{Field: p, Type: CauseInvalid, Message: fmt.Sprintf("%q holds white space: give each argument on its own", clip(a, 80))})
+			causes = append(causes, Cause{Field: p.String(), Type: CauseInvalid, Message: fmt.Sprintf("%q holds white space: give each argument on its own", clip(a, 80))})
 		case len(a) > MaxSchematicKernelArg:
-			causes = append(causes, Cause{Field: p, Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSchematicKernelArg)})
+			causes = append(causes, Cause{Field: p.String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSchematicKernelArg)})
 		}
 	}
 	if len(s.Meta) > MaxSchematicMetaEntries {
-		causes = append(causes, Cause{Field: f + ".meta", Type: CauseTooLong, Message: fmt.Sprintf("at most %d META entries", MaxSchematicMetaEntries)})
+		causes = append(causes, Cause{Field: f.Child("meta").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d META entries", MaxSchematicMetaEntries)})
 	}
 	keys := map[uint8]bool{}
 	for i, m := range s.Meta {
-		p := fmt.Sprintf("%s.meta[%d]", f, i)
+		p := f.Child("meta").Index(i)
 		if keys[m.Key] {
-			causes = append(causes, Cause{Field: p + ".key", Type: CauseDuplicate, Message: fmt.Sprintf("META key %d is given twice", m.Key)})
+			causes = append(causes, Cause{Field: p.Child("key").String(), Type: CauseDuplicate, Message: fmt.Sprintf("META key %d is given twice", m.Key)})
 		}
 		keys[m.Key] = true
 		if len(m.Value) > MaxSchematicMetaValue {
-			causes = append(causes, Cause{Field: p + ".value", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSchematicMetaValue)})
+			causes = append(causes, Cause{Field: p.Child("value").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSchematicMetaValue)})
 		}
 	}
 	return causes

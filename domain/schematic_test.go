@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The IDs the Image Factory publishes for these schematics: its own tests
@@ -82,7 +84,7 @@ func TestSchematicValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var fields []string
-			for _, c := range tc.s.Validate("spec.schematic") {
+			for _, c := range tc.s.Validate(field.NewPath("spec", "schematic")) {
 				fields = append(fields, c.Field)
 			}
 			require.Equal(t, tc.fields, fields)

@@ -267,7 +267,7 @@ func (p *selectorParser) parseRequirement() (labels.Requirement, error) {
 		return labels.Requirement{}, p.fail(t.pos, "found %s, expected: a key", t.describe())
 	}
 	if probs := labelKeyProblems(t.lit); len(probs) > 0 {
-		return labels.Requirement{}, p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("key %q", t.lit), probs).Message)
+		return labels.Requirement{}, p.fail(t.pos, "%s", labelMessage(fmt.Sprintf("key %q", t.lit), probs))
 	}
 	var op selection.Operator
 	var values []string
@@ -374,7 +374,7 @@ func (p *selectorParser) parseSet() ([]string, error) {
 
 func (p *selectorParser) checkValue(t selToken) error {
 	if probs := labelValueProblems(t.lit); len(probs) > 0 {
-		return p.fail(t.pos, "%s", labelCause("", fmt.Sprintf("value %q", t.lit), probs).Message)
+		return p.fail(t.pos, "%s", labelMessage(fmt.Sprintf("value %q", t.lit), probs))
 	}
 	return nil
 }

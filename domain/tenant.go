@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Defaults for a tenant's versions and network: the versions Talos machinery
@@ -150,43 +152,44 @@ func tenantCreateSpec(spec json.RawMessage) json.RawMessage {
 }
 
 // Validate reports every bad field.
-func (s *TenantSpec) Validate(f string) []Cause {
+func (s *TenantSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
 	var causes []Cause
-	causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
-	causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+	causes = append(causes, validateVersion(s.TalosVersion, f.Child("talosVersion"))...)
+	causes = append(causes, validateVersion(s.KubernetesVersion, f.Child("kubernetesVersion"))...)
 	if s.EtcdBackup != nil {
-		causes = append(causes, s.EtcdBackup.Validate(f+".etcdBackup")...)
+		causes = append(causes, s.EtcdBackup.Validate(f.Child("etcdBackup"))...)
 	}
 	if s.DriftCheck != nil {
-		causes = append(causes, s.DriftCheck.Validate(f+".driftCheck")...)
+		causes = append(causes, s.DriftCheck.Validate(f.Child("driftCheck"))...)
 	}
 	if s.Maintenance != nil {
-		causes = append(causes, s.Maintenance.Validate(f+".maintenance")...)
+		causes = append(causes, s.Maintenance.Validate(f.Child("maintenance"))...)
 	}
 	if s.Schematic != nil {
-		causes = append(causes, s.Schematic.Validate(f+".schematic")...)
+		causes = append(causes, s.Schematic.Validate(f.Child("schematic"))...)
 	}
 	if s.ControlPlane.Endpoint != "" {
 		u, err := url.Parse(s.ControlPlane.Endpoint)
 		if err != nil || u.Scheme != "https" || u.Hostname() == "" || (u.Path != "" && u.Path != "/") {
-			causes = append(causes, Cause{Field: f + ".controlPlane.endpoint", Type: CauseInvalid,
+			causes = append(causes, Cause{Field: f.Child("controlPlane", "endpoint").String(), Type: CauseInvalid,
 				Message: fmt.Sprintf("%q must be an https URL with a host and no path, e.g. https://10.0.0.10:6443", s.ControlPlane.Endpoint)})
 		}
 	}
-	pods, c := parsePrefixes(s.Network.PodSubnets, f+".network.podSubnets")
+	pods, c := parsePrefixes(s.Network.PodSubnets, f.Child("network", "podSubnets"))
 	causes = append(causes, c...)
-	svcs, c := parsePrefixes(s.Network.ServiceSubnets, f+".network.serviceSubnets")
+	svcs, c := parsePrefixes(s.Network.ServiceSubnets, f.Child("network", "serviceSubnets"))
 	causes = append(causes, c...)
 	for i, p := range pods {
 		for j, q := range svcs {
 			if p.Overlaps(q) {
-				causes = append(causes, Cause{Field: fmt.Sprintf("%s.network.serviceSubnets[%d]", f, j), Type: CauseInvalid,
+				causes = append(causes, Cause{Field: f.Child("network", "serviceSubnets").Index(j).String(), Type: CauseInvalid,
 					Message: fmt.Sprintf("%s overlaps pod subnet %s (spec.network.podSubnets[%d])", q, p, i)})
 			}
 		}
 	}
 	if !validSubdomain(s.Network.DNSDomain) {
-		causes = append(causes, Cause{Field: f + ".network.dnsDomain", Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Network.DNSDomain)})
+		causes = append(causes, Cause{Field: f.Child("network", "dnsDomain").String(), Type: CauseInvalid, Message: fmt.Sprintf("%q must be a DNS-1123 subdomain", s.Network.DNSDomain)})
 	}
 	return causes
 }
@@ -227,38 +230,39 @@ func (s *TenantStatus) Default() {
 }
 
 // Validate checks the status a controller wrote.
-func (s *TenantStatus) Validate(f string) []Cause {
-	causes := validateConditions(s.Conditions, f+".conditions")
+func (s *TenantStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := validateConditions(s.Conditions, f.Child("conditions"))
 	if s.Phase != "" {
-		causes = append(causes, oneOf(s.Phase, f+".phase", "Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed")...)
+		causes = append(causes, oneOf(s.Phase, f.Child("phase"), "Pending", "Provisioning", "Ready", "Degraded", "Deleting", "Failed")...)
 	}
 	if s.KubernetesVersion != "" {
-		causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+		causes = append(causes, validateVersion(s.KubernetesVersion, f.Child("kubernetesVersion"))...)
 	}
 	if d := s.Drift; d != nil {
 		if len(d.Resources) > MaxDriftResources {
-			causes = append(causes, Cause{Field: f + ".drift.resources", Type: CauseTooLong, Message: fmt.Sprintf("at most %d resources", MaxDriftResources)})
+			causes = append(causes, Cause{Field: f.Child("drift", "resources").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d resources", MaxDriftResources)})
 		}
 		if len(d.Machines) > MaxDriftMachines {
-			causes = append(causes, Cause{Field: f + ".drift.machines", Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxDriftMachines)})
+			causes = append(causes, Cause{Field: f.Child("drift", "machines").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxDriftMachines)})
 		}
 	}
 	return causes
 }
 
-func validateConditions(conds []Condition, f string) []Cause {
+func validateConditions(conds []Condition, f *field.Path) []Cause {
 	var causes []Cause
 	seen := map[string]bool{}
 	for i, c := range conds {
-		p := fmt.Sprintf("%s[%d]", f, i)
+		p := f.Index(i)
 		if c.Type == "" {
-			causes = append(causes, Cause{Field: p + ".type", Type: CauseRequired, Message: "type is required"})
+			causes = append(causes, Cause{Field: p.Child("type").String(), Type: CauseRequired, Message: "type is required"})
 		}
 		if seen[c.Type] {
-			causes = append(causes, Cause{Field: p + ".type", Type: CauseDuplicate, Message: fmt.Sprintf("duplicate condition %q", c.Type)})
+			causes = append(causes, Cause{Field: p.Child("type").String(), Type: CauseDuplicate, Message: fmt.Sprintf("duplicate condition %q", c.Type)})
 		}
 		seen[c.Type] = true
-		causes = append(causes, oneOf(c.Status, p+".status", "True", "False", "Unknown")...)
+		causes = append(causes, oneOf(c.Status, p.Child("status"), "True", "False", "Unknown")...)
 	}
 	return causes
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // UpgradeKind is one rolling Talos upgrade of a tenant's machines: the target
@@ -142,36 +144,37 @@ func (s *UpgradeSpec) Default() {
 }
 
 // Validate reports every bad field.
-func (s *UpgradeSpec) Validate(f string) []Cause {
+func (s *UpgradeSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
 	var causes []Cause
 	switch {
 	case s.TalosVersion == "" && s.KubernetesVersion == "":
-		causes = append(causes, Cause{Field: f + ".talosVersion", Type: CauseRequired,
+		causes = append(causes, Cause{Field: f.Child("talosVersion").String(), Type: CauseRequired,
 			Message: "give the target: talosVersion (e.g. v1.13.1) or kubernetesVersion (e.g. v1.36.1)"})
 	case s.TalosVersion != "" && s.KubernetesVersion != "":
-		causes = append(causes, Cause{Field: f + ".kubernetesVersion", Type: CauseForbidden,
+		causes = append(causes, Cause{Field: f.Child("kubernetesVersion").String(), Type: CauseForbidden,
 			Message: "an upgrade moves either Talos or Kubernetes: give talosVersion or kubernetesVersion, not both (create two upgrades; they run one after the other)"})
 	}
 	if s.TalosVersion != "" {
-		causes = append(causes, validateVersion(s.TalosVersion, f+".talosVersion")...)
+		causes = append(causes, validateVersion(s.TalosVersion, f.Child("talosVersion"))...)
 	}
 	if s.KubernetesVersion != "" {
-		causes = append(causes, validateVersion(s.KubernetesVersion, f+".kubernetesVersion")...)
+		causes = append(causes, validateVersion(s.KubernetesVersion, f.Child("kubernetesVersion"))...)
 	}
 	for i, ng := range s.NodeGroups {
-		p := fmt.Sprintf("%s.nodeGroups[%d]", f, i)
+		p := f.Child("nodeGroups").Index(i).String()
 		causes = append(causes, ValidateName(ng, p)...)
 		if i > 0 && s.NodeGroups[i-1] == ng {
 			causes = append(causes, Cause{Field: p, Type: CauseDuplicate, Message: fmt.Sprintf("node group %q is listed twice", ng)})
 		}
 	}
 	if d := s.Deadlines; d != nil {
-		causes = append(causes, ValidateStepDeadline(d.Precheck, f+".deadlines.precheck")...)
-		causes = append(causes, ValidateStepDeadline(d.Reboot, f+".deadlines.reboot")...)
-		causes = append(causes, ValidateStepDeadline(d.Verify, f+".deadlines.verify")...)
+		causes = append(causes, ValidateStepDeadline(d.Precheck, f.Child("deadlines", "precheck"))...)
+		causes = append(causes, ValidateStepDeadline(d.Reboot, f.Child("deadlines", "reboot"))...)
+		causes = append(causes, ValidateStepDeadline(d.Verify, f.Child("deadlines", "verify"))...)
 	}
 	if mp := s.MaxParallelism; mp < 1 || mp > MaxNodeGroupCount {
-		causes = append(causes, Cause{Field: f + ".maxParallelism", Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
+		causes = append(causes, Cause{Field: f.Child("maxParallelism").String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxNodeGroupCount, mp)})
 	}
 	return causes
 }
@@ -275,41 +278,42 @@ func (s *UpgradeStatus) Default() {
 }
 
 // Validate checks the status the saga wrote.
-func (s *UpgradeStatus) Validate(f string) []Cause {
-	causes := oneOf(s.Phase, f+".phase", UpgradePending, UpgradeRunning, UpgradeSucceeded, UpgradeFailed, UpgradeCanceled)
+func (s *UpgradeStatus) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Phase, f.Child("phase"), UpgradePending, UpgradeRunning, UpgradeSucceeded, UpgradeFailed, UpgradeCanceled)
 	if len(s.Reason) > MaxUpgradeReasonBytes {
-		causes = append(causes, Cause{Field: f + ".reason", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeReasonBytes)})
+		causes = append(causes, Cause{Field: f.Child("reason").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeReasonBytes)})
 	}
 	if len(s.Machines) > MaxUpgradeMachines {
-		return append(causes, Cause{Field: f + ".machines", Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxUpgradeMachines)})
+		return append(causes, Cause{Field: f.Child("machines").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxUpgradeMachines)})
 	}
 	seen := map[string]bool{}
 	for i, m := range s.Machines {
-		p := fmt.Sprintf("%s.machines[%d]", f, i)
-		causes = append(causes, ValidateName(m.Name, p+".name")...)
+		p := f.Child("machines").Index(i)
+		causes = append(causes, ValidateName(m.Name, p.Child("name").String())...)
 		if seen[m.Name] {
-			causes = append(causes, Cause{Field: p + ".name", Type: CauseDuplicate, Message: fmt.Sprintf("machine %q is listed twice", m.Name)})
+			causes = append(causes, Cause{Field: p.Child("name").String(), Type: CauseDuplicate, Message: fmt.Sprintf("machine %q is listed twice", m.Name)})
 		}
 		seen[m.Name] = true
-		causes = append(causes, oneOf(m.Role, p+".role", RoleControlPlane, RoleWorker)...)
+		causes = append(causes, oneOf(m.Role, p.Child("role"), RoleControlPlane, RoleWorker)...)
 		if m.From != "" {
-			causes = append(causes, validateVersion(m.From, p+".from")...)
+			causes = append(causes, validateVersion(m.From, p.Child("from"))...)
 		}
-		causes = append(causes, validateVersion(m.To, p+".to")...)
-		for _, s := range []struct{ field, id string }{{".fromSchematic", m.FromSchematic}, {".toSchematic", m.ToSchematic}} {
+		causes = append(causes, validateVersion(m.To, p.Child("to"))...)
+		for _, s := range []struct{ field, id string }{{"fromSchematic", m.FromSchematic}, {"toSchematic", m.ToSchematic}} {
 			if s.id != "" && !validSchematicID(s.id) {
-				causes = append(causes, Cause{Field: p + s.field, Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
+				causes = append(causes, Cause{Field: p.Child(s.field).String(), Type: CauseInvalid, Message: "must be a schematic ID: 64 lower-case hex digits"})
 			}
 		}
-		causes = append(causes, oneOf(m.Phase, p+".phase", StepPending, StepDraining, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
+		causes = append(causes, oneOf(m.Phase, p.Child("phase"), StepPending, StepDraining, StepUpgrading, StepRebooting, StepVerifying, StepRollingBack, StepDone, StepRolledBack, StepFailed)...)
 		if len(m.Error) > MaxUpgradeErrorBytes {
-			causes = append(causes, Cause{Field: p + ".error", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
+			causes = append(causes, Cause{Field: p.Child("error").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
 		}
 		if len(m.Message) > MaxUpgradeErrorBytes {
-			causes = append(causes, Cause{Field: p + ".message", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
+			causes = append(causes, Cause{Field: p.Child("message").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeErrorBytes)})
 		}
 		if m.Wait != nil {
-			causes = append(causes, m.Wait.Validate(p+".wait")...)
+			causes = append(causes, m.Wait.Validate(p.Child("wait"))...)
 		}
 	}
 	return causes

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Roles, from least to most allowed.
@@ -55,20 +57,20 @@ const (
 	MaxSubjectLength = 255
 )
 
-func (e *ExternalIdentity) validate(f string) []Cause {
+func (e *ExternalIdentity) validate(f *field.Path) []Cause {
 	var causes []Cause
 	switch {
 	case e.Issuer == "":
-		causes = append(causes, Cause{Field: f + ".issuer", Type: CauseRequired, Message: "required"})
+		causes = append(causes, Cause{Field: f.Child("issuer").String(), Type: CauseRequired, Message: "required"})
 	case len(e.Issuer) > MaxIssuerLength:
-		causes = append(causes, Cause{Field: f + ".issuer", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxIssuerLength)})
+		causes = append(causes, Cause{Field: f.Child("issuer").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxIssuerLength)})
 	}
 	switch {
 	case e.Subject == "":
-		causes = append(causes, Cause{Field: f + ".subject", Type: CauseRequired, Message: "required"})
+		causes = append(causes, Cause{Field: f.Child("subject").String(), Type: CauseRequired, Message: "required"})
 	case len(e.Subject) > MaxSubjectLength:
 		// OpenID Connect Core 1.0, section 2: at most 255 ASCII characters.
-		causes = append(causes, Cause{Field: f + ".subject", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSubjectLength)})
+		causes = append(causes, Cause{Field: f.Child("subject").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxSubjectLength)})
 	}
 	return causes
 }
@@ -77,14 +79,15 @@ func (e *ExternalIdentity) validate(f string) []Cause {
 func (s *UserSpec) Default() {}
 
 // Validate reports every bad field.
-func (s *UserSpec) Validate(f string) []Cause {
-	causes := oneOf(s.Role, f+".role", RoleAdmin, RoleEdit, RoleView, RoleNone)
-	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
+func (s *UserSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := oneOf(s.Role, f.Child("role"), RoleAdmin, RoleEdit, RoleView, RoleNone)
+	causes = append(causes, validateBindings(s.Bindings, f.Child("bindings"))...)
 	if len(s.DisplayName) > 256 {
-		causes = append(causes, Cause{Field: f + ".displayName", Type: CauseTooLong, Message: "must be no more than 256 characters"})
+		causes = append(causes, Cause{Field: f.Child("displayName").String(), Type: CauseTooLong, Message: "must be no more than 256 characters"})
 	}
 	if s.External != nil {
-		causes = append(causes, s.External.validate(f+".external")...)
+		causes = append(causes, s.External.validate(f.Child("external"))...)
 	}
 	return causes
 }
@@ -129,11 +132,12 @@ type APITokenSpec struct {
 func (s *APITokenSpec) Default() {}
 
 // Validate reports every bad field.
-func (s *APITokenSpec) Validate(f string) []Cause {
-	causes := ValidateName(s.User, f+".user")
-	causes = append(causes, validateBindings(s.Bindings, f+".bindings")...)
+func (s *APITokenSpec) Validate(root string) []Cause {
+	f := field.NewPath(root)
+	causes := ValidateName(s.User, f.Child("user").String())
+	causes = append(causes, validateBindings(s.Bindings, f.Child("bindings"))...)
 	if len(s.Description) > 1024 {
-		causes = append(causes, Cause{Field: f + ".description", Type: CauseTooLong, Message: "must be no more than 1024 characters"})
+		causes = append(causes, Cause{Field: f.Child("description").String(), Type: CauseTooLong, Message: "must be no more than 1024 characters"})
 	}
 	return causes
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // MaxNameLength is the longest object name: a DNS-1123 label, because names are
@@ -55,31 +56,31 @@ func canonicalVersion(s string) string {
 	return "v" + s
 }
 
-func validateVersion(s, field string) []Cause {
+func validateVersion(s string, p *field.Path) []Cause {
 	if _, ok := ParseVersion(s); !ok {
-		return []Cause{{Field: field, Type: CauseInvalid, Message: fmt.Sprintf("%q is not a semantic version (e.g. v1.13.0)", s)}}
+		return []Cause{{Field: p.String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a semantic version (e.g. v1.13.0)", s)}}
 	}
 	return nil
 }
 
-func oneOf(v, field string, allowed ...string) []Cause {
+func oneOf(v string, p *field.Path, allowed ...string) []Cause {
 	if slices.Contains(allowed, v) {
 		return nil
 	}
 	if v == "" {
-		return []Cause{{Field: field, Type: CauseRequired, Message: "must be one of " + strings.Join(allowed, ", ")}}
+		return []Cause{{Field: p.String(), Type: CauseRequired, Message: "must be one of " + strings.Join(allowed, ", ")}}
 	}
-	return []Cause{{Field: field, Type: CauseNotSupported, Message: fmt.Sprintf("%q is not supported: must be one of %s", v, strings.Join(allowed, ", "))}}
+	return []Cause{{Field: p.String(), Type: CauseNotSupported, Message: fmt.Sprintf("%q is not supported: must be one of %s", v, strings.Join(allowed, ", "))}}
 }
 
 // parsePrefixes validates a list of CIDRs; it reports unparsable ones, ones that
 // are not network addresses, and duplicates of the same family.
-func parsePrefixes(list []string, field string) ([]netip.Prefix, []Cause) {
+func parsePrefixes(list []string, fp *field.Path) ([]netip.Prefix, []Cause) {
 	var out []netip.Prefix
 	var causes []Cause
 	families := map[bool]bool{}
 	for i, s := range list {
-		f := fmt.Sprintf("%s[%d]", field, i)
+		f := fp.Index(i).String()
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			causes = append(causes, Cause{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("%q is not a valid CIDR", s)})
@@ -101,7 +102,7 @@ func parsePrefixes(list []string, field string) ([]netip.Prefix, []Cause) {
 
 // canonicalObject checks that raw is a JSON object (or empty) and re-encodes it
 // with sorted keys, so equal objects are equal bytes.
-func canonicalObject(raw json.RawMessage, field string) (json.RawMessage, []Cause) {
+func canonicalObject(raw json.RawMessage, p *field.Path) (json.RawMessage, []Cause) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -109,19 +110,21 @@ func canonicalObject(raw json.RawMessage, field string) (json.RawMessage, []Caus
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil {
-		return nil, []Cause{{Field: field, Type: CauseTypeInvalid, Message: "must be a JSON object"}}
+		return nil, []Cause{{Field: p.String(), Type: CauseTypeInvalid, Message: "must be a JSON object"}}
 	}
 	out, err := json.Marshal(m)
 	if err != nil {
-		return nil, []Cause{{Field: field, Type: CauseInvalid, Message: err.Error()}}
+		return nil, []Cause{{Field: p.String(), Type: CauseInvalid, Message: err.Error()}}
 	}
 	return out, nil
 }
 
-// defaultable is implemented by spec and status types.
+// defaultable is implemented by spec and status types. Validate's root names
+// the field the value sits under ("spec", "status"); beneath it each check
+// builds its paths from field.NewPath(root), so causes read spec.x[0].y.
 type defaultable interface {
 	Default()
-	Validate(field string) []Cause
+	Validate(root string) []Cause
 }
 
 // normalizeAs strictly decodes raw into T, fills defaults, validates and
@@ -149,15 +152,15 @@ func normalizeAs[T any, P interface {
 }
 
 // ValidateFinalizers checks finalizer names: qualified names, unique, at most 32.
-func ValidateFinalizers(fins []string, field string) []Cause {
+func ValidateFinalizers(fins []string, p *field.Path) []Cause {
 	var causes []Cause
 	if len(fins) > 32 {
-		causes = append(causes, Cause{Field: field, Type: CauseTooLong, Message: "at most 32 finalizers"})
+		causes = append(causes, Cause{Field: p.String(), Type: CauseTooLong, Message: "at most 32 finalizers"})
 	}
 	seen := map[string]bool{}
 	for i, f := range fins {
-		fp := fmt.Sprintf("%s[%d]", field, i)
-		if c := ValidateLabels(map[string]string{f: ""}, field); len(c) > 0 || f == "" {
+		fp := p.Index(i).String()
+		if c := ValidateLabels(map[string]string{f: ""}, p); len(c) > 0 || f == "" {
 			causes = append(causes, Cause{Field: fp, Type: CauseInvalid, Message: fmt.Sprintf("%q is not a qualified name (e.g. rezuscloud.io/cleanup)", f)})
 		}
 		if seen[f] {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // StepWait is what a saga step waits for: in words, since when, until
@@ -110,16 +112,16 @@ func (w *StepWait) DeadlineProblem(step string) string {
 }
 
 // Validate checks a recorded wait's bounds at f.
-func (w *StepWait) Validate(f string) []Cause {
+func (w *StepWait) Validate(f *field.Path) []Cause {
 	var causes []Cause
 	if len(w.For) > MaxWaitForBytes {
-		causes = append(causes, Cause{Field: f + ".for", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxWaitForBytes)})
+		causes = append(causes, Cause{Field: f.Child("for").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxWaitForBytes)})
 	}
 	if len(w.LastError) > MaxWaitErrorBytes {
-		causes = append(causes, Cause{Field: f + ".lastError", Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxWaitErrorBytes)})
+		causes = append(causes, Cause{Field: f.Child("lastError").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxWaitErrorBytes)})
 	}
 	if !w.Deadline.IsZero() && w.Deadline.Before(w.Since) {
-		causes = append(causes, Cause{Field: f + ".deadline", Type: CauseInvalid, Message: "must not be before since"})
+		causes = append(causes, Cause{Field: f.Child("deadline").String(), Type: CauseInvalid, Message: "must not be before since"})
 	}
 	return causes
 }
@@ -145,16 +147,16 @@ func ShortDuration(d time.Duration) string {
 
 // ValidateStepDeadline checks a user's deadline override at f: "" or a
 // Go duration between MinStepDeadline and MaxStepDeadline.
-func ValidateStepDeadline(v, f string) []Cause {
+func ValidateStepDeadline(v string, f *field.Path) []Cause {
 	if v == "" {
 		return nil
 	}
 	d, err := time.ParseDuration(v)
 	switch {
 	case err != nil:
-		return []Cause{{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 5m or 90s", v)}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: fmt.Sprintf("%q is not a duration such as 5m or 90s", v)}}
 	case d < MinStepDeadline || d > MaxStepDeadline:
-		return []Cause{{Field: f, Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", MinStepDeadline, MaxStepDeadline, v)}}
+		return []Cause{{Field: f.String(), Type: CauseInvalid, Message: fmt.Sprintf("must be between %s and %s, got %s", MinStepDeadline, MaxStepDeadline, v)}}
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestBeginWaitKeepsTheDeadlineOfTheSameWait(t *testing.T) {
@@ -72,7 +74,7 @@ func TestStepDeadlineBounds(t *testing.T) {
 		ok bool
 	}{{"", true}, {"10s", true}, {"24h", true}, {"9s", false}, {"25h", false}, {"soon", false}} {
 		t.Run(tc.v, func(t *testing.T) {
-			require.Equal(t, tc.ok, ValidateStepDeadline(tc.v, "spec.deadlines.verify") == nil)
+			require.Equal(t, tc.ok, ValidateStepDeadline(tc.v, field.NewPath("spec", "deadlines", "verify")) == nil)
 		})
 	}
 	u := UpgradeSpec{KubernetesVersion: "v1.36.1", MaxParallelism: 1, Deadlines: &UpgradeDeadlines{Verify: "1s", Reboot: "forever"}}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Handler serves the emulator over HTTP, for the `emulated` provider and for
@@ -83,7 +85,7 @@ func (e *Emulator) Handler() http.Handler {
 			writeError(w, domain.NewBadRequest(err.Error()))
 			return
 		}
-		if causes := s.Validate("customization"); len(causes) > 0 {
+		if causes := s.Validate(field.NewPath("customization")); len(causes) > 0 {
 			writeError(w, domain.NewInvalid("Schematic", "", causes))
 			return
 		}

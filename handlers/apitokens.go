@@ -13,6 +13,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/projections"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // tokenHooks guard API tokens: a non-admin sees and writes only its own; a
@@ -165,7 +167,7 @@ func (h *tokenHooks) checkBindings(name, owner string, spec map[string]any) erro
 	if err != nil || !ok {
 		return nil // the owner check above answers
 	}
-	if causes := domain.NewAccess(u.Spec.Role, u.Spec.Bindings).NarrowerThan(bindings, "spec.bindings"); len(causes) > 0 {
+	if causes := domain.NewAccess(u.Spec.Role, u.Spec.Bindings).NarrowerThan(bindings, field.NewPath("spec", "bindings")); len(causes) > 0 {
 		return domain.NewInvalid(domain.APITokenKind.Kind, name, causes)
 	}
 	return nil

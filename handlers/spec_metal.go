@@ -7,6 +7,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/providers"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Machine addresses are untrusted input (issue 42, finding 5): an editor of
@@ -75,7 +77,7 @@ func (a *API) nodeGroupAddressCauses(ref domain.Ref, cur *domain.Object, next *d
 		if m.Address == "" || held[domain.CanonicalAddress(m.Address)] {
 			continue
 		}
-		causes = append(causes, a.addressCauses(fmt.Sprintf("spec.providerConfig.machines[%d].address", i), m.Address, self)...)
+		causes = append(causes, a.addressCauses(field.NewPath("spec", "providerConfig", "machines").Index(i).Child("address").String(), m.Address, self)...)
 	}
 	return causes
 }

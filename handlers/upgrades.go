@@ -12,6 +12,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // upgradeHooks let users create upgrades and cancel them. A new upgrade is
@@ -111,7 +113,7 @@ func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpe
 	var causes []domain.Cause
 	for i, ng := range spec.NodeGroups {
 		if _, ok := h.a.cache.Get(domain.Ref{Kind: domain.NodeGroupKind.Kind, Tenant: tenant, Name: ng}); !ok {
-			causes = append(causes, domain.Cause{Field: fmt.Sprintf("spec.nodeGroups[%d]", i), Type: domain.CauseInvalid,
+			causes = append(causes, domain.Cause{Field: field.NewPath("spec", "nodeGroups").Index(i).String(), Type: domain.CauseInvalid,
 				Message: fmt.Sprintf("node group %q does not exist in tenant %q", ng, tenant)})
 		}
 	}

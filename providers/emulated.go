@@ -6,6 +6,8 @@ import (
 	"net/url"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // emulatedType builds machines on the Talos node emulator through this
@@ -62,7 +64,7 @@ func (emulatedGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
 	if causes := decodeStrictObject(raw, &cfg, "spec.config"); causes != nil {
 		return nil, causes
 	}
-	c := fieldCauses{root: "spec.config"}
+	c := fieldCauses{root: field.NewPath("spec", "config")}
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

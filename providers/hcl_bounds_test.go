@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // deepParens is the key of issue 27's finding 1: a template of n nested
@@ -147,7 +149,7 @@ func TestEveryRecursionIsBoundedBeforeAnyParse(t *testing.T) {
 			require.NotEmpty(t, causes)
 			require.Regexp(t, `nests? \d+ deep`, strings.Join(msgs, "\n"))
 			for name := range tc.files {
-				require.Equal(t, domain.ModuleFileField("spec", name), causes[0].Field)
+				require.Equal(t, domain.ModuleFileField(field.NewPath("spec"), name), causes[0].Field)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Bare metal (Provider type metal) is built straight through the Talos API,
@@ -62,8 +64,9 @@ func IsMetal(p *domain.Provider) bool { return p != nil && p.Spec.Type == domain
 // MetalTargets resolves a metal group's machines, with errors naming the field at fault.
 func MetalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]MetalTarget, error) {
 	var cfg metalGroupConfig
-	bad := func(field, msg string) error {
-		return domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, []domain.Cause{{Field: "spec.providerConfig" + field, Type: domain.CauseInvalid, Message: msg}})
+	pc := field.NewPath("spec", "providerConfig")
+	bad := func(p *field.Path, msg string) error {
+		return domain.NewInvalid(domain.NodeGroupKind.Kind, ng.Metadata.Name, []domain.Cause{{Field: p.String(), Type: domain.CauseInvalid, Message: msg}})
 	}
 	if len(ng.Spec.ProviderConfig) > 0 {
 		if causes := domain.DecodeStrict(ng.Spec.ProviderConfig, &cfg, "spec.providerConfig"); len(causes) > 0 {
@@ -72,20 +75,20 @@ func MetalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]MetalTarge
 	}
 	switch {
 	case len(cfg.Machines) > 0 && cfg.Selector != "":
-		return nil, bad("", "give machines or selector, not both")
+		return nil, bad(pc, "give machines or selector, not both")
 	case len(cfg.Machines) > 0:
 		if len(cfg.Machines) != ng.Spec.Count {
-			return nil, bad(".machines", fmt.Sprintf("lists %d machines but spec.count is %d", len(cfg.Machines), ng.Spec.Count))
+			return nil, bad(pc.Child("machines"), fmt.Sprintf("lists %d machines but spec.count is %d", len(cfg.Machines), ng.Spec.Count))
 		}
 		var out []MetalTarget
 		seen := map[string]bool{}
 		for i, m := range cfg.Machines {
-			f := fmt.Sprintf(".machines[%d]", i)
+			f := pc.Child("machines").Index(i)
 			if _, err := netip.ParseAddr(m.Address); err != nil && !looksLikeHost(m.Address) {
-				return nil, bad(f+".address", fmt.Sprintf("%q is neither an IP address nor a DNS name", m.Address))
+				return nil, bad(f.Child("address"), fmt.Sprintf("%q is neither an IP address nor a DNS name", m.Address))
 			}
 			if seen[m.Address] {
-				return nil, bad(f+".address", fmt.Sprintf("%s is listed twice", m.Address))
+				return nil, bad(f.Child("address"), fmt.Sprintf("%s is listed twice", m.Address))
 			}
 			seen[m.Address] = true
 			disk := m.InstallDisk
@@ -98,7 +101,7 @@ func MetalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]MetalTarge
 	case cfg.Selector != "":
 		sel, err := domain.ParseSelector(cfg.Selector)
 		if err != nil {
-			return nil, bad(".selector", err.Error())
+			return nil, bad(pc.Child("selector"), err.Error())
 		}
 		var out []MetalTarget
 		for i := range machines {
@@ -109,13 +112,13 @@ func MetalTargets(ng *domain.NodeGroup, machines []domain.Machine) ([]MetalTarge
 		}
 		slices.SortFunc(out, func(a, b MetalTarget) int { return strings.Compare(a.Name, b.Name) })
 		if len(out) < ng.Spec.Count {
-			return nil, bad(".selector", fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
+			return nil, bad(pc.Child("selector"), fmt.Sprintf("%d registered machines of node group %s with an address match %q; spec.count is %d", len(out), ng.Metadata.Name, cfg.Selector, ng.Spec.Count))
 		}
 		return out[:ng.Spec.Count], nil
 	case ng.Spec.Count == 0:
 		return nil, nil
 	}
-	return nil, bad("", "a metal node group lists its machines (machines: [{address: ...}]) or selects registered ones (selector: ...)")
+	return nil, bad(pc, "a metal node group lists its machines (machines: [{address: ...}]) or selects registered ones (selector: ...)")
 }
 
 func looksLikeHost(s string) bool {

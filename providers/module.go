@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Module providers: a Provider of type module (and a built-in type shipped
@@ -126,7 +128,7 @@ func (b *tfBuilder) moduleOf(p *domain.Provider, typ *ProviderType, cfg any) (*t
 		for k, raw := range own {
 			v, err := jsonSyntaxValue(raw)
 			if err != nil {
-				return nil, domain.NewInvalid(domain.ProviderKind.Kind, p.Metadata.Name, []domain.Cause{{Field: "spec.config." + k, Type: domain.CauseInvalid, Message: err.Error()}})
+				return nil, domain.NewInvalid(domain.ProviderKind.Kind, p.Metadata.Name, []domain.Cause{{Field: field.NewPath("spec", "config").Child(k).String(), Type: domain.CauseInvalid, Message: err.Error()}})
 			}
 			vars[k] = v
 		}
@@ -360,7 +362,7 @@ func (moduleGen) decodeGroupConfig(raw json.RawMessage) (any, []domain.Cause) {
 		if v, ok := cfg[k]; ok {
 			var s string
 			if json.Unmarshal(v, &s) != nil {
-				return nil, []domain.Cause{{Field: "spec.providerConfig." + k, Type: domain.CauseInvalid, Message: "must be a string"}}
+				return nil, []domain.Cause{{Field: field.NewPath("spec", "providerConfig").Child(k).String(), Type: domain.CauseInvalid, Message: "must be a string"}}
 			}
 		}
 	}

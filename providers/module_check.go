@@ -17,6 +17,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // A module provider (Provider.spec.type "module") builds a node group's
@@ -324,7 +326,7 @@ func (c ModuleChecker) Check(spec *domain.ProviderSpec) (*ModuleInfo, []domain.C
 		return a.col < b.col
 	})
 	for _, f := range found {
-		causes = append(causes, domain.Cause{Field: domain.ModuleFileField("spec", f.file), Type: f.typ, Message: fmt.Sprintf("%d:%d: %s", f.line, f.col, f.msg)})
+		causes = append(causes, domain.Cause{Field: domain.ModuleFileField(field.NewPath("spec"), f.file), Type: f.typ, Message: fmt.Sprintf("%d:%d: %s", f.line, f.col, f.msg)})
 	}
 	sortCauses(causes)
 	return info, causes
@@ -465,12 +467,13 @@ func (c ModuleChecker) configCauses(raw json.RawMessage, info *ModuleInfo, vars 
 		}
 	}
 	var causes []domain.Cause
+	config := field.NewPath("spec", "config")
 	for _, k := range sortedKeys(cfg) {
 		switch {
 		case slices.Contains(moduleInputs, k):
-			causes = append(causes, domain.Cause{Field: "spec.config." + k, Type: domain.CauseForbidden, Message: fmt.Sprintf("%q is set by RezusCloud for each node group, not in spec.config", k)})
+			causes = append(causes, domain.Cause{Field: config.Child(k).String(), Type: domain.CauseForbidden, Message: fmt.Sprintf("%q is set by RezusCloud for each node group, not in spec.config", k)})
 		case !hasKey(info.Own, k):
-			causes = append(causes, domain.Cause{Field: "spec.config." + k, Type: domain.CauseNotSupported, Message: fmt.Sprintf("the module declares no variable %q", k)})
+			causes = append(causes, domain.Cause{Field: config.Child(k).String(), Type: domain.CauseNotSupported, Message: fmt.Sprintf("the module declares no variable %q", k)})
 		}
 	}
 	for _, name := range sortedKeys(info.Own) {
@@ -479,7 +482,7 @@ func (c ModuleChecker) configCauses(raw json.RawMessage, info *ModuleInfo, vars 
 		}
 		if _, ok := cfg[name]; !ok {
 			rng := vars[name]
-			causes = append(causes, domain.Cause{Field: domain.ModuleFileField("spec", rng.Filename), Type: domain.CauseRequired,
+			causes = append(causes, domain.Cause{Field: domain.ModuleFileField(field.NewPath("spec"), rng.Filename), Type: domain.CauseRequired,
 				Message: fmt.Sprintf("%d:%d: variable %q has no default and RezusCloud does not set it: give it a default or a value in spec.config.%s", rng.Start.Line, rng.Start.Column, name, name)})
 		}
 	}

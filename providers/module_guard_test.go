@@ -11,6 +11,8 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // execResourceJSON is a resource whose local-exec runs `id` at apply.
@@ -70,14 +72,14 @@ func TestModuleExecGuardBypasses(t *testing.T) {
 	for _, tc := range guardBypasses {
 		t.Run(tc.name, func(t *testing.T) {
 			_, causes := ModuleChecker{Available: mirror}.Check(emulatedModuleSpec(map[string]string{tc.file: tc.text}))
-			field := domain.ModuleFileField("spec", tc.file)
+			file := domain.ModuleFileField(field.NewPath("spec"), tc.file)
 			var at []string
 			for _, c := range causes {
-				if c.Field == field {
+				if c.Field == file {
 					at = append(at, c.Message)
 				}
 			}
-			require.NotEmpty(t, at, "nothing refused at %s: %v", field, causes)
+			require.NotEmpty(t, at, "nothing refused at %s: %v", file, causes)
 			require.True(t, strings.Contains(strings.Join(at, "\n"), tc.msg), "%q not in %q", tc.msg, at)
 		})
 	}

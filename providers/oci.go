@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ociVersion pins oracle/oci: 6.34.0 (April 2025) is the newest release we
@@ -99,8 +101,8 @@ type ociGroupConfig struct {
 }
 
 // ocid checks that a required value is an OCID of one of the kinds.
-func (c *fieldCauses) ocid(field, value string, kinds ...string) {
-	if !c.required(field, value) {
+func (c *fieldCauses) ocid(name, value string, kinds ...string) {
+	if !c.required(name, value) {
 		return
 	}
 	for _, k := range kinds {
@@ -108,7 +110,7 @@ func (c *fieldCauses) ocid(field, value string, kinds ...string) {
 			return
 		}
 	}
-	c.add(field, domain.CauseInvalid, "%q must be an OCID (ocid1.%s.…)", value, strings.Join(kinds, "|"))
+	c.add(name, domain.CauseInvalid, "%q must be an OCID (ocid1.%s.…)", value, strings.Join(kinds, "|"))
 }
 
 func (ociGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
@@ -116,7 +118,7 @@ func (ociGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
 	if causes := decodeStrictObject(raw, &cfg, "spec.config"); causes != nil {
 		return nil, causes
 	}
-	c := fieldCauses{root: "spec.config"}
+	c := fieldCauses{root: field.NewPath("spec", "config")}
 	c.required("region", cfg.Region)
 	c.ocid("compartmentID", cfg.CompartmentID, "compartment", "tenancy")
 	switch cfg.Auth {
@@ -136,7 +138,7 @@ func (ociGen) decodeGroupConfig(raw json.RawMessage) (any, []domain.Cause) {
 	if causes := decodeStrictObject(raw, &cfg, "spec.providerConfig"); causes != nil {
 		return nil, causes
 	}
-	c := fieldCauses{root: "spec.providerConfig"}
+	c := fieldCauses{root: field.NewPath("spec", "providerConfig")}
 	c.required("shape", cfg.Shape)
 	c.ocid("imageID", cfg.ImageID, "image")
 	c.ocid("subnetID", cfg.SubnetID, "subnet")

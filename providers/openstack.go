@@ -7,6 +7,8 @@ import (
 	"net/url"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // openstackType builds machines with terraform-provider-openstack.
@@ -102,7 +104,7 @@ func (openstackGen) decodeConfig(raw json.RawMessage) (any, []domain.Cause) {
 	if causes := decodeStrictObject(raw, &cfg, "spec.config"); causes != nil {
 		return nil, causes
 	}
-	c := fieldCauses{root: "spec.config"}
+	c := fieldCauses{root: field.NewPath("spec", "config")}
 	if c.required("authURL", cfg.AuthURL) {
 		u, err := url.Parse(cfg.AuthURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -126,7 +128,7 @@ func (openstackGen) decodeGroupConfig(raw json.RawMessage) (any, []domain.Cause)
 	if causes := decodeStrictObject(raw, &cfg, "spec.providerConfig"); causes != nil {
 		return nil, causes
 	}
-	c := fieldCauses{root: "spec.providerConfig"}
+	c := fieldCauses{root: field.NewPath("spec", "providerConfig")}
 	c.required("flavor", cfg.Flavor)
 	c.required("image", cfg.Image)
 	c.required("network", cfg.Network)

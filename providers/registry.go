@@ -8,6 +8,8 @@ import (
 	"sort"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // ProviderType is one Provider.spec.type: how its configs are validated,
@@ -152,51 +154,56 @@ func decodeStrictObject(raw json.RawMessage, v any, root string) []domain.Cause 
 
 // fieldCauses collects the causes of one decoded config.
 type fieldCauses struct {
-	root   string
+	root   *field.Path
 	causes []domain.Cause
 }
 
-func (c *fieldCauses) add(field, typ, format string, args ...any) {
-	c.causes = append(c.causes, domain.Cause{Field: c.root + "." + field, Type: typ, Message: fmt.Sprintf(format, args...)})
+// add reports a cause at the field name under root.
+func (c *fieldCauses) add(name, typ, format string, args ...any) {
+	c.addAt(c.root.Child(name), typ, format, args...)
 }
 
-func (c *fieldCauses) required(field, value string) bool {
+func (c *fieldCauses) addAt(p *field.Path, typ, format string, args ...any) {
+	c.causes = append(c.causes, domain.Cause{Field: p.String(), Type: typ, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *fieldCauses) required(name, value string) bool {
 	if value == "" {
-		c.add(field, domain.CauseRequired, "required")
+		c.add(name, domain.CauseRequired, "required")
 		return false
 	}
 	return true
 }
 
 // strings checks a list of non-empty, distinct strings.
-func (c *fieldCauses) strings(field string, values []string) {
+func (c *fieldCauses) strings(name string, values []string) {
 	seen := map[string]bool{}
 	for i, v := range values {
-		f := fmt.Sprintf("%s[%d]", field, i)
+		f := c.root.Child(name).Index(i)
 		switch {
 		case v == "":
-			c.add(f, domain.CauseRequired, "must not be empty")
+			c.addAt(f, domain.CauseRequired, "must not be empty")
 		case seen[v]:
-			c.add(f, domain.CauseDuplicate, "duplicate %q", v)
+			c.addAt(f, domain.CauseDuplicate, "duplicate %q", v)
 		}
 		seen[v] = true
 	}
 }
 
 // cidrs checks a list of CIDRs (allowedCIDRs) and returns them canonical.
-func (c *fieldCauses) cidrs(field string, values []string) []string {
+func (c *fieldCauses) cidrs(name string, values []string) []string {
 	out := make([]string, 0, len(values))
 	seen := map[string]bool{}
 	for i, v := range values {
-		f := fmt.Sprintf("%s[%d]", field, i)
+		f := c.root.Child(name).Index(i)
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
-			c.add(f, domain.CauseInvalid, "%q must be a CIDR, e.g. 203.0.113.0/24", v)
+			c.addAt(f, domain.CauseInvalid, "%q must be a CIDR, e.g. 203.0.113.0/24", v)
 			continue
 		}
 		p = p.Masked()
 		if seen[p.String()] {
-			c.add(f, domain.CauseDuplicate, "duplicate %q", v)
+			c.addAt(f, domain.CauseDuplicate, "duplicate %q", v)
 			continue
 		}
 		seen[p.String()] = true
