@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // The actors of the controllers that write Machine and Tenant status, as
@@ -142,7 +144,7 @@ func CheckStatusOwners(kind, name, actor string, before, after json.RawMessage) 
 		if owner == "" {
 			msg = "has no declared writer (domain.StatusOwners), so " + actor + " may not write it"
 		}
-		causes = append(causes, Cause{Field: "status." + f, Type: CauseForbidden, Message: msg})
+		causes = append(causes, Cause{Field: field.NewPath("status").Child(f).String(), Type: CauseForbidden, Message: msg})
 	}
 	if len(causes) == 0 {
 		return nil
