@@ -444,7 +444,7 @@ func TestLayeringScan(t *testing.T) {
 		"testdata/bad.go":                `package bad; import _ "example.com/mod/cmd/rezuscloud"`,
 		"nested/go.mod":                  "module example.com/nested\n",
 		"nested/bad.go":                  `package nested; import _ "example.com/mod/cmd/rezuscloud"`,
-		"controllers/README.md":             "empty for now",
+		"controllers/README.md":          "empty for now",
 	}
 	root := t.TempDir()
 	for name, body := range files {

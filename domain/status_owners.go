@@ -92,7 +92,7 @@ var StatusWritesToMove = []StatusWriteToMove{
 	// Health moves a Ready tenant to Degraded and back.
 	{TenantKind.Kind, "phase", ActorHealth, "Degraded should be read from conditions[Healthy] by the phase's owner"},
 	// A Kubernetes upgrade that succeeded moves the version the configs carry.
-	{TenantKind.Kind, "kubernetesVersion", ActorUpgradeSaga, "the apply worker should take it from the Succeeded Kubernetes Upgrade's event"},
+	{TenantKind.Kind, "kubernetesVersion", ActorUpgradeSaga, "not from the Succeeded event: the configs must carry the new version before the run is recorded Succeeded, or the config controller renders the old one again; the apply worker should set it only at the bootstrap and the saga own it after, once the bootstrap's write can be told apart"},
 	// The apply worker counts the machines from the read model after a run.
 	{TenantKind.Kind, "machines", ActorApplyWorker, "the worker's Observer probe already writes them; it stays while a probe of a tenant without machines would mark it Degraded"},
 }
