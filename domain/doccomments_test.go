@@ -5,9 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -73,35 +71,15 @@ func TestDocCommentsNameTheirFunction(t *testing.T) {
 	fset := token.NewFileSet()
 	var bad []string
 	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor" || name == "node_modules" {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir
-			}
+	walkGoFiles(t, root, func(path, rel string, isTest bool) error {
+		if isTest {
 			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
-			return nil
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		f, err := parser.ParseFile(fset, filepath.ToSlash(rel), src, parser.ParseComments)
+		f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
 		if err != nil {
 			return fmt.Errorf("parse %s: %w", path, err)
 		}
@@ -112,7 +90,6 @@ func TestDocCommentsNameTheirFunction(t *testing.T) {
 		bad = append(bad, misnamedDocs(fset, f)...)
 		return nil
 	})
-	require.NoError(t, err)
 	require.Greater(t, files, 100, "the walk found few files; is the root %s right?", root)
 	sort.Strings(bad)
 	require.Empty(t, bad, "doc comments that do not start with their function's name:\n%s", strings.Join(bad, "\n"))

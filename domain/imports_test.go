@@ -346,13 +346,11 @@ type goFile struct {
 	imports []string
 }
 
-// moduleFiles parses the imports of every .go file of the module, skipping
-// what the go tool skips (testdata, vendor, dot and underscore folders) and
-// nested modules.
-func moduleFiles(t *testing.T, root string) []goFile {
+// walkGoFiles calls fn with every .go file of the module (its path and
+// module-relative path), skipping what the go tool skips: testdata, vendor,
+// dot and underscore folders and files, and nested modules.
+func walkGoFiles(t *testing.T, root string, fn func(path, rel string, isTest bool) error) {
 	t.Helper()
-	var files []goFile
-	fset := token.NewFileSet()
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -373,15 +371,26 @@ func moduleFiles(t *testing.T, root string) []goFile {
 		if !strings.HasSuffix(name, ".go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
 			return nil
 		}
-		f, perr := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
-		if perr != nil && f == nil {
-			return fmt.Errorf("parse %s: %w", path, perr)
-		}
 		rel, err := filepath.Rel(root, path)
 		if err != nil {
 			return err
 		}
-		gf := goFile{rel: filepath.ToSlash(rel), dir: filepath.ToSlash(filepath.Dir(rel)), isTest: strings.HasSuffix(name, "_test.go")}
+		return fn(path, filepath.ToSlash(rel), strings.HasSuffix(name, "_test.go"))
+	})
+	require.NoError(t, err)
+}
+
+// moduleFiles parses the imports of every .go file of the module.
+func moduleFiles(t *testing.T, root string) []goFile {
+	t.Helper()
+	var files []goFile
+	fset := token.NewFileSet()
+	walkGoFiles(t, root, func(path, rel string, isTest bool) error {
+		f, perr := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if perr != nil && f == nil {
+			return fmt.Errorf("parse %s: %w", path, perr)
+		}
+		gf := goFile{rel: rel, dir: filepath.ToSlash(filepath.Dir(rel)), isTest: isTest}
 		for _, is := range f.Imports {
 			p, err := strconv.Unquote(is.Path.Value)
 			if err != nil {
@@ -392,7 +401,6 @@ func moduleFiles(t *testing.T, root string) []goFile {
 		files = append(files, gf)
 		return nil
 	})
-	require.NoError(t, err)
 	return files
 }
 
