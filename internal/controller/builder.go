@@ -78,6 +78,11 @@ func (b Base) Run(ctx context.Context) error { return b.rt.Run(ctx) }
 // Leading reports whether this replica holds the controller's lease.
 func (b Base) Leading() bool { return b.rt.Leading() }
 
+// LastRun reports the queue revision the last finished run of key started
+// from in this replica's term as leader, and whether a run of key is in
+// flight (Runtime.LastRun).
+func (b Base) LastRun(key string) (rev uint64, running bool) { return b.rt.LastRun(key) }
+
 // Build returns the runtime of c as spec describes it. c holds only the
 // controller's decisions and effects (Keys, Due, Reconcile); it may also be
 // a Leader (work beyond queueing, such as a subscription only the leader

@@ -84,6 +84,9 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	leading bool
+	// runs are the keys run in this term as leader: the queue revision of
+	// the entry the last run started from, and whether one is in flight.
+	runs map[string]runState
 
 	// absorbed are the changes to queued keys kept in memory; a new one for
 	// each term as leader.
@@ -106,7 +109,41 @@ func (r *Runtime) Leading() bool {
 func (r *Runtime) setLeading(v bool) {
 	r.mu.Lock()
 	r.leading = v
+	r.runs = map[string]runState{}
 	r.mu.Unlock()
+}
+
+// runState is what LastRun reports of a key.
+type runState struct {
+	rev     uint64
+	running bool
+}
+
+// LastRun reports, for this replica's term as leader, the queue revision of
+// the entry the last run of key that ended started from (0: none ended), and
+// whether a run of key is in flight. A run that ended from the revision the
+// queue holds now (or with the key gone from the queue) has seen every
+// change queued for it: tests wait on this to know a controller is done
+// with a key, instead of sleeping (controllertest.Conformance).
+func (r *Runtime) LastRun(key string) (rev uint64, running bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.runs[key]
+	return s.rev, s.running
+}
+
+func (r *Runtime) runStarted(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.runs[key]
+	s.running = true
+	r.runs[key] = s
+}
+
+func (r *Runtime) runEnded(key string, rev uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs[key] = runState{rev: rev}
 }
 
 // Run provisions the queue and the consumer and works while this replica

@@ -130,6 +130,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			// Changes absorbed from here on would be missed by the run: the
 			// next event writes the bucket, which the run's dequeue sees.
 			entry, _ := r.absorbed.take(k, p.entry)
+			r.runStarted(k)
 			runs.Add(1)
 			go func(attempt int) {
 				defer runs.Done()
@@ -180,6 +181,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 			}
 		case e := <-results:
 			delete(running, e.key)
+			r.runEnded(e.key, e.rev)
 			followUp := false
 			if p, ok := queue[e.key]; ok && p.rev != e.rev {
 				// A follow-up was put during the run: untaken, open now.
