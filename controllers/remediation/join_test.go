@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -166,4 +168,85 @@ func TestJoiningWaitsWithItsDeadline(t *testing.T) {
 	require.Equal(t, "Joining (startupTimeout) passed its deadline of 10m waiting for the new w-2 to be healthy; last answer: NodeNotReady: kubelet stopped posting status", r.Status.Message)
 	require.Equal(t, "Failed", r.Status.Steps[len(r.Status.Steps)-1].Name)
 	require.True(t, r.Status.FinishedAt.Equal(built.Add(10*time.Minute)))
+}
+
+// groupAllowed waits until the group's RemediationAllowed condition
+// satisfies until.
+func (e *env) groupAllowed(until func(*assert.CollectT, *domain.Condition)) {
+	e.t.Helper()
+	require.EventuallyWithT(e.t, func(ct *assert.CollectT) {
+		ng, ok, err := projections.Get[domain.NodeGroup](e.cache, domain.ObjectRef(domain.NodeGroupKind, "acme", "workers"))
+		require.NoError(ct, err)
+		require.True(ct, ok)
+		c := domain.FindCondition(ng.Status.Conditions, domain.ConditionRemediationAllowed)
+		require.NotNil(ct, c)
+		until(ct, c)
+	}, 30*time.Second, 10*time.Millisecond)
+}
+
+// TestReplacesAnUnhealthyMachine: a machine unhealthy for longer than its
+// group's unhealthyAfter gets a Remediation, named by the machine and when
+// it began, labelled with its group and machine, whose first step says
+// since when and why; the group says replacing is allowed. A second
+// machine going down meanwhile makes too many unhealthy: the group says
+// so, and nothing more is replaced. Once the apply worker reports the new
+// machine built and it is found healthy, the remediation succeeds.
+func TestReplacesAnUnhealthyMachine(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	e := newEnv(t, t0)
+	e.create(domain.TenantKind, "", "acme", map[string]any{})
+	e.create(domain.NodeGroupKind, "acme", "workers", domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 2, Provider: "emu",
+		Remediation: &domain.RemediationPolicy{UnhealthyAfter: "5m"}})
+	for _, m := range []string{"w-1", "w-2"} {
+		e.create(domain.MachineKind, "acme", m, domain.MachineSpec{NodeGroup: "workers", Role: domain.RoleWorker, Address: "10.0.0.1"})
+	}
+	ever := t0.Add(-time.Hour)
+	health := func(machine, status, reason string, since time.Time, firstHealthy *time.Time) {
+		e.setStatus(domain.MachineKind, "acme", machine, domain.MachineStatus{FirstHealthy: firstHealthy,
+			Conditions: []domain.Condition{{Type: domain.ConditionHealthy, Status: status, Reason: reason, LastTransitionTime: since}}})
+	}
+	health("w-1", "True", "Healthy", ever, &ever)
+	health("w-2", "False", "Unreachable", t0.Add(-10*time.Minute), &ever)
+
+	e.start()
+	name := "w-2-" + strconv.FormatInt(t0.Unix(), 16)
+	r := e.remediationUntil(name, func(ct *assert.CollectT, r *domain.Remediation) { require.NotEmpty(ct, r.Status.Steps) })
+	require.Equal(t, domain.RemediationSpec{NodeGroup: "workers", Machine: "w-2", Role: domain.RoleWorker, Reason: "Unreachable",
+		UnhealthySince: t0.Add(-10 * time.Minute)}, r.Spec)
+	require.Equal(t, map[string]string{"rezuscloud.io/nodegroup": "workers", "rezuscloud.io/machine": "w-2"}, r.Metadata.Labels)
+	require.Equal(t, "Detected", r.Status.Steps[0].Name)
+	require.Equal(t, "w-2 unhealthy since 2026-12-04T09:50:00Z: Unreachable", r.Status.Steps[0].Message)
+	require.False(t, r.Status.Finished())
+	e.groupAllowed(func(ct *assert.CollectT, c *domain.Condition) {
+		assert.Equal(ct, "True", c.Status)
+		assert.Equal(ct, domain.RemediationReasonAllowed, c.Reason)
+	})
+
+	// w-1 goes down too: 2 of 2 is more than maxUnhealthy (1 by default).
+	// No event announces a probe's finding: the next look, an interval
+	// after the last run ended, sees it.
+	health("w-1", "False", "NodeNotReady", t0, &ever)
+	require.Eventually(t, func() bool { return slices.Contains(e.clock.Waits(), t0.Add(15*time.Second)) }, 30*time.Second, 5*time.Millisecond)
+	e.clock.Advance(15 * time.Second)
+	e.groupAllowed(func(ct *assert.CollectT, c *domain.Condition) {
+		assert.Equal(ct, "False", c.Status)
+		assert.Equal(ct, domain.RemediationReasonTooMany, c.Reason)
+		assert.Equal(ct, "2 of 2 machines are unhealthy, more than maxUnhealthy allows (1): nothing is replaced until fewer are", c.Message)
+	})
+	rems, err := projections.List[domain.Remediation](e.cache, domain.RemediationKind, projections.ListOptions{Tenant: "acme"})
+	require.NoError(t, err)
+	require.Len(t, rems, 1, "one machine at a time")
+
+	// The apply worker built the new w-2 and it was found healthy.
+	built := e.clock.Now()
+	joined := built.Add(90 * time.Second)
+	health("w-2", "True", "Healthy", joined, &joined)
+	e.setStatus(domain.RemediationKind, "acme", name, domain.RemediationStatus{Phase: domain.RemediationJoining, Apply: "a-1",
+		ReplacedAt: &built, Steps: r.Status.Steps})
+	r = e.remediationUntil(name, func(ct *assert.CollectT, r *domain.Remediation) {
+		assert.Equal(ct, domain.RemediationSucceeded, r.Status.Phase)
+	})
+	require.Equal(t, "the new w-2 is healthy, 1m30s after it was built", r.Status.Message)
+	require.Equal(t, "Joined", r.Status.Steps[len(r.Status.Steps)-1].Name)
+	require.Nil(t, r.Status.Wait)
 }
