@@ -19,6 +19,10 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
+// freeAddr answers a loopback address whose port was free a moment ago, for
+// the route listeners of a cluster's nodes only: each node is given the
+// others' route addresses before it starts, so they cannot listen on port 0
+// and say where. A node no other dials listens on port 0 (routeListen).
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -26,6 +30,10 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// routeListen is the route listener of a node no other node dials: port 0,
+// the port the system picks.
+const routeListen = "127.0.0.1:0"
 
 func TestClusterConfigValidate(t *testing.T) {
 	secret := bytes.Repeat([]byte{7}, 32)
@@ -132,7 +140,7 @@ func TestEmbeddedClusterOfThree(t *testing.T) {
 	require.Contains(t, st.String(), "waiting for the JetStream cluster to elect a meta leader (1 of 3 peers connected)")
 
 	// A node given another secret is refused by the others and says why.
-	stranger := startNode(t, t.TempDir(), freeAddr(t), []string{addrs[0]}, bytes.Repeat([]byte{1}, 32))
+	stranger := startNode(t, t.TempDir(), routeListen, []string{addrs[0]}, bytes.Repeat([]byte{1}, 32))
 	require.Eventually(t, func() bool { return first.emb.ClusterStatus().RefusedRoutes > 0 }, time.Minute, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return stranger.emb.ClusterStatus().RefusedRoutes > 0 }, time.Minute, 50*time.Millisecond)
 	require.Contains(t, stranger.emb.ClusterStatus().String(), "--secrets-key-file")
@@ -191,7 +199,7 @@ func TestClusterNodeRefusesAnotherDataDirsSeeds(t *testing.T) {
 	require.NoError(t, err)
 	emb.Shutdown(context.Background())
 	_, err = eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir,
-		Cluster: &eventstore.ClusterConfig{Name: "rz", Listen: freeAddr(t), Peers: []string{"10.255.0.1:6222"}, Secret: bytes.Repeat([]byte{3}, 32)}})
+		Cluster: &eventstore.ClusterConfig{Name: "rz", Listen: routeListen, Peers: []string{"10.255.0.1:6222"}, Secret: bytes.Repeat([]byte{3}, 32)}})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "holds another seed than the cluster's")
 }

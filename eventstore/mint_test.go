@@ -23,7 +23,7 @@ func TestMintedCredentialsReachTheServer(t *testing.T) {
 	legacy := filepath.Join(dir, eventstore.KeysDir, "rezuscloud.creds")
 	require.NoError(t, os.MkdirAll(filepath.Dir(legacy), 0o700))
 	require.NoError(t, os.WriteFile(legacy, []byte("old"), 0o600))
-	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir, Listen: freeAddr(t)})
+	emb, err := eventstore.StartEmbedded(eventstore.EmbeddedConfig{DataDir: dir, Listen: "127.0.0.1:0"})
 	require.NoError(t, err)
 	defer emb.Shutdown(context.Background())
 	_, err = os.Stat(legacy)

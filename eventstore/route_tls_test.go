@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net"
 	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,7 +23,7 @@ func TestRouteSendsNothingBeforeVerifyingItsPeer(t *testing.T) {
 	require.NoError(t, err)
 	defer fake.Close()
 	secret := bytes.Repeat([]byte{42}, 32)
-	startNode(t, t.TempDir(), freeAddr(t), []string{fake.Addr().String()}, secret)
+	startNode(t, t.TempDir(), routeListen, []string{fake.Addr().String()}, secret)
 
 	conn, err := fake.Accept()
 	require.NoError(t, err)
@@ -61,11 +60,8 @@ func TestRogueRouteIsRefused(t *testing.T) {
 	pass, err := eventstore.RoutePassword(secret)
 	require.NoError(t, err)
 
-	host, port, err := net.SplitHostPort(freeAddr(t))
-	require.NoError(t, err)
-	p, _ := strconv.Atoi(port)
-	rogue, err := server.NewServer(&server.Options{ServerName: "rogue", Host: "127.0.0.1", Port: -1, NoSigs: true,
-		Cluster: server.ClusterOpts{Name: "rz", Host: host, Port: p, Username: eventstore.RouteUser, Password: pass},
+	rogue, err := server.NewServer(&server.Options{ServerName: "rogue", Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
+		Cluster: server.ClusterOpts{Name: "rz", Host: "127.0.0.1", Port: server.RANDOM_PORT, Username: eventstore.RouteUser, Password: pass},
 		Routes:  []*url.URL{{Scheme: "nats", User: url.UserPassword(eventstore.RouteUser, pass), Host: addrs[0]}}})
 	require.NoError(t, err)
 	rogue.SetLoggerV2(quiet{}, false, false, false)

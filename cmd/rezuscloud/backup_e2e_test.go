@@ -119,7 +119,7 @@ func TestBackupWhileServingAndRestore(t *testing.T) {
 	// the restored server refuses to start.
 	ctx, cancel := context.WithTimeout(t.Context(), startWithin)
 	defer cancel()
-	wrong := exec.CommandContext(ctx, os.Args[0], "serve", "--data-dir", dst, "--listen", freePort(t),
+	wrong := exec.CommandContext(ctx, os.Args[0], "serve", "--data-dir", dst, "--listen", "127.0.0.1:0",
 		"--secrets-key-file", filepath.Join(t.TempDir(), "new.key"))
 	wrong.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
 	wrongOut, err := wrong.CombinedOutput()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,18 +19,20 @@ func writeClusterKey(t *testing.T) string {
 	return path
 }
 
-// testCluster is three replicas' addresses and data dirs, and the flags
-// that make replica i one node of their embedded NATS cluster.
+// testCluster is three replicas' route addresses and data dirs, and the
+// flags that make replica i one node of their embedded NATS cluster. The
+// HTTP listeners are on port 0; the route ports are picked free beforehand,
+// as every replica must be given its peers' before it starts.
 type testCluster struct {
-	key          string
-	http, routes [3]string
-	dirs         [3]string
+	key    string
+	routes [3]string
+	dirs   [3]string
 }
 
 func newTestCluster(t *testing.T) *testCluster {
 	c := &testCluster{key: writeClusterKey(t)}
 	for i := range 3 {
-		c.http[i], c.routes[i], c.dirs[i] = freePort(t), freePort(t), t.TempDir()
+		c.routes[i], c.dirs[i] = freePort(t), t.TempDir()
 	}
 	return c
 }
@@ -45,6 +48,23 @@ func (c *testCluster) flags(i int, extra ...string) []string {
 		"--secrets-key-file", c.key}, extra...)
 }
 
+// launch starts replica i without waiting for it to be ready (it is only
+// with its peers), once it said where it listens.
 func (c *testCluster) launch(t *testing.T, i int, extra ...string) *proc {
-	return launchServer(t, c.http[i], c.dirs[i], c.flags(i, extra...)...)
+	t.Helper()
+	p := launchServer(t, c.dirs[i], c.flags(i, extra...)...)
+	p.waitAddress()
+	return p
+}
+
+// freePort answers a loopback address whose port was free a moment ago. It
+// is for the cluster's route listeners only: a replica must be given its
+// peers' route addresses before any of them starts, so they cannot listen
+// on port 0 and say where. Such a port may be taken before its replica binds it.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -78,7 +78,7 @@ func TestDowngradeRefusedByTheGuard(t *testing.T) {
 	require.NoError(t, err)
 	stop()
 
-	p := launchServer(t, freePort(t), dir, "--tofu", "/nonexistent/tofu")
+	p := launchServer(t, dir, "--tofu", "/nonexistent/tofu")
 	var exit error
 	select {
 	case exit = <-p.done:
@@ -129,8 +129,8 @@ func TestDowngradeToTheLastRelease(t *testing.T) {
 		"a single server writes 0.2.0's fields at once: only 0.2.0 and later read everything")
 
 	// The previous release starts on it: it has no guard.
-	prev := launchRelease(t, old, freePort(t), dir, infra...)
-	require.True(t, prev.waitReady(dir), "0.1.0 serves /readyz on 0.2.0's data")
+	prev := launch(t, old, nil, dir, infra...)
+	prev.waitReady(dir) // 0.1.0 serves /readyz on 0.2.0's data
 	_, v = prev.do(http.MethodGet, "/version", "")
 	t.Logf("the previous release (%s, commit %s) says it is %v", prevVersion, prevCommit, v["version"])
 	code, ten := prev.do(http.MethodGet, "/api/v1/tenants/acme", "")
@@ -168,27 +168,4 @@ func TestDowngradeToTheLastRelease(t *testing.T) {
 	assert.NotContains(t, prov["metadata"], "labels")
 	code, ng = p.do(http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
 	require.Equal(t, http.StatusOK, code, ng)
-}
-
-// launchRelease starts an earlier release's server binary on addr without
-// waiting for it, as launchServer starts this build's.
-func launchRelease(t *testing.T, bin, addr, dataDir string, extra ...string) *proc {
-	t.Helper()
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
-	cmd := exec.Command(bin, args...)
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
-	p.out = &lockedWriter{w: p.logs}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("%s log:\n%s", bin, p.log())
-		}
-	})
-	return p
 }

@@ -10,7 +10,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -107,46 +106,18 @@ func historyServerArgs(t *testing.T) []string {
 		"--apply-debounce", "1500ms", "--resync", "0"}
 }
 
-// startBinary starts bin (the test binary itself when empty) as a server on
-// a free port with env added, and waits until it is ready and the emulated
-// provider is registered; as startServer, it tries another port when the
-// one found free was taken.
+// startBinary starts bin (the test binary itself when empty) as a server
+// with env added, and waits until it is ready and the emulated provider is
+// registered.
 func startBinary(t *testing.T, bin string, env []string, dataDir string, extra ...string) *proc {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		addr := freePort(t)
-		args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
-		cmd := exec.Command(bin, args...)
-		cmd.Env = append(os.Environ(), env...)
-		if bin == "" {
-			cmd = exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), append(env, "REZUS_TEST_MAIN=1")...)
-		}
-		p := &proc{t: t, cmd: cmd, url: "http://" + addr, dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
-		p.out = &lockedWriter{w: p.logs}
-		cmd.Stdout, cmd.Stderr = p.out, p.out
-		require.NoError(t, cmd.Start())
-		go func() { p.done <- cmd.Wait() }()
-		t.Cleanup(func() {
-			if !p.exited() {
-				_ = cmd.Process.Kill()
-				<-p.done
-			}
-			if t.Failed() {
-				t.Logf("server log:\n%s", p.log())
-			}
-		})
-		if p.waitReady(dataDir) || attempt == 3 {
-			if !p.serving() {
-				t.Fatalf("server lost its port %d times:\n%s", attempt, p.log())
-			}
-			p.await(time.Minute, "the emulated provider is registered", func() bool {
-				code, _ := p.do("GET", "/api/v1/providers/emulated", "")
-				return code == http.StatusOK
-			})
-			return p
-		}
-	}
+	p := launch(t, bin, env, dataDir, extra...)
+	p.waitReady(dataDir)
+	p.await(time.Minute, "the emulated provider is registered", func() bool {
+		code, _ := p.do("GET", "/api/v1/providers/emulated", "")
+		return code == http.StatusOK
+	})
+	return p
 }
 
 // await polls cond until it holds, failing the test after d.

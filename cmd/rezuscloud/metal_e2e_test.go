@@ -45,9 +45,8 @@ func bootMaintenance(t *testing.T, cluster string, controlPlanes, workers int) (
 	bin := filepath.Join(t.TempDir(), "rezusctl")
 	out, err := exec.Command("go", "build", "-o", bin, "../rezusctl").CombinedOutput()
 	require.NoError(t, err, string(out))
-	listen := freePort(t)
 	cmd := exec.Command(bin, "boot", "--platform", "emulated", "--cluster", cluster,
-		"--control-planes", strconv.Itoa(controlPlanes), "--workers", strconv.Itoa(workers), "--listen", listen)
+		"--control-planes", strconv.Itoa(controlPlanes), "--workers", strconv.Itoa(workers), "--listen", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

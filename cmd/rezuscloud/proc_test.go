@@ -11,11 +11,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,91 +58,94 @@ type proc struct {
 	out    *lockedWriter
 	t      *testing.T
 	cmd    *exec.Cmd
+	// url is where the server listens, known once it said so (addressed).
 	url    string
+	scheme string
 	// dataDir is the server's --data-dir.
 	dataDir string
 	logs    *bytes.Buffer
-	done    chan error
+	// done receives the exit once, for the test; waited is closed then,
+	// for everyone.
+	done   chan error
+	waited chan struct{}
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// startServer starts a server on a free port and waits until it is ready.
-// A port found free can be taken before the server binds it (the tests run
-// in parallel, and every outgoing connection takes an ephemeral port too):
-// a server that lost its port that way is started again on another one.
+// startServer starts a server and waits until it is ready.
 func startServer(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		p := launchServer(t, freePort(t), dataDir, extra...)
-		if p.waitReady(dataDir) || attempt == 3 {
-			if !p.serving() {
-				t.Fatalf("server lost its port %d times:\n%s", attempt, p.log())
-			}
-			return p
-		}
-	}
+	p := launchServer(t, dataDir, extra...)
+	p.waitReady(dataDir)
+	return p
 }
 
-// launchServer starts a server process listening on addr without waiting for
-// it: replicas of a cluster get ready only together.
-func launchServer(t *testing.T, addr, dataDir string, extra ...string) *proc {
+// launchServer starts the test binary as a server without waiting for it:
+// replicas of a cluster get ready only together.
+func launchServer(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
-	for _, a := range extra {
-		if a == "--tls-self-signed" {
-			p.url = "https://" + addr
-		}
+	return launch(t, "", nil, dataDir, extra...)
+}
+
+// launch starts bin (the test binary itself when empty) as a server with
+// env added, without waiting for it. It listens on port 0 and says in its
+// log where (addressed): a port picked free beforehand could be taken by
+// another test's process before the server bound it.
+func launch(t *testing.T, bin string, env []string, dataDir string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--admin-token", token, "--log-level", "debug"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	if bin == "" {
+		bin = "the server"
+		cmd = exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), append(env, "REZUS_TEST_MAIN=1")...)
+	}
+	p := &proc{t: t, cmd: cmd, scheme: "http", dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), waited: make(chan struct{}),
+		client: http.DefaultClient}
+	if slices.Contains(extra, "--tls-self-signed") {
+		p.scheme = "https"
 	}
 	p.out = &lockedWriter{w: p.logs}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, cmd.Start())
-	go func() { p.done <- cmd.Wait() }()
+	go func() {
+		p.done <- cmd.Wait()
+		close(p.waited)
+	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		if !p.exited() {
 			_ = cmd.Process.Kill()
-			<-p.done
+			<-p.waited
 		}
 		if t.Failed() {
-			t.Logf("server log:\n%s", p.log())
+			t.Logf("%s log:\n%s", bin, p.log())
 		}
 	})
 	return p
 }
 
 // waitReady waits until the server answers /readyz with 200 and has said it
-// serves. It reports false if the server exited because its address was
-// taken: then whatever answers on that address is not this server.
-func (p *proc) waitReady(dataDir string) bool {
+// serves, failing the test if it exits first.
+func (p *proc) waitReady(dataDir string) {
 	p.t.Helper()
 	deadline := time.Now().Add(startWithin)
 	for {
 		if p.exited() {
-			if strings.Contains(p.log(), "address already in use") {
-				return false
-			}
 			p.t.Fatalf("server exited before it was ready:\n%s", p.log())
 		}
-		if strings.HasPrefix(p.url, "https://") && p.client == http.DefaultClient {
-			if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
-				pool := x509.NewCertPool()
-				pool.AppendCertsFromPEM(pem)
-				p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		if p.addressed() {
+			if p.scheme == "https" && p.client == http.DefaultClient {
+				if pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "tls.crt")); err == nil {
+					pool := x509.NewCertPool()
+					pool.AppendCertsFromPEM(pem)
+					p.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+				}
 			}
-		}
-		resp, err := p.client.Get(p.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && p.serving() {
-				return true
+			resp, err := p.client.Get(p.url + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && p.said("serving") != "" {
+					return
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -152,28 +155,62 @@ func (p *proc) waitReady(dataDir string) bool {
 	}
 }
 
-// exited reports whether the process has ended, without blocking; the exit
-// status is put back for whoever waits on p.done next.
+// waitAddress waits until the server says where it listens (this build
+// does so before it starts NATS; a release before 0.2.0 only once ready).
+func (p *proc) waitAddress() {
+	p.t.Helper()
+	deadline := time.Now().Add(startWithin)
+	for !p.addressed() {
+		if p.exited() {
+			p.t.Fatalf("server exited before it said where it listens:\n%s", p.log())
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("server did not say where it listens in %s:\n%s", startWithin, p.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// addressed reports whether the server said where it listens, setting
+// p.url the first time it has.
+func (p *proc) addressed() bool {
+	if p.url != "" {
+		return true
+	}
+	addr := p.said("listening")
+	if addr == "" {
+		addr = p.said("serving")
+	}
+	if addr == "" {
+		return false
+	}
+	p.url = p.scheme + "://" + addr
+	return true
+}
+
+// said answers the address of the server's first log line with message
+// msg, or "" if it has not written one.
+func (p *proc) said(msg string) string {
+	for _, line := range strings.Split(p.log(), "\n") {
+		if !strings.Contains(line, `"msg":"`+msg+`"`) {
+			continue
+		}
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg && l.Addr != "" {
+			return l.Addr
+		}
+	}
+	return ""
+}
+
+// exited reports whether the process has ended, without blocking.
 func (p *proc) exited() bool {
 	select {
-	case err := <-p.done:
-		p.done <- err
+	case <-p.waited:
 		return true
 	default:
 		return false
 	}
-}
-
-// serving reports whether this process said it serves its address: an
-// answer on the address alone may come from another test's server.
-func (p *proc) serving() bool {
-	addr := strings.TrimPrefix(strings.TrimPrefix(p.url, "http://"), "https://")
-	for _, line := range strings.Split(p.log(), "\n") {
-		if strings.Contains(line, "serving") && strings.Contains(line, addr) {
-			return true
-		}
-	}
-	return false
 }
 
 type lockedWriter struct {

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"bytes"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,33 +38,16 @@ func currentBinary(t *testing.T) string {
 	return current.bin
 }
 
-// launchBinary starts bin as a server listening on addr, as launchServer
-// starts the test binary, without waiting for it.
-func launchBinary(t *testing.T, bin, addr, dataDir string, extra ...string) *proc {
+// launchBinary starts bin as a server, as launch does, logging at info.
+func launchBinary(t *testing.T, bin, dataDir string, extra ...string) *proc {
 	t.Helper()
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-token", token, "--log-level", "info"}, extra...)
-	cmd := exec.Command(bin, args...)
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, dataDir: dataDir, logs: &bytes.Buffer{}, done: make(chan error, 1), client: http.DefaultClient}
-	p.out = &lockedWriter{w: p.logs}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	require.NoError(t, cmd.Start())
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("server %s (%s) log:\n%s", addr, bin, p.log())
-		}
-	})
-	return p
+	return launch(t, bin, nil, dataDir, append([]string{"--log-level", "info"}, extra...)...)
 }
 
 // readyWithin waits for p's /readyz and says how long it took from since.
 func readyWithin(p *proc, since time.Time) time.Duration {
 	p.t.Helper()
-	require.True(p.t, p.waitReady(p.dataDir), "another process took %s", p.url)
+	p.waitReady(p.dataDir)
 	return time.Since(since)
 }
 

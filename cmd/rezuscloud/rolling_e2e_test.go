@@ -237,7 +237,7 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 	c := newTestCluster(t)
 	infra := []string{"--tofu", tofu, "--provider-mirror", mirror, "--apply-debounce", "1500ms", "--resync", "0"}
 	start := func(i int, bin string) *proc {
-		return launchBinary(t, bin, c.http[i], c.dirs[i], c.flags(i, infra...)...)
+		return launchBinary(t, bin, c.dirs[i], c.flags(i, infra...)...)
 	}
 	rs := &replicaSet{}
 	began := time.Now()
@@ -303,6 +303,7 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 		exit := time.Since(stopped)
 		started := time.Now()
 		p := start(i, bin)
+		p.waitAddress() // before the writer and the watcher may pick it
 		rs.set(i, p)
 		ready := readyWithin(p, started)
 		rejoins = append(rejoins, rejoin{replica: i, from: from, to: to, exit: exit, read: ready})

@@ -160,6 +160,9 @@ func (s *serveRun) listen() error {
 		s.ln.Close()
 		return err
 	}
+	// The bound address, said before start-up goes on: with --listen on
+	// port 0 (as the tests run it) only this line tells where it listens.
+	s.log.Info("listening", "addr", s.ln.Addr().String(), "tls", s.tlsConfig != nil)
 	s.starting = handlers.NewStarting()
 	s.srv = &http.Server{Handler: s.starting, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, TLSConfig: s.tlsConfig}
 	s.httpErr = make(chan error, 1)

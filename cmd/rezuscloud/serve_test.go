@@ -334,7 +334,7 @@ func TestSecretsKeyFile(t *testing.T) {
 func runServeToExit(t *testing.T, dataDir string, extra ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startWithin)
 	defer cancel()
-	args := append([]string{"serve", "--listen", freePort(t), "--data-dir", dataDir, "--admin-token", token}, extra...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--admin-token", token}, extra...)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "REZUS_TEST_MAIN=1")
 	out, err := cmd.CombinedOutput()
@@ -362,19 +362,19 @@ func TestPrivateTempDirIsPrivateAndClearsLeftovers(t *testing.T) {
 	require.FileExists(t, other)
 }
 
-// TestAServerWhoseAddressIsTakenIsNotTakenForReady: when another process
-// holds the address a test server was given (a free port can be taken before
-// the server binds it), whatever answers there is not mistaken for it.
-func TestAServerWhoseAddressIsTakenIsNotTakenForReady(t *testing.T) {
+// TestServerSaysWhereItListens: on port 0 the server says in its log which
+// port it got, before it starts NATS (a replica waiting for its cluster
+// answers probes there) and again once it serves. The tests find their
+// servers this way instead of picking a port free beforehand.
+func TestServerSaysWhereItListens(t *testing.T) {
 	t.Parallel()
-	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p := startServer(t, t.TempDir())
+	listening, serving := p.said("listening"), p.said("serving")
+	require.Equal(t, listening, serving)
+	_, port, err := net.SplitHostPort(listening)
 	require.NoError(t, err)
-	go func() { _ = other.Serve(ln) }()
-	t.Cleanup(func() { _ = other.Close() })
-
-	dir := t.TempDir()
-	p := launchServer(t, ln.Addr().String(), dir)
-	require.False(t, p.waitReady(dir), "the other process answers /readyz 200, yet it is not the server")
-	require.Contains(t, p.log(), "address already in use")
+	require.NotEqual(t, "0", port)
+	require.Equal(t, "http://"+listening, p.url)
+	log := p.log()
+	require.Less(t, strings.Index(log, `"msg":"listening"`), strings.Index(log, `"msg":"embedded NATS started"`), "said before NATS starts")
 }
