@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/rezuscloud/rezuscloud/internal/leaktest"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
@@ -102,15 +103,16 @@ var shared struct {
 }
 
 // Main runs a test binary's tests, then stops the Env Shared started, and
-// exits: call it from TestMain.
+// exits failing if a goroutine or a process outlived them (leaktest): call
+// it from TestMain.
 func Main(m *testing.M) {
 	shared.main = true
-	code := m.Run()
-	if shared.env != nil {
-		shared.env.stop()
-		_ = os.RemoveAll(shared.env.dir)
-	}
-	os.Exit(code)
+	leaktest.VerifyTestMainAfter(m, func() {
+		if shared.env != nil {
+			shared.env.stop()
+			_ = os.RemoveAll(shared.env.dir)
+		}
+	})
 }
 
 // Shared returns the test binary's one Env, started by the first test that

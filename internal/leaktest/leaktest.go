@@ -40,8 +40,18 @@ var known = []goleak.Option{
 // VerifyTestMain runs the tests, then fails if goroutines other than the
 // known ones, or processes the tests started, are left.
 func VerifyTestMain(m *testing.M, opts ...goleak.Option) {
+	VerifyTestMainAfter(m, nil, opts...)
+}
+
+// VerifyTestMainAfter is VerifyTestMain for a TestMain that keeps something
+// for all its tests (a shared apiserver, a built binary): release, when not
+// nil, ends it after the tests and before the checks.
+func VerifyTestMainAfter(m *testing.M, release func(), opts ...goleak.Option) {
 	proctree.MarkRoot()
 	code := m.Run()
+	if release != nil {
+		release()
+	}
 	if code == 0 {
 		if err := findGoroutines(append(append([]goleak.Option(nil), known...), opts...), 10*time.Second); err != nil {
 			fmt.Fprintf(os.Stderr, "leaktest: goroutines outlived the tests: %v\n", err)
