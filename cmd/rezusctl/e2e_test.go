@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,133 +17,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/internal/buildinfo"
-	"github.com/rezuscloud/rezuscloud/internal/leaktest"
-	"github.com/rezuscloud/rezuscloud/internal/proctree"
 )
-
-// The end-to-end test runs the real server as a child process (its package
-// main cannot be imported), built once per test binary.
-var (
-	serverBuild    sync.Once
-	serverBin      string
-	serverBuildErr error
-	serverBuildDir string
-)
-
-func TestMain(m *testing.M) {
-	proctree.MarkRoot()
-	code := m.Run()
-	if leaktest.LeftoverProcesses() {
-		code = 1
-	}
-	if serverBuildDir != "" {
-		os.RemoveAll(serverBuildDir)
-	}
-	os.Exit(code)
-}
-
-func buildServer(t *testing.T) string {
-	t.Helper()
-	serverBuild.Do(func() {
-		serverBuildDir, serverBuildErr = os.MkdirTemp("", "rezusctl-e2e-")
-		if serverBuildErr != nil {
-			return
-		}
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			serverBuildErr = err
-			return
-		}
-		serverBin = filepath.Join(serverBuildDir, "rezuscloud")
-		cmd := exec.Command("go", "build", "-o", serverBin, "./cmd/rezuscloud")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			serverBuildErr = fmt.Errorf("go build ./cmd/rezuscloud: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, serverBuildErr)
-	return serverBin
-}
-
-// e2eServer is a running rezuscloud.
-type e2eServer struct {
-	url, token, adminPassword string
-	log                       *syncBuffer
-}
-
-const e2eAdminPassword = "e2e-admin-password-123"
-
-// startServer starts a server; extra are more flags of serve.
-func startServer(t *testing.T, extra ...string) *e2eServer {
-	bin := buildServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-
-	s := &e2eServer{url: "http://" + addr, token: "e2e-admin-token-0123456789", adminPassword: e2eAdminPassword, log: &syncBuffer{}}
-	exited := runServer(t, bin, s.log, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir(), "--admin-token", s.token, "--log-level", "warn",
-		// The CLI's tests write module providers without a provider mirror.
-		"--allow-provider-downloads"}, extra...)...)
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			t.Fatalf("the server exited: %v\n%s", err, s.log.String())
-		default:
-		}
-		resp, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		require.True(t, time.Now().Before(deadline), "the server did not become ready:\n%s", s.log.String())
-		time.Sleep(50 * time.Millisecond) // polling a child process; there is nothing to wait on
-	}
-}
-
-// runServer starts the server binary with the e2e admin password, stops it with
-// SIGTERM when the test ends, and returns a channel that receives its exit.
-func runServer(t *testing.T, bin string, log *syncBuffer, args ...string) <-chan error {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD="+e2eAdminPassword)
-	cmd.Stdout, cmd.Stderr = log, log
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("server log:\n%s", log.String())
-		}
-	})
-	return exited
-}
-
-// api calls the server directly, standing in for another user.
-func (s *e2eServer) api(t *testing.T, method, path, contentType, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
 
 // runAsync runs a command line in the background to its own end.
 func (tc *testCLI) runAsync(args ...string) <-chan result {

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,16 +20,12 @@ func TestEndToEndTLS(t *testing.T) {
 		t.Skip("builds and runs the server")
 	}
 	bin := buildServer(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	dir := t.TempDir()
 	log := &syncBuffer{}
-	exited := runServer(t, bin, log, "serve", "--listen", addr, "--data-dir", dir, "--tls-self-signed", "--log-level", "warn")
+	exited := runServer(t, bin, log, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir, "--tls-self-signed", "--log-level", "info")
 
 	ca := filepath.Join(dir, "tls", "tls.crt")
-	url := "https://" + addr
+	url := "https://" + listening(t, log, exited)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
