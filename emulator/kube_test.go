@@ -352,9 +352,11 @@ func TestRealEtcdScaleDown(t *testing.T) {
 	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	// The probe: a write and a read every 200 ms; the longest run of failures.
+	// The probe: a write and a read every 200 ms; the longest run of
+	// failures, and how many rounds answered.
 	pctx, stopProbe := context.WithCancel(ctx)
 	var longest time.Duration
+	var answered atomic.Int64
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
@@ -372,6 +374,9 @@ func TestRealEtcdScaleDown(t *testing.T) {
 			case err == nil && !failingSince.IsZero():
 				longest = max(longest, time.Since(failingSince))
 				failingSince = time.Time{}
+			}
+			if err == nil {
+				answered.Add(1)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -392,7 +397,10 @@ func TestRealEtcdScaleDown(t *testing.T) {
 	names, err := voters()
 	require.NoError(t, err)
 	require.Equal(t, []string{"cp-1"}, names, "one member left")
-	time.Sleep(2 * time.Second) // the probe runs on the one member for a while
+	// The API answers on the one member: ten more rounds of the probe.
+	after := answered.Load()
+	require.Eventually(t, func() bool { return answered.Load() >= after+10 }, time.Minute, 100*time.Millisecond,
+		"the probe answered on the one member")
 	stopProbe()
 	<-probed
 	require.Less(t, longest, 10*time.Second, "the API answered through the scale-down but for leader elections")
