@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -226,252 +222,6 @@ func (r *rezusctl) registerBooted(c *cli.Context, nodes []bootedNode) error {
 	return nil
 }
 
-// bootQEMU starts one QEMU process per node: a qcow2 disk made with
-// qemu-img, the ISO as CD-ROM, user-mode networking that forwards the
-// node's Talos API to a loopback address of its own, KVM when /dev/kvm can
-// be opened (else TCG), the serial console in <state-dir>/<name>.console.
-func (r *rezusctl) bootQEMU(c *cli.Context, plan bootPlan) error {
-	bin, err := exec.LookPath(c.String("qemu-binary"))
-	if err != nil {
-		return fmt.Errorf("qemu not found (%s): install qemu-system-x86_64 or give --qemu-binary: %w", c.String("qemu-binary"), err)
-	}
-	img, err := exec.LookPath(c.String("qemu-img"))
-	if err != nil {
-		return fmt.Errorf("qemu-img not found (%s): install qemu-utils or give --qemu-img: %w", c.String("qemu-img"), err)
-	}
-	iso := c.String("iso")
-	if iso == "" {
-		return errors.New("--iso is required for --platform qemu (the Talos metal-amd64.iso)")
-	}
-	if fi, err := os.Stat(iso); err != nil || fi.IsDir() {
-		if err == nil {
-			err = errors.New("is a directory")
-		}
-		return fmt.Errorf("talos ISO %s: %w", iso, err)
-	}
-	iso, _ = filepath.Abs(iso)
-	dir, err := r.bootStateDir(c, plan.Cluster)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if _, err := readBootRecord(dir); err == nil {
-		return fmt.Errorf("machines of cluster %s are recorded as running in %s: `rezusctl boot stop --platform qemu --cluster %s --state-dir %s` first", plan.Cluster, dir, plan.Cluster, dir)
-	}
-	accel, cpu := qemuAccel(c.Context, bin)
-	rec := bootRecord{Platform: "qemu", Cluster: plan.Cluster}
-	taken := map[string]bool{}
-	stopAll := func() {
-		for _, n := range rec.Nodes {
-			stopPID(n.PID)
-		}
-	}
-	for _, n := range plan.Nodes {
-		disk := filepath.Join(dir, n.Name+".qcow2")
-		if _, err := os.Stat(disk); errors.Is(err, os.ErrNotExist) {
-			if out, err := exec.CommandContext(c.Context, img, "create", "-f", "qcow2", disk, c.String("disk-size")).CombinedOutput(); err != nil {
-				stopAll()
-				return fmt.Errorf("qemu-img create %s: %w: %s", disk, err, out)
-			}
-		}
-		host, err := freeLoopback(50000, taken)
-		if err != nil {
-			stopAll()
-			return err
-		}
-		mem := c.String("memory-worker")
-		if n.Role == domain.RoleControlPlane {
-			mem = c.String("memory-controlplane")
-		}
-		pidFile := filepath.Join(dir, n.Name+".pid")
-		_ = os.Remove(pidFile)
-		args := []string{
-			"-name", n.Name, "-machine", "q35", "-accel", accel, "-m", mem, "-smp", strconv.Itoa(c.Int("cpus")),
-			"-cdrom", iso, "-boot", "order=cd",
-			"-drive", "file=" + disk + ",if=virtio,format=qcow2",
-			"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:%s:50000-:50000", host),
-			"-device", "virtio-net-pci,netdev=n0",
-			"-display", "none", "-serial", "file:" + filepath.Join(dir, n.Name+".console"),
-			"-pidfile", pidFile, "-daemonize",
-		}
-		if cpu != "" {
-			args = append(args, "-cpu", cpu)
-		}
-		if out, err := exec.CommandContext(c.Context, bin, args...).CombinedOutput(); err != nil {
-			stopAll()
-			return fmt.Errorf("starting %s: %s %s: %w: %s", n.Name, bin, strings.Join(args, " "), err, out)
-		}
-		pid, err := readPID(pidFile)
-		if err != nil {
-			stopAll()
-			return fmt.Errorf("starting %s: %w", n.Name, err)
-		}
-		rec.Nodes = append(rec.Nodes, bootedNode{Name: n.Name, Role: n.Role, Address: net.JoinHostPort(host, "50000"), PID: pid})
-	}
-	if err := writeBootRecord(dir, rec); err != nil {
-		stopAll()
-		return err
-	}
-	fmt.Fprintf(r.env.Stderr, "started %d QEMU machines (%s) in %s\n", len(rec.Nodes), accel, dir)
-	return r.finishBoot(c, "qemu", rec.Nodes)
-}
-
-func readPID(file string) (int, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, fmt.Errorf("qemu wrote no pid file: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("pid file %s: %q", file, b)
-	}
-	return pid, nil
-}
-
-// alive reports whether a process runs.
-func alive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) == nil
-}
-
-// stopPID ends a process: SIGTERM, then SIGKILL after 5 s.
-func stopPID(pid int) {
-	if !alive(pid) {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for range 50 {
-		if !alive(pid) {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-}
-
-// dockerClient talks to the engine API over its unix socket.
-type dockerClient struct {
-	hc *http.Client
-}
-
-func newDockerClient(sock string) *dockerClient {
-	return &dockerClient{hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-		},
-	}}}
-}
-
-// call sends a request; out, when set, takes the JSON answer. ok lists the
-// statuses besides 2xx that are not errors.
-func (d *dockerClient) call(ctx context.Context, method, path string, body, out any, ok ...int) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://docker"+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := d.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		for _, s := range ok {
-			if resp.StatusCode == s {
-				return resp.StatusCode, nil
-			}
-		}
-		var msg struct{ Message string }
-		_ = json.Unmarshal(b, &msg)
-		return resp.StatusCode, fmt.Errorf("docker %s %s: %s: %s", method, path, resp.Status, msg.Message)
-	}
-	if out != nil && len(b) > 0 {
-		return resp.StatusCode, json.Unmarshal(b, out)
-	}
-	return resp.StatusCode, nil
-}
-
-// bootDocker runs each node as a Talos container, as talosctl's docker
-// provisioner does: privileged, read-only root, tmpfs /run /system /tmp,
-// volumes for the state and /var, PLATFORM=container, on a network of the
-// cluster, the Talos API published on a loopback address of its own.
-func (r *rezusctl) bootDocker(c *cli.Context, plan bootPlan) error {
-	sock, err := dockerSocket(c.String("docker-host"), r.env.Getenv)
-	if err != nil {
-		return err
-	}
-	d := newDockerClient(sock)
-	image := c.String("image")
-	code, err := d.call(c.Context, http.MethodGet, "/images/"+image+"/json", nil, nil, http.StatusNotFound)
-	if err != nil && code == 0 {
-		return fmt.Errorf("docker engine not reachable at unix://%s (is the docker daemon running?): %w", sock, err)
-	}
-	switch {
-	case code == http.StatusNotFound:
-		return fmt.Errorf("docker image %s not found in the engine at unix://%s (docker pull %s)", image, sock, image)
-	case err != nil:
-		return fmt.Errorf("docker engine at unix://%s: %w", sock, err)
-	}
-	labels := map[string]string{bootLabel: plan.Cluster}
-	if _, err := d.call(c.Context, http.MethodPost, "/networks/create", map[string]any{"Name": plan.Cluster, "Labels": labels, "CheckDuplicate": true}, nil, http.StatusConflict); err != nil {
-		return err
-	}
-	var nodes []bootedNode
-	taken := map[string]bool{}
-	for _, n := range plan.Nodes {
-		host, err := freeLoopback(50000, taken)
-		if err != nil {
-			return err
-		}
-		ports := map[string]any{"50000/tcp": []map[string]string{{"HostIp": host, "HostPort": "50000"}}}
-		exposed := map[string]any{"50000/tcp": map[string]any{}}
-		if n.Role == domain.RoleControlPlane {
-			ports["6443/tcp"] = []map[string]string{{"HostIp": host, "HostPort": "6443"}}
-			exposed["6443/tcp"] = map[string]any{}
-		}
-		var mounts []map[string]any
-		for _, target := range []string{"/system/state", "/var", "/etc/cni", "/etc/kubernetes", "/usr/libexec/kubernetes", "/opt"} {
-			mounts = append(mounts, map[string]any{"Type": "volume", "Target": target})
-		}
-		body := map[string]any{
-			"Image": image, "Hostname": n.Name, "Labels": labels,
-			"Env":          []string{"PLATFORM=container"},
-			"ExposedPorts": exposed,
-			"HostConfig": map[string]any{
-				"Privileged": true, "ReadonlyRootfs": true, "SecurityOpt": []string{"seccomp=unconfined"},
-				"Tmpfs":        map[string]string{"/run": "rw", "/system": "rw", "/tmp": "rw"},
-				"Mounts":       mounts,
-				"PortBindings": ports,
-				"NetworkMode":  plan.Cluster,
-			},
-		}
-		var created struct {
-			ID string `json:"Id"`
-		}
-		if _, err := d.call(c.Context, http.MethodPost, "/containers/create?name="+url.QueryEscape(n.Name), body, &created); err != nil {
-			return err
-		}
-		if _, err := d.call(c.Context, http.MethodPost, "/containers/"+created.ID+"/start", nil, nil, http.StatusNotModified); err != nil {
-			return err
-		}
-		nodes = append(nodes, bootedNode{Name: n.Name, Role: n.Role, Address: net.JoinHostPort(host, "50000"), ID: created.ID})
-	}
-	fmt.Fprintf(r.env.Stderr, "started %d Talos containers (%s) on network %s\n", len(nodes), image, plan.Cluster)
-	return r.finishBoot(c, "docker", nodes)
-}
-
 // bootStopCommand ends what `boot` started on a real platform.
 func (r *rezusctl) bootStopCommand() *cli.Command {
 	return &cli.Command{
@@ -531,32 +281,4 @@ func (r *rezusctl) bootStopCommand() *cli.Command {
 			}
 		},
 	}
-}
-
-// kvmCPUs are the CPU models tried under KVM, in order: the host's, then
-// the host's without IA32_ARCH_CAPABILITIES, which some nested hosts refuse
-// to have set ("failed to set MSR 0x10a", then an assertion: QEMU aborts).
-var kvmCPUs = []string{"host", "host,-arch-capabilities"}
-
-// qemuAccel picks how QEMU runs the machines: KVM with the first CPU model
-// of kvmCPUs that QEMU starts with where /dev/kvm opens, else TCG. A model
-// counts as working when a paused, diskless QEMU with it is still running
-// after a second and a half (QEMU aborts at once on a refused MSR).
-func qemuAccel(ctx context.Context, bin string) (accel, cpu string) {
-	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-	if err != nil {
-		return "tcg", ""
-	}
-	f.Close()
-	for _, model := range kvmCPUs {
-		pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-		err := exec.CommandContext(pctx, bin, "-accel", "kvm", "-cpu", model, "-machine", "q35", "-m", "32",
-			"-display", "none", "-nodefaults", "-monitor", "none", "-S").Run()
-		alive := errors.Is(pctx.Err(), context.DeadlineExceeded)
-		cancel()
-		if alive || err == nil {
-			return "kvm", model
-		}
-	}
-	return "tcg", ""
 }
