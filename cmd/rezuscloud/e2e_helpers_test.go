@@ -28,6 +28,27 @@ func (p *proc) mergePatch(path, body string) int {
 	return resp.StatusCode
 }
 
+// patchVersion merge-patches path and answers the object's new
+// resourceVersion.
+func (p *proc) patchVersion(path, body string) string {
+	req, err := http.NewRequest("PATCH", p.url+path, strings.NewReader(body))
+	require.NoError(p.t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	resp, err := p.client.Do(req)
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	require.Equal(p.t, http.StatusOK, resp.StatusCode)
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&obj))
+	require.NotEmpty(p.t, obj.Metadata.ResourceVersion)
+	return obj.Metadata.ResourceVersion
+}
+
 func (p *proc) raw(path string) []byte {
 	req, err := http.NewRequest("GET", p.url+path, nil)
 	require.NoError(p.t, err)
