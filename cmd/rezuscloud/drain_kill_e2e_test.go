@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestDrainSurvivesKillNine kills the server (kill -9) while a Talos
@@ -76,7 +78,16 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 		held = draining(p)
 		return held != ""
 	})
-	time.Sleep(2 * time.Second)
+	// The drain cannot end while the budget allows no disruption and its
+	// pods run: that, not a pause, says it is held when the server dies.
+	heldByBudget := func(k kubernetes.Interface) {
+		t.Helper()
+		pdb, err := k.PolicyV1().PodDisruptionBudgets("default").Get(ctx, "hold", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Zero(t, pdb.Status.DisruptionsAllowed, "the budget allows no eviction")
+		require.EqualValues(t, 2, pdb.Status.CurrentHealthy, "the held pods run")
+	}
+	heldByBudget(k)
 	require.Equal(t, held, draining(p), "still draining")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	<-p.done
@@ -87,8 +98,11 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 			t.Logf("upgrades: %s", p2.raw("/api/v1/tenants/"+tenant+"/upgrades"))
 		}
 	})
+	// The resumed step says "Draining" again, and its first eviction round
+	// says who is left: a second such round in the run's history is the
+	// resumed drain's.
 	p2.eventually(3*time.Minute, "the drain resumed after the restart", func() bool {
-		return draining(p2) == held
+		return drainRounds(t, p2, tenant, "roll", held) >= 2
 	})
 	// The emulator restarted with the server: its control plane comes back.
 	k = tenantKube(t, p2, tenant)
@@ -100,7 +114,8 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 			require.True(t, n.Spec.Unschedulable, "%s is still cordoned", held)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	// The resumed drain ran an eviction round, and the budget held it.
+	heldByBudget(k)
 	require.Equal(t, "Draining", phaseOf(p2, held), "the resumed drain still waits on the budget")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NoError(c, k.PolicyV1().PodDisruptionBudgets("default").Delete(context.Background(), "hold", metav1.DeleteOptions{}))
@@ -169,4 +184,30 @@ func TestDrainSurvivesKillNine(t *testing.T) {
 	}
 	require.Contains(t, p2.log(), "drained before a rebooting config")
 	t.Logf("figures: rebooting config on 2 workers with drain; lowest available replicas %d of 2 over %d probes", lowest, runs)
+}
+
+// drainRounds counts the times the run's history shows machine's drain
+// going from "Draining" (a step entered or resumed) to who is left (its
+// first eviction round).
+func drainRounds(t *testing.T, p *proc, tenant, run, machine string) int {
+	t.Helper()
+	var hist struct {
+		Items []struct {
+			Object upgradeRun `json:"object"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(p.raw("/api/v1/events?kind=Upgrade&tenant="+tenant+"&name="+run+"&since=0&limit=10000"), &hist))
+	rounds, last := 0, ""
+	for _, ev := range hist.Items {
+		for _, m := range ev.Object.Status.Machines {
+			if m.Name != machine || m.Message == last {
+				continue
+			}
+			if last == "Draining" && strings.HasPrefix(m.Message, "Draining (") {
+				rounds++
+			}
+			last = m.Message
+		}
+	}
+	return rounds
 }
