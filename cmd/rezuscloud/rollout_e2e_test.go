@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -93,7 +95,6 @@ func TestRolloutAcrossTenants(t *testing.T) {
 	require.Equal(t, "fl-3", ro.Status.Halt.Tenant)
 	require.Contains(t, ro.Status.Halt.Reason, "emulated fault")
 	require.Equal(t, []int{1, 2, 3}, []int{ro.Status.Waves[0].Size, ro.Status.Waves[1].Size, ro.Status.Waves[2].Size})
-	time.Sleep(2 * time.Second) // long enough for a wrong start to show
 	for _, tn := range tenants[3:] {
 		require.Empty(t, p.upgrades(tn), "%s started although the rollout halted", tn)
 		require.Equal(t, domain.RolloutTenantWaiting, rolloutTenant(p.rollout("fleet-113"), tn).State)
@@ -101,7 +102,11 @@ func TestRolloutAcrossTenants(t *testing.T) {
 
 	// The fault cleared itself with the refused upgrade: resume (as
 	// `rezusctl rollout resume` does), then kill the server mid-wave-3.
-	require.Equal(t, http.StatusOK, p.mergePatch("/api/v1/rollouts/fleet-113", fmt.Sprintf(`{"spec":{"resumeHalt":%d}}`, ro.Status.Halt.Number)))
+	// No wave-3 upgrade may come before the resume, however long the halt
+	// lasted: each one's first event must follow the resume's (checked
+	// once they exist, below), not a pause.
+	resumed, err := strconv.ParseUint(p.patchVersion("/api/v1/rollouts/fleet-113", fmt.Sprintf(`{"spec":{"resumeHalt":%d}}`, ro.Status.Halt.Number)), 10, 64)
+	require.NoError(t, err)
 	p.eventually(3*time.Minute, "wave 3 under way", func() bool {
 		ro = p.rollout("fleet-113")
 		return rolloutTenant(ro, "fl-4").State == domain.RolloutTenantRunning || ro.Status.Finished()
@@ -136,6 +141,9 @@ func TestRolloutAcrossTenants(t *testing.T) {
 			}
 		}
 		require.Equal(t, domain.UpgradeSucceeded, ok.Status.Phase, "%s: %s", tn, ok.Status.Reason)
+		if slices.Contains(tenants[3:], tn) {
+			require.Greater(t, firstEventSeq(t, p2, tn, ok.Metadata.Name), resumed, "%s's upgrade started while the rollout halted", tn)
+		}
 		for m, n := range upgradesEntered(t, p2, tn, ok.Metadata.Name) {
 			require.Equal(t, 1, n, "%s/%s entered Upgrading %d times", tn, m, n)
 		}
@@ -143,4 +151,18 @@ func TestRolloutAcrossTenants(t *testing.T) {
 	}
 	require.Empty(t, p2.upgrades("other"))
 	require.Equal(t, "v1.13.0", p2.machines("other")[0].Status.TalosVersion)
+}
+
+// firstEventSeq is the stream sequence of the first event of tenant's
+// Upgrade run: when it was created.
+func firstEventSeq(t *testing.T, p *proc, tenant, run string) uint64 {
+	t.Helper()
+	var hist struct {
+		Items []struct {
+			Seq uint64 `json:"seq"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(p.raw("/api/v1/events?kind=Upgrade&tenant="+tenant+"&name="+run+"&since=0&limit=1"), &hist))
+	require.NotEmpty(t, hist.Items, "%s/%s has no events", tenant, run)
+	return hist.Items[0].Seq
 }
