@@ -50,18 +50,26 @@ type Cluster struct {
 
 // Start boots a tenant "acme" (phase Ready) of cps control planes and
 // workers workers (cp-1.., w-1..), bootstraps etcd on cp-1 and waits until
-// every node runs. It skips the test where the emulator cannot have a
-// loopback IP per node.
+// every node runs, on a store of its own. It skips the test where the
+// emulator cannot have a loopback IP per node.
 func Start(t testing.TB, cps, workers int) *Cluster {
+	t.Helper()
+	return StartOn(t, eventstoretest.Start(t).Store, cps, workers)
+}
+
+// StartOn is Start on a store the test already has (a conformance kit's):
+// the tenant, its machines and its PKI's bundle (sealed with a key of the
+// cluster's, see Cluster.Sealed) are written to store, so that controllers
+// reading it reach the nodes. The store must hold no tenant "acme" yet.
+func StartOn(t testing.TB, store *eventstore.Store, cps, workers int) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	env := eventstoretest.Start(t)
-	cache := projections.NewCache(env.Store, nil)
+	cache := projections.NewCache(store, nil)
 	cacheDone := make(chan error, 1)
 	go func() { cacheDone <- cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-cacheDone })
-	plain, err := eventstore.OpenSecrets(ctx, env.Store)
+	plain, err := eventstore.OpenSecrets(ctx, store)
 	require.NoError(t, err)
 	sealed, err := eventstore.OpenSealedSecrets(ctx, plain, eventstore.SealerConfig{KeyFile: filepath.Join(t.TempDir(), "secrets.key")})
 	require.NoError(t, err)
@@ -80,7 +88,7 @@ func Start(t testing.TB, cps, workers int) *Cluster {
 		t.Skip("the emulator needs a loopback IP per node here (Linux)")
 	}
 
-	c := &Cluster{T: t, Ctx: ctx, Store: env.Store, Cache: cache, PKI: pki, Sealed: sealed, Em: em, Tenant: "acme"}
+	c := &Cluster{T: t, Ctx: ctx, Store: store, Cache: cache, PKI: pki, Sealed: sealed, Em: em, Tenant: "acme"}
 	c.Execute(domain.Command{Op: domain.OpCreate, Ref: domain.TenantRef(c.Tenant),
 		Object: &domain.Object{Metadata: domain.ObjectMeta{Name: c.Tenant}, Spec: json.RawMessage(`{}`)}})
 	c.SetTenantPhase("Ready")
