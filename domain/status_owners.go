@@ -70,12 +70,6 @@ type StatusWriteToMove struct {
 // that are still made in place. The list only shrinks: a new one is refused
 // by Decide and by the owners' test.
 var StatusWritesToMove = []StatusWriteToMove{
-	// The upgrade saga records each step's stage on the machine (Draining,
-	// Upgrading, Rebooting, Running) for watchers of machines.
-	{MachineKind.Kind, "stage", ActorUpgradeSaga, "the saga's per-machine phase is on the Upgrade; it should ask health for a probe after each step (as the apply worker's Observer does)"},
-	{MachineKind.Kind, "ready", ActorUpgradeSaga, "as stage"},
-	{MachineKind.Kind, "talosVersion", ActorUpgradeSaga, "as stage"},
-	{MachineKind.Kind, "lastSeen", ActorUpgradeSaga, "as stage"},
 	// Every config apply records through talos.ConfigRecorder, as its own actor.
 	{MachineKind.Kind, "configUpToDate", ActorApplyWorker, "day-0, metal and drift-correction applies should hand the machine to the config controller (as drift correction does through ConfigDrift) and let it record"},
 	{MachineKind.Kind, "conditions[" + ConditionConfigApplied + "]", ActorApplyWorker, "as configUpToDate"},

@@ -114,8 +114,10 @@ func TestCheckStatusWrite(t *testing.T) {
 			after: domain.MachineStatus{Stage: "Rebooting", Ready: true, ConfigUpToDate: true}, refused: []string{"status.stage"}},
 		{name: "a controller that owns nothing", ref: machine, actor: "system:remediation", before: before,
 			after: domain.MachineStatus{Stage: "Running", Ready: false}, refused: []string{"status.ready"}},
-		{name: "a write still to move", ref: machine, actor: domain.ActorUpgradeSaga, before: before,
-			after: domain.MachineStatus{Stage: "Upgrading", Ready: false}},
+		{name: "a write still to move", ref: machine, actor: domain.ActorApplyWorker, before: before,
+			after: domain.MachineStatus{Stage: "Installing", Ready: false}},
+		{name: "a write moved to its owner", ref: machine, actor: domain.ActorUpgradeSaga, before: before,
+			after: domain.MachineStatus{Stage: "Upgrading", Ready: false}, refused: []string{"status.ready", "status.stage"}},
 		{name: "a condition by type", ref: machine, actor: domain.ActorConfigSync, before: before,
 			after: domain.MachineStatus{Stage: "Running", Ready: true, Conditions: []domain.Condition{
 				{Type: domain.ConditionConfigApplied, Status: "True"}, {Type: domain.ConditionHealthy, Status: "True"}}},

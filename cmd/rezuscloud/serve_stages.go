@@ -284,7 +284,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	s.healthSvc = health.New(health.Config{Cache: s.cache, PKI: s.pki, Store: s.store, Log: log,
 		Kube: s.kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
 	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
-		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
+		Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics})
 	if p := cfg.Infra.StatePassphrase; p != "" {
 		if _, err := tofu.EncryptionConfig(p); err != nil {

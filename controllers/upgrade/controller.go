@@ -67,7 +67,8 @@ func (c sagaController) Keys(ctx context.Context, ev *domain.Event, seq uint64) 
 	return nil, nil
 }
 
-// statusWriter writes the statuses of Upgrades and Machines as the saga.
+// statusWriter writes statuses as the saga: its Upgrades', and the parts of
+// others' it still writes (domain.StatusWritesToMove).
 func (s *Saga) statusWriter() eventstore.StatusWriter {
 	return eventstore.StatusWriter{Store: s.cfg.Store, Actor: Actor, Now: s.cfg.Now, Retries: 20}
 }

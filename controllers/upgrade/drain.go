@@ -124,7 +124,6 @@ func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.
 	}); err != nil {
 		return true, err
 	}
-	r.observeMachine(ctx, m, "", "Draining", false)
 	node := drain.NodeName(m)
 	d, err := r.drainer(ctx, name)
 	if err == nil {
@@ -159,7 +158,6 @@ func (r *upgradeRun) drainStep(ctx context.Context, m *domain.Machine, e domain.
 	}); err != nil {
 		return true, err
 	}
-	r.observeMachine(ctx, m, "", "Running", true)
 	return true, nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore/eventstoretest"
 	"github.com/rezuscloud/rezuscloud/projections"
 	"github.com/rezuscloud/rezuscloud/talos"
+	"github.com/rezuscloud/rezuscloud/talos/health"
 )
 
 // The versions the saga tests upgrade between. The tenant's configs carry
@@ -253,6 +254,13 @@ func (e *sagaEnv) machine(name string) domain.Machine {
 	var m domain.Machine
 	require.NoError(e.t, json.Unmarshal(e.get(e.ref(domain.MachineKind, name)), &m))
 	return m
+}
+
+// observe makes a saga ask a health service of the tenant (talos/health,
+// the owner of the machines' stage, readiness and version) to probe its
+// machines after each step, as serve wires it.
+func (e *sagaEnv) observe(c *upgrade.Config) {
+	c.Observer = health.New(health.Config{Cache: e.cache, PKI: e.pki, Store: e.store, Timeout: 5 * time.Second})
 }
 
 // upgrades lists the tenant's Upgrade objects.

@@ -249,18 +249,18 @@ func (r *upgradeRun) kubernetesRollback(ctx context.Context, m *domain.Machine, 
 		fmt.Sprintf("rolled back to Kubernetes %s by upgrade %s: %s", e.From, r.ref.Name, details)); err != nil {
 		return err
 	}
-	note, healthy := "rolled back to Kubernetes "+e.From, true
+	note := "rolled back to Kubernetes " + e.From
 	if p := r.awaitHealthy(ctx, m, "", domain.StepRollingBack, r.deadline("verify")); p != "" {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		note, healthy = note+", but it is not healthy: "+p, false
+		note += ", but it is not healthy: " + p
 	}
 	if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
 		e.Phase, e.Finished, e.Error = domain.StepRolledBack, r.now(), clipBytes(why+"; "+note, domain.MaxUpgradeErrorBytes)
 	}); err != nil {
 		return err
 	}
-	r.observeMachine(ctx, m, "", "Running", healthy)
+	r.observeMachine(ctx, m)
 	return nil
 }

@@ -47,6 +47,14 @@ type BundleSource interface {
 	Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error)
 }
 
+// Observer probes a tenant's machines through the Talos API and records
+// what it saw on them (a *health.Service of talos/health): the machines'
+// stage, readiness, version and lastSeen are its to write
+// (domain.StatusOwners), so the saga asks it rather than writing them.
+type Observer interface {
+	Probe(ctx context.Context, tenant string, refresh bool) (domain.TenantHealth, error)
+}
+
 // Config configures the saga. Store, Cache, Bundles and Holder are
 // required; every other field has the default its comment gives.
 type Config struct {
@@ -59,6 +67,11 @@ type Config struct {
 	Configs ConfigSource
 	// Holder names this replica in the saga's lease.
 	Holder string
+	// Observer, when set, is asked to probe the tenant after each step that
+	// changed a node (back on the target, done, rolled back, failed), so
+	// the machines' status follows the run rather than the next health
+	// request. Nil: nothing is asked; the Upgrade's status is the record.
+	Observer Observer
 	// Log defaults to slog.Default().
 	Log *slog.Logger
 	// Endpoint is the Talos API (host:port) of a machine; default its

@@ -33,7 +33,8 @@ func phases(u domain.Upgrade) map[string]string {
 // starts a run that upgrades a 3+3 cluster through the Talos API, control
 // planes first and one at a time, the etcd leader (cp-1) last of them, each
 // machine exactly once, every step recorded as an event; the machines'
-// status follows. A node group's override then upgrades that group alone, and
+// status follows, written by the health probe the saga asks (it writes none
+// of it). A node group's override then upgrades that group alone, and
 // a change that is not a version change starts nothing.
 func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	e := newSagaEnv(t, 3, 3, nil)
@@ -47,7 +48,7 @@ func TestUpgradeSagaRollsTheClusterInOrder(t *testing.T) {
 	tenantRef := domain.Ref{Kind: domain.TenantKind.Kind, Name: e.tenant}
 	e.updateSpec(tenantRef, `{"talosVersion":"`+sagaTo+`","kubernetesVersion":"`+sagaKube+`"}`)
 	e.execute(domain.Command{Op: domain.OpUpdateStatus, Ref: tenantRef, Object: &domain.Object{Status: json.RawMessage(`{"phase":"Ready","kubernetesVersion":"` + sagaKube + `","machines":{"total":6,"ready":6,"controlPlane":3,"workers":3}}`)}})
-	saga, stop = e.startSaga(nil)
+	saga, stop = e.startSaga(e.observe)
 	var run string
 	sagaEventually(t, 10*time.Second, "a run started by the version change", func() bool {
 		for _, u := range e.upgrades() {
@@ -143,7 +144,7 @@ func TestUpgradeSagaRollsBackAFailedMachine(t *testing.T) {
 	e := newSagaEnv(t, 3, 3, nil)
 	_, err := e.em.InjectFault("w-1", emulator.Faults{FailNextUpgrade: true})
 	require.NoError(t, err)
-	e.startSaga(nil)
+	e.startSaga(e.observe)
 	e.createUpgrade("to-113", `{"talosVersion":"`+sagaTo+`"}`)
 	u := e.waitUpgrade("to-113", "finished", finished)
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 // step takes one machine through its named stages — precheck, upgrade,
@@ -65,7 +64,7 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 			if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase = domain.StepVerifying }); err != nil {
 				return err
 			}
-			r.observeMachine(ctx, m, e.To, "Booting", false)
+			r.observeMachine(ctx, m)
 			act = actVerify
 		case actVerify:
 			if e.Phase != domain.StepVerifying {
@@ -87,7 +86,7 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 			}); err != nil {
 				return err
 			}
-			r.observeMachine(ctx, m, e.To, "Running", true)
+			r.observeMachine(ctx, m)
 			act = actNone
 		case actRollback:
 			return r.rollback(ctx, m, e.Error)
@@ -147,7 +146,6 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 			e.Phase, e.Finished, e.Error = domain.StepFailed, r.now(), clipBytes(err.Error(), domain.MaxUpgradeErrorBytes)
 		})
 	}
-	r.observeMachine(ctx, m, "", "Upgrading", false)
 	err := r.nodes.upgrade(ctx, m, r.installer(m, e.To).Image)
 	if err != nil && ctx.Err() != nil {
 		return actNone, ctx.Err()
@@ -159,7 +157,6 @@ func (r *upgradeRun) startUpgrade(ctx context.Context, m *domain.Machine, e doma
 	if err := r.recordStep(ctx, name, func(e *domain.UpgradeMachine) { e.Phase = domain.StepRebooting }); err != nil {
 		return actNone, err
 	}
-	r.observeMachine(ctx, m, "", "Rebooting", false)
 	return actWait, nil
 }
 
@@ -217,7 +214,6 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 					return false, "", fmt.Sprintf("the node refused %s: %s", how, describeTalosErr(rerr))
 				}
 				issued = true
-				r.observeMachine(ctx, m, "", "Rebooting", false)
 				return false, "asked to go back (" + how + ")", ""
 			case err == nil:
 				return false, "it runs " + v, ""
@@ -250,7 +246,7 @@ func (r *upgradeRun) rollback(ctx context.Context, m *domain.Machine, why string
 	}); err != nil {
 		return err
 	}
-	r.observeMachine(ctx, m, e.From, "Running", healthy)
+	r.observeMachine(ctx, m)
 	return nil
 }
 
@@ -260,7 +256,7 @@ func (r *upgradeRun) rollbackFailed(ctx context.Context, m *domain.Machine, why,
 	}); err != nil {
 		return err
 	}
-	r.observeMachine(ctx, m, "", "Unknown", false)
+	r.observeMachine(ctx, m)
 	return nil
 }
 
@@ -405,28 +401,21 @@ func (r *upgradeRun) quorumCheck(ctx context.Context, m *domain.Machine) string 
 	return etcdQuorumProblem(self, names, unhealthy)
 }
 
-// observeMachine writes what the saga saw to the Machine's status: its stage,
-// readiness and, when known, version. Failures are logged: the Upgrade's
-// status is the record, this is for watchers of machines.
-func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine, version, stage string, ready bool) {
-	ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, m.Metadata.Name)
-	now := r.s.cfg.Now().UTC()
-	w := r.s.statusWriter()
-	w.Hint = r.s.cfg.Cache
-	_, err := eventstore.UpdateStatus(ctx, w, ref, func(_ *domain.Object, st *domain.MachineStatus) (bool, error) {
-		st.Stage, st.Ready = stage, ready
-		if version != "" {
-			st.TalosVersion = version
-		}
-		if ready {
-			st.LastSeen = &now
-		}
-		return true, nil
-	})
+// observeMachine asks the Observer to probe the tenant now that a step
+// changed m, so its stage, readiness and version follow the node. Those parts
+// of Machine status are the health probe's (domain.StatusOwners): the saga
+// does not write them, and nothing it decides reads them back (it asks the
+// node). A failure is logged: the Upgrade's status is the record.
+func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine) {
+	obs := r.s.cfg.Observer
+	if obs == nil {
+		return
+	}
+	_, err := obs.Probe(ctx, r.ref.Tenant, true)
 	if domain.IsNotFound(err) {
-		return // the machine went meanwhile
+		return // the tenant went meanwhile
 	}
 	if err != nil && ctx.Err() == nil {
-		r.s.cfg.Log.Warn("upgrade saga: recording machine status", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
+		r.s.cfg.Log.Warn("upgrade saga: asking for a probe of the machines", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
 	}
 }

@@ -53,6 +53,7 @@ func lyingNode(ip, swallow, version string) grpc.DialOption {
 func TestUpgradeGoesByTheVersionResource(t *testing.T) {
 	e := newSagaEnv(t, 1, 1, nil)
 	e.startSaga(func(c *upgrade.Config) {
+		e.observe(c)
 		c.RebootTimeout, c.HealthTimeout = 500*time.Millisecond, 500*time.Millisecond
 		c.DialOptions = append(c.DialOptions, lyingNode(e.ips["w-1"], "/machine.MachineService/Upgrade", sagaTo))
 	})
