@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rezuscloud/rezuscloud/domain"
 )
 
 // Cursor reads events in stream order from an ordered consumer. It pulls a
@@ -30,12 +31,21 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 		FilterSubjects: subjects,
 	}
 	var cons jetstream.Consumer
-	err := retryUnavailable(ctx, func() error {
+	// While a replica restarts, the stream's leader may be elected anew:
+	// the create then times out on jetstream's own deadline (ctx has none
+	// of its own, or a later one), which is as transient as a 503.
+	err := retry(ctx, func() error {
 		var err error
 		cons, err = s.js.OrderedConsumer(ctx, StreamName, cfg)
 		return err
+	}, func(err error) bool {
+		return temporarilyUnavailable(err) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
 	})
 	if err != nil {
+		if ctx.Err() == nil && (temporarilyUnavailable(err) || errors.Is(err, context.DeadlineExceeded)) {
+			return nil, &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 2,
+				Message: "the event stream cannot be followed now (its leader is being elected?): " + err.Error()}
+		}
 		return nil, fmt.Errorf("creating ordered consumer: %w", err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
