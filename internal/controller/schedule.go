@@ -138,6 +138,9 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				select {
 				case results <- ended{key: k, rev: p.rev, result: res}:
 				case <-ctx.Done():
+					if res.kind == resultDone {
+						r.dequeueAfterTerm(ctx, q, k, p.rev)
+					}
 				}
 			}(attempts[k] + 1)
 		}
@@ -281,6 +284,22 @@ func (r *Runtime) unabsorb(ctx context.Context, q *Queue, key string) {
 		if err := q.Add(ctx, key, ""); err != nil && ctx.Err() == nil {
 			r.cfg.Log.Warn("queueing absorbed changes again", "queue", r.cfg.Queue, "key", key, "err", err)
 		}
+	}
+}
+
+// dequeueAfterTerm drops the entry a run that finished its work started
+// from, when the term ended as it finished (a lame duck's SIGTERM, a lost
+// lease): left in the bucket, the next leader would run the work again (CI
+// saw a second Succeeded apply of one change in a rolling upgrade). The
+// delete holds only if nobody wrote the entry since the run took it, so a
+// change that came meanwhile stays queued for the next leader; it is
+// bounded, since the term is over.
+func (r *Runtime) dequeueAfterTerm(ctx context.Context, q *Queue, key string, rev uint64) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := q.kv.Delete(dctx, key, jetstream.LastRevision(rev))
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !isWrongLastSequence(err) {
+		r.cfg.Log.Warn("dequeuing after the term ended", "queue", r.cfg.Queue, "key", key, "err", err)
 	}
 }
 
