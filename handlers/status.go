@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nats.go"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -55,6 +56,12 @@ func toDomainError(err error) *domain.Error {
 		if he.Code < 500 {
 			return &domain.Error{Reason: domain.ReasonBadRequest, Message: strings.ToLower(msg)}
 		}
+	}
+	// This replica's connection to NATS is closing (a lame duck stopping):
+	// another replica answers, so the client retries rather than fails.
+	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
+		return &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 1,
+			Message: "this replica is stopping; retry (another replica answers)"}
 	}
 	return domain.NewInternal(err)
 }

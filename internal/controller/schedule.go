@@ -306,7 +306,11 @@ func (r *Runtime) dequeueAfterTerm(ctx context.Context, q *Queue, key string, re
 // dequeue drops the entry a finished run started from; an entry changed
 // since (a newer revision) stays queued as the follow-up.
 func (r *Runtime) dequeue(ctx context.Context, q *Queue, queue map[string]queued, e ended) {
-	err := q.kv.Delete(ctx, e.key, jetstream.LastRevision(e.rev))
+	// The work is done even when the term ends now: the delete holds only at
+	// the run's revision, so it goes on, bounded (dequeueAfterTerm).
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := q.kv.Delete(dctx, e.key, jetstream.LastRevision(e.rev))
 	switch {
 	case err == nil:
 		// The watch reports the deletion later; until then the entry must
