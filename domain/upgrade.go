@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -72,6 +73,10 @@ type UpgradeSpec struct {
 	TalosVersion string `json:"talosVersion,omitempty"`
 	// KubernetesVersion is the target Kubernetes version, e.g. v1.36.1.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Rotate names the secrets to rotate instead (talos-ca, kubernetes-ca,
+	// aggregator-ca, bootstrap-token, or all): every machine of the tenant
+	// takes configs with the new ones, stage by stage (docs/rotation.md).
+	Rotate []string `json:"rotate,omitempty"`
 	// NodeGroups narrows the run to these groups; empty means every machine of the tenant.
 	NodeGroups []string `json:"nodeGroups,omitempty"`
 	// MaxParallelism is how many workers are upgraded at once; default 1.
@@ -141,6 +146,7 @@ func (s *UpgradeSpec) Default() {
 		s.NodeGroups = nil
 	}
 	sort.Strings(s.NodeGroups)
+	s.Rotate = normalizeRotate(s.Rotate)
 }
 
 // Validate reports every bad field.
@@ -148,9 +154,22 @@ func (s *UpgradeSpec) Validate(root string) []Cause {
 	f := field.NewPath(root)
 	var causes []Cause
 	switch {
+	case len(s.Rotate) > 0:
+		causes = append(causes, validateRotate(s.Rotate, f.Child("rotate"))...)
+		if s.TalosVersion != "" || s.KubernetesVersion != "" {
+			causes = append(causes, Cause{Field: f.Child("rotate").String(), Type: CauseForbidden,
+				Message: "a rotation moves no version: give rotate, or talosVersion / kubernetesVersion, not both"})
+		}
+		if len(s.NodeGroups) > 0 {
+			causes = append(causes, Cause{Field: f.Child("nodeGroups").String(), Type: CauseForbidden,
+				Message: "a rotation covers every machine of the tenant: each must trust the new CAs before any uses them"})
+		}
+		if s.Reimage {
+			causes = append(causes, Cause{Field: f.Child("reimage").String(), Type: CauseForbidden, Message: "a rotation installs nothing"})
+		}
 	case s.TalosVersion == "" && s.KubernetesVersion == "":
 		causes = append(causes, Cause{Field: f.Child("talosVersion").String(), Type: CauseRequired,
-			Message: "give the target: talosVersion (e.g. v1.13.1) or kubernetesVersion (e.g. v1.36.1)"})
+			Message: "give the target: talosVersion (e.g. v1.13.1) or kubernetesVersion (e.g. v1.36.1), or the secrets to rotate"})
 	case s.TalosVersion != "" && s.KubernetesVersion != "":
 		causes = append(causes, Cause{Field: f.Child("kubernetesVersion").String(), Type: CauseForbidden,
 			Message: "an upgrade moves either Talos or Kubernetes: give talosVersion or kubernetesVersion, not both (create two upgrades; they run one after the other)"})
@@ -179,11 +198,18 @@ func (s *UpgradeSpec) Validate(root string) []Cause {
 	return causes
 }
 
-// Kubernetes reports whether the run moves Kubernetes (else Talos).
+// Kubernetes reports whether the run moves Kubernetes (else Talos, or a rotation).
 func (s *UpgradeSpec) Kubernetes() bool { return s.KubernetesVersion != "" }
 
-// Target is the version the run moves machines to.
+// Rotation reports whether the run rotates secrets instead of moving a version.
+func (s *UpgradeSpec) Rotation() bool { return len(s.Rotate) > 0 }
+
+// Target is the version the run moves machines to; for a rotation, the
+// rotated secrets.
 func (s *UpgradeSpec) Target() string {
+	if s.Rotation() {
+		return "rotated " + strings.Join(s.Rotate, ", ")
+	}
 	if s.Kubernetes() {
 		return s.KubernetesVersion
 	}
@@ -255,6 +281,9 @@ type UpgradeStatus struct {
 	// MaintenanceOpensAt is set while the run waits, no machine under
 	// way, for the tenant's maintenance window that opens then.
 	MaintenanceOpensAt *time.Time `json:"maintenanceOpensAt,omitempty"`
+	// Rotation is the stage a rotation run is in; its machines' steps are
+	// those of that stage (each stage starts them all Pending again).
+	Rotation *RotationProgress `json:"rotation,omitempty"`
 }
 
 // HoldsBack reports whether the run holds back the tenant's applies and
@@ -283,6 +312,9 @@ func (s *UpgradeStatus) Validate(root string) []Cause {
 	causes := oneOf(s.Phase, f.Child("phase"), UpgradePending, UpgradeRunning, UpgradeSucceeded, UpgradeFailed, UpgradeCanceled)
 	if len(s.Reason) > MaxUpgradeReasonBytes {
 		causes = append(causes, Cause{Field: f.Child("reason").String(), Type: CauseTooLong, Message: fmt.Sprintf("must be no more than %d bytes", MaxUpgradeReasonBytes)})
+	}
+	if s.Rotation != nil {
+		causes = append(causes, s.Rotation.Validate(f.Child("rotation"))...)
 	}
 	if len(s.Machines) > MaxUpgradeMachines {
 		return append(causes, Cause{Field: f.Child("machines").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d machines", MaxUpgradeMachines)})

@@ -125,6 +125,12 @@ func (h *upgradeHooks) checkVersions(tenant, name string, spec domain.UpgradeSpe
 	if err != nil {
 		return err
 	}
+	if spec.Rotation() {
+		if len(causes) > 0 {
+			return domain.NewInvalid(domain.UpgradeKind.Kind, name, causes)
+		}
+		return nil
+	}
 	causes = append(causes, h.a.upgradeProviderVersionCauses(tenant, &spec)...)
 	machines, _ := h.a.versionInputs(tenant)
 	if ok && len(machines) > 0 {
