@@ -31,6 +31,8 @@ type SecretStore interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Create writes only when the key does not exist and reports whether it did.
 	Create(ctx context.Context, key string, value []byte) (bool, error)
+	// Put writes whether or not the key exists (a rotation's stages).
+	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
 	// Keys lists the keys starting with prefix (ending in a dot).
 	Keys(ctx context.Context, prefix string) ([]string, error)
@@ -46,6 +48,9 @@ type PKIConfig struct {
 	Now func() time.Time
 	// Interval bounds how often a pass runs while events arrive; default 200ms.
 	Interval time.Duration
+	// Store, when set, is where each tenant's CA ends are recorded in its
+	// status (expiry.go); nil records nothing.
+	Store *eventstore.Store
 }
 
 // PKI gives each tenant its one Talos secrets bundle (cluster, etcd,
@@ -63,6 +68,8 @@ type PKI struct {
 	// touches the bucket for new or deleted tenants.
 	known map[string]bool
 	swept bool
+
+	expiry expiryTracker
 }
 
 // NewPKI returns a PKI; Run keeps it in step with the tenants.
@@ -102,6 +109,7 @@ func (p *PKI) Run(ctx context.Context) error {
 					seenTenants, seenGroups, passed = mt, mg, true
 				}
 			}
+			p.expiryDue(ctx)
 		}
 		t := time.NewTimer(p.cfg.Interval)
 		select {
@@ -148,7 +156,11 @@ func (p *PKI) Pass(ctx context.Context) error {
 		if !found {
 			continue // deleted since
 		}
-		if _, err := p.ensure(ctx, t); err != nil {
+		_, err = p.ensure(ctx, t)
+		if err == nil {
+			err = p.RefreshExpiry(ctx, name)
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -168,11 +180,19 @@ func (p *PKI) Pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// sweep deletes the bundles of tenants that do not exist.
+// sweep deletes the bundles (and rotations) of tenants that do not exist.
 func (p *PKI) sweep(ctx context.Context) error {
 	keys, err := p.cfg.Secrets.Keys(ctx, PKIKeyPrefix)
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return err
+	}
+	rotations, err := p.cfg.Secrets.Keys(ctx, RotationKeyPrefix)
+	if err != nil {
+		return err
+	}
+	keys = append(keys, rotations...)
+	if len(keys) == 0 {
+		return nil
 	}
 	// A tenant another replica just created may not be in this cache yet:
 	// catch up with the stream before deciding a tenant is gone.
@@ -180,7 +200,7 @@ func (p *PKI) sweep(ctx context.Context) error {
 		return fmt.Errorf("syncing before removing bundles: %w", err)
 	}
 	for _, k := range keys {
-		name := strings.TrimPrefix(k, PKIKeyPrefix)
+		name := strings.TrimPrefix(strings.TrimPrefix(k, PKIKeyPrefix), RotationKeyPrefix)
 		if _, ok := p.cfg.Cache.Get(domain.Ref{Kind: domain.TenantKind.Kind, Name: name}); ok {
 			continue
 		}
@@ -193,8 +213,23 @@ func (p *PKI) sweep(ctx context.Context) error {
 }
 
 // Bundle returns a tenant's secrets bundle, creating it when the tenant exists
-// and has none yet.
+// and has none yet. While a rotation is under way it is the material that
+// issues at the rotation's stage (Rotation.Apply), its CA certificates
+// followed by the accepted ones (WithTrust).
 func (p *PKI) Bundle(ctx context.Context, tenant string) (*secrets.Bundle, error) {
+	b, err := p.storedBundle(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.rotation(ctx, tenant)
+	if err != nil || r == nil {
+		return b, err
+	}
+	return WithTrust(r.Apply(b)), nil
+}
+
+// storedBundle is the bundle as stored, before any rotation under way.
+func (p *PKI) storedBundle(ctx context.Context, tenant string) (*secrets.Bundle, error) {
 	raw, err := p.cfg.Secrets.Get(ctx, PKIKey(tenant))
 	if err == nil {
 		return p.decode(tenant, raw)

@@ -34,7 +34,10 @@ type RenderInput struct {
 	// Patches are the tenant's ConfigPatches; Render picks the enabled ones that
 	// target this machine and applies them by weight, then name.
 	Patches []domain.ConfigPatch
-	Bundle  *secrets.Bundle
+	// Bundle is the tenant's PKI as PKI.Bundle gives it: during a rotation
+	// its OS and Kubernetes CA certificates carry the accepted CAs after the
+	// issuing one, which go to machine.acceptedCAs and cluster.acceptedCAs.
+	Bundle *secrets.Bundle
 	// KubernetesVersion overrides the version the config carries (a
 	// Kubernetes upgrade renders a machine's next and previous configs);
 	// empty means KubernetesVersionOf(Tenant).
@@ -134,8 +137,12 @@ func render(in RenderInput) (config.Provider, error) {
 		pc.InstallImage = domain.FactoryInstaller(factory, domain.EffectiveSchematic(&in.Tenant.Spec, &in.NodeGroup.Spec), version)
 	}
 	nw := in.Tenant.Spec.Network
+	bundle, accepted, err := SplitTrust(in.Bundle)
+	if err != nil {
+		return nil, err
+	}
 	gen, err := generate.NewInput(in.Tenant.Metadata.Name, endpoint, strings.TrimPrefix(in.kubernetesVersion(), "v"),
-		generate.WithSecretsBundle(in.Bundle),
+		generate.WithSecretsBundle(bundle),
 		generate.WithVersionContract(contract),
 		generate.WithDNSDomain(nw.DNSDomain),
 		generate.WithInstallDisk(pc.InstallDisk),
@@ -158,6 +165,9 @@ func render(in RenderInput) (config.Provider, error) {
 	base, err := gen.Config(mt)
 	if err != nil {
 		return nil, fmt.Errorf("generating the %s config: %w", role, err)
+	}
+	if base, err = withAccepted(base, accepted); err != nil {
+		return nil, fmt.Errorf("adding the accepted CAs: %w", err)
 	}
 	if in.Machine != nil && in.Machine.Spec.Hostname != "" {
 		if base, err = withHostname(base, in.Machine.Spec.Hostname); err != nil {
@@ -189,6 +199,23 @@ func render(in RenderInput) (config.Provider, error) {
 		return nil, fmt.Errorf("the rendered config is invalid: %w", err)
 	}
 	return cfg, nil
+}
+
+// withAccepted lists the CAs a rotation accepts beside the issuing ones, as
+// talosctl rotate-ca patches them in.
+func withAccepted(cfg config.Provider, acc Accepted) (config.Provider, error) {
+	if len(acc.OS) == 0 && len(acc.Kubernetes) == 0 {
+		return cfg, nil
+	}
+	return cfg.PatchV1Alpha1(func(c *v1alpha1.Config) error {
+		if len(acc.OS) > 0 && c.MachineConfig != nil {
+			c.MachineConfig.MachineAcceptedCAs = append(c.MachineConfig.MachineAcceptedCAs, acc.OS...)
+		}
+		if len(acc.Kubernetes) > 0 && c.ClusterConfig != nil {
+			c.ClusterConfig.ClusterAcceptedCAs = append(c.ClusterConfig.ClusterAcceptedCAs, acc.Kubernetes...)
+		}
+		return nil
+	})
 }
 
 // validationMode is how RezusCloud's machines run: installed to disk, not in a container.
