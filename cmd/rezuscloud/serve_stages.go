@@ -283,7 +283,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	s.kubeClients = kubeclient.New(s.talosSvc)
 	s.healthSvc = health.New(health.Config{Cache: s.cache, PKI: s.pki, Store: s.store, Log: log,
 		Kube: s.kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
-	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
+	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Rotations: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
 		Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics})
 	if p := cfg.Infra.StatePassphrase; p != "" {

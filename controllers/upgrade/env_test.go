@@ -311,7 +311,7 @@ func stepIs(machine, phase string) func(domain.Upgrade) bool {
 func (e *sagaEnv) startSaga(mutate func(*upgrade.Config)) (saga *upgrade.Saga, stop func()) {
 	e.t.Helper()
 	e.sagas++
-	cfg := upgrade.Config{Store: e.store, Cache: e.cache, Bundles: e.pki, Configs: talos.NewService(e.cache, e.pki), Holder: "saga-" + strconv.Itoa(e.sagas),
+	cfg := upgrade.Config{Store: e.store, Cache: e.cache, Bundles: e.pki, Rotations: e.pki, Configs: talos.NewService(e.cache, e.pki), Holder: "saga-" + strconv.Itoa(e.sagas),
 		CallTimeout: 2 * time.Second, PollInterval: 5 * time.Millisecond, PrecheckTimeout: 10 * time.Second,
 		RebootTimeout: 10 * time.Second, HealthTimeout: 10 * time.Second, Resync: 200 * time.Millisecond, RetryBackoff: 100 * time.Millisecond,
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(e.calls.interceptor)}}

@@ -34,6 +34,8 @@ type upgradeRun struct {
 	lastSeq uint64
 	// configs renders a Kubernetes run's configs (loaded once, see desired).
 	configs *talos.Desired
+	// rotation is a rotation run's PKI record, loaded at each stage.
+	rotation *talos.Rotation
 
 	canceled atomic.Bool
 	// failed is set by the first step that fails; no step starts after it.
@@ -100,7 +102,10 @@ func (r *upgradeRun) executeSteps(ctx context.Context) error {
 	if r.st.Phase == domain.UpgradePending {
 		r.s.cfg.Log.Info("upgrade starting", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.target())
 		plan := r.plan
-		if r.spec.Kubernetes() {
+		switch {
+		case r.spec.Rotation():
+			plan = r.planRotation
+		case r.spec.Kubernetes():
 			plan = r.planKubernetes
 		}
 		if err := plan(ctx); err != nil {

@@ -16,6 +16,18 @@ func (r *upgradeRun) stopping(ctx context.Context) bool {
 // carryOut upgrades the control planes one by one (the etcd leader last),
 // then the workers, maxParallelism at a time, and ends the run.
 func (r *upgradeRun) carryOut(ctx context.Context) error {
+	if r.spec.Rotation() {
+		return r.carryOutRotation(ctx)
+	}
+	if err := r.carryOutMachines(ctx); err != nil {
+		return err
+	}
+	return r.end(ctx)
+}
+
+// carryOutMachines takes the control planes one by one (the etcd leader
+// last), then the workers, maxParallelism at a time.
+func (r *upgradeRun) carryOutMachines(ctx context.Context) error {
 	for {
 		name, err := r.nextControlPlane(ctx)
 		if err != nil || name == "" {
@@ -34,10 +46,7 @@ func (r *upgradeRun) carryOut(ctx context.Context) error {
 	if err := r.workers(ctx); err != nil {
 		return err
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return r.end(ctx)
+	return ctx.Err()
 }
 
 // end records how the run ended.

@@ -65,6 +65,9 @@ type Config struct {
 	// Configs renders machine configs for Kubernetes runs (a *talos.Service);
 	// without it a Kubernetes run fails before it touches a machine.
 	Configs ConfigSource
+	// Rotations moves tenants' PKI through rotations (a *talos.PKI);
+	// without it a rotation run fails before it touches a machine.
+	Rotations Rotator
 	// Holder names this replica in the saga's lease.
 	Holder string
 	// Observer, when set, is asked to probe the tenant after each step that

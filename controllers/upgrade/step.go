@@ -21,6 +21,9 @@ func (r *upgradeRun) step(ctx context.Context, name string) error {
 			e.Phase, e.Finished, e.Message = domain.StepDone, r.now(), "the machine was removed before its turn"
 		})
 	}
+	if r.spec.Rotation() {
+		return r.rotationStep(ctx, name)
+	}
 	if r.spec.Kubernetes() {
 		return r.kubernetesStep(ctx, name)
 	}
@@ -177,6 +180,10 @@ func (r *upgradeRun) failStep(ctx context.Context, m *domain.Machine, why string
 	}
 	r.failed.Store(true)
 	why = clipBytes(why, domain.MaxUpgradeErrorBytes/2)
+	if r.spec.Rotation() {
+		r.s.cfg.Log.Warn("rotation step failed", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "machine", m.Metadata.Name, "reason", why)
+		return r.failRotationStep(ctx, m, why)
+	}
 	r.s.cfg.Log.Warn("upgrade step failed; rolling back", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "machine", m.Metadata.Name, "reason", why)
 	if err := r.recordStep(ctx, m.Metadata.Name, func(e *domain.UpgradeMachine) {
 		e.Phase, e.Error = domain.StepRollingBack, why

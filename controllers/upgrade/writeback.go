@@ -26,6 +26,9 @@ import (
 // The versions the trigger remembers are written first, so these writes are
 // not taken for version changes and start no run.
 func (r *upgradeRun) writeBack(ctx context.Context) error {
+	if r.spec.Rotation() {
+		return r.writeBackRotation(ctx)
+	}
 	if r.spec.Kubernetes() {
 		return r.writeBackKubernetes(ctx)
 	}

@@ -9,6 +9,7 @@
 package kubeclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -76,8 +77,9 @@ func (c *Clients) For(ctx context.Context, tenant string) (kubernetes.Interface,
 	if err != nil {
 		return nil, err
 	}
-	if ok && cred.Server == e.server && now.Before(e.notAfter.Add(-c.Renew)) {
-		// Same endpoint, certificate still good: keep the pool.
+	if ok && cred.Server == e.server && bytes.Equal(cred.CA, e.cred.CA) && now.Before(e.notAfter.Add(-c.Renew)) {
+		// Same endpoint and CAs, certificate still good: keep the pool. A
+		// rotation changes the CAs, and the client follows within recheck.
 		e.checked = now
 		c.mu.Lock()
 		c.tenants[tenant] = e
