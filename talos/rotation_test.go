@@ -3,6 +3,7 @@ package talos_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -109,4 +110,31 @@ type configloaderProvider struct {
 	acceptedOS            int
 	acceptedK8s           []*x509.PEMEncodedCertificate
 	token                 string
+}
+
+// TestRotationRecordV1Reads: the rotation record as release 0.3 writes it
+// (testdata/rotation-v1.json, a throwaway one at stage swap, beside the
+// bundle it rotates) reads back and applies: the new CAs and token issue,
+// the old CAs are accepted.
+func TestRotationRecordV1Reads(t *testing.T) {
+	raw, err := os.ReadFile("testdata/rotation-v1.json")
+	require.NoError(t, err)
+	r, err := talos.DecodeRotation(raw)
+	require.NoError(t, err)
+	require.Equal(t, domain.RotationSwap, r.Stage)
+	braw, err := os.ReadFile("testdata/rotation-v1-bundle.json")
+	require.NoError(t, err)
+	b, err := talos.DecodeBundle(braw)
+	require.NoError(t, err)
+	nb, acc := r.Apply(b)
+	require.Equal(t, r.Next.Kubernetes.Crt, nb.Certs.K8s.Crt)
+	require.Equal(t, r.Next.OS.Crt, nb.Certs.OS.Crt)
+	require.Equal(t, r.Next.Aggregator.Crt, nb.Certs.K8sAggregator.Crt)
+	require.Equal(t, r.Next.BootstrapToken, nb.Secrets.BootstrapToken)
+	require.Equal(t, b.Certs.K8s.Crt, acc.Kubernetes[0].Crt)
+	require.Equal(t, b.Certs.OS.Crt, acc.OS[0].Crt)
+	require.NoError(t, nb.Validate())
+
+	_, err = talos.DecodeRotation([]byte(`{"version":2,"stage":"swap"}`))
+	require.ErrorContains(t, err, "newer than this release reads")
 }
