@@ -18,6 +18,7 @@ const (
 	ActorApplyWorker = "system:apply-worker"
 	ActorUpgradeSaga = "system:upgrade-saga"
 	ActorConfigSync  = "system:config-sync"
+	ActorPKI         = "system:pki"
 )
 
 // StatusOwners says, for each kind whose status more than one controller
@@ -56,6 +57,8 @@ var StatusOwners = map[string]map[string]string{
 		"conditions[" + ConditionDrifted + "]": ActorApplyWorker,
 		"machines":                             ActorHealth,
 		"conditions[" + ConditionHealthy + "]": ActorHealth,
+		"certificates":                         ActorPKI,
+		"conditions[" + ConditionCertificatesExpiring + "]": ActorPKI,
 	},
 }
 

@@ -24,7 +24,7 @@ var statusTypes = map[string]any{
 // before a controller writing it fails at run time.
 func TestStatusOwnersCoverEveryField(t *testing.T) {
 	require.Len(t, domain.StatusOwners, len(statusTypes))
-	writers := []string{domain.ActorHealth, domain.ActorApplyWorker, domain.ActorUpgradeSaga, domain.ActorConfigSync}
+	writers := []string{domain.ActorHealth, domain.ActorApplyWorker, domain.ActorUpgradeSaga, domain.ActorConfigSync, domain.ActorPKI}
 	for kind, v := range statusTypes {
 		owners := domain.StatusOwners[kind]
 		require.NotNil(t, owners, kind)

@@ -212,6 +212,10 @@ type TenantStatus struct {
 	Machines          MachineCounts `json:"machines"`
 	// Drift is what the last drift check found.
 	Drift *DriftStatus `json:"drift,omitempty"`
+	// Certificates are the tenant's CAs (the accepted ones too during a
+	// rotation) and when each ends, as the PKI last read them; absent until
+	// the tenant's secrets bundle exists. See ConditionCertificatesExpiring.
+	Certificates []CertificateExpiry `json:"certificates,omitempty"`
 }
 
 // MachineCounts summarises a tenant's machines.
@@ -239,6 +243,7 @@ func (s *TenantStatus) Validate(root string) []Cause {
 	if s.KubernetesVersion != "" {
 		causes = append(causes, validateVersion(s.KubernetesVersion, f.Child("kubernetesVersion"))...)
 	}
+	causes = append(causes, validateCertificates(s.Certificates, f.Child("certificates"))...)
 	if d := s.Drift; d != nil {
 		if len(d.Resources) > MaxDriftResources {
 			causes = append(causes, Cause{Field: f.Child("drift", "resources").String(), Type: CauseTooLong, Message: fmt.Sprintf("at most %d resources", MaxDriftResources)})
