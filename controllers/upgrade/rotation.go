@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/talos"
@@ -214,12 +216,27 @@ func (r *upgradeRun) rotationStep(ctx context.Context, name string) error {
 		e = r.entry(name)
 	}
 	if e.Phase == domain.StepUpgrading {
-		mode, details, err := r.nodes.applyConfig(ctx, m, next)
-		if err != nil {
+		var (
+			mode    machine.ApplyConfigurationRequest_Mode
+			details string
+		)
+		// As talosctl rotate-ca does, a node that is briefly unavailable
+		// (its apid restarting) is asked again, within the verify deadline.
+		if p := r.await(ctx, name, domain.StepUpgrading, name+" to take the stage's config", r.deadline("verify"), func(ctx context.Context) (bool, string, string) {
+			var err error
+			mode, details, err = r.nodes.applyConfig(ctx, m, next)
+			switch {
+			case err == nil:
+				return true, "", ""
+			case status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded:
+				return false, describeTalosErr(err), ""
+			}
+			return false, "", "the node did not take its config: " + describeTalosErr(err)
+		}); p != "" || ctx.Err() != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return r.failStep(ctx, m, "the node did not take its config: "+describeTalosErr(err))
+			return r.failStep(ctx, m, p)
 		}
 		ref := domain.ObjectRef(domain.MachineKind, r.ref.Tenant, name)
 		msg := fmt.Sprintf("rotation %s, stage %s (%s): %s", r.ref.Name, stage, strings.Join(r.spec.Rotate, ", "), details)

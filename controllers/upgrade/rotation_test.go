@@ -15,6 +15,7 @@ import (
 
 	"github.com/rezuscloud/rezuscloud/controllers/upgrade"
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/talos"
 )
 
@@ -137,4 +138,29 @@ func TestRotationRefusedWhileAnotherIsUnderWay(t *testing.T) {
 	require.Equal(t, domain.UpgradeFailed, u.Status.Phase)
 	require.Contains(t, u.Status.Reason, "a rotation of [kubernetes-ca] started by upgrade earlier is at stage accept")
 	require.Zero(t, len(e.applyCalls()), "no machine was touched")
+}
+
+// TestRotationWaitsForANodeThatRefusesItsConfig: a node whose API answers
+// Unavailable to ApplyConfiguration (its apid restarting) is asked again
+// until it takes its config, the wait on view in its step; the run then
+// succeeds.
+func TestRotationWaitsForANodeThatRefusesItsConfig(t *testing.T) {
+	e := newSagaEnv(t, 1, 1, nil)
+	_, err := e.em.InjectFault("w-1", emulator.Faults{RefuseApply: true})
+	require.NoError(t, err)
+	e.startSaga(nil)
+	e.createUpgrade("token", `{"rotate":["bootstrap-token"]}`)
+	e.waitUpgrade("token", "w-1 waiting to take its config", func(u domain.Upgrade) bool {
+		for _, m := range u.Status.Machines {
+			if m.Name == "w-1" && m.Phase == domain.StepUpgrading && m.Wait != nil && strings.Contains(m.Message, "w-1 to take the stage's config") {
+				return true
+			}
+		}
+		return false
+	})
+	_, err = e.em.InjectFault("w-1", emulator.Faults{})
+	require.NoError(t, err)
+	u := e.waitUpgrade("token", "finished", finished)
+	require.Equal(t, domain.UpgradeSucceeded, u.Status.Phase, "reason: %s", u.Status.Reason)
+	require.Equal(t, &domain.RotationProgress{Stages: []string{"swap"}, Stage: "swap"}, u.Status.Rotation)
 }
