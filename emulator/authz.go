@@ -54,6 +54,8 @@ var methodRoles = map[string]role.Set{
 	"/storage.StorageService/Disks": readers,
 	"/machine.ImageService/List":    readers,
 	"/machine.ImageService/Pull":    operators,
+	// The checks run with a certificate of the caller's roles.
+	"/cluster.ClusterService/HealthCheck": readers,
 	// Reads of sensitive resources (the machine config) need os:admin
 	// as well (nodeState.server).
 	cosiService + "Get":                 readers,

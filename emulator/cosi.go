@@ -15,6 +15,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	"github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	"github.com/cosi-project/runtime/pkg/state/registry"
+	"github.com/siderolabs/talos/pkg/machinery/resources/block"
 	"github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/etcd"
@@ -44,6 +45,8 @@ var cosiResources = []meta.ResourceWithRD{
 	&cluster.Member{}, &config.MachineConfig{}, &etcd.Member{}, &k8s.Nodename{}, &k8s.StaticPodStatus{},
 	&network.AddressStatus{}, &network.HostnameStatus{}, &network.NodeAddress{},
 	&runtime.ExtensionStatus{}, &runtime.MachineStatus{}, &runtime.Version{}, &v1alpha1.Service{},
+	// What `talosctl health` reads (cluster_health_resources.go).
+	&k8s.BootstrapManifestsConfig{}, &block.VolumeStatus{}, &runtime.Diagnostic{},
 }
 
 // cosiNamespaces are the namespaces of cosiResources, with Talos's descriptions.
@@ -56,6 +59,7 @@ var cosiNamespaces = []struct {
 	{config.NamespaceName, "Talos node configuration."},
 	{etcd.NamespaceName, "etcd resources."},
 	{k8s.NamespaceName, "Kubernetes all node types resources."},
+	{k8s.ControlPlaneNamespaceName, "Kubernetes control plane resources."},
 	{network.NamespaceName, "Networking resources."},
 }
 

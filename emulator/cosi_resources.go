@@ -105,6 +105,8 @@ func desiredResources(f nodeFacts) []resource.Resource {
 		out = append(out, memberResource(m))
 	}
 
+	out = append(out, healthResources(f.cfg.cfg)...)
+
 	for _, p := range staticPods(f.cfg) {
 		out = append(out, staticPodStatus(st, ip, f.times, p))
 	}

@@ -34,9 +34,10 @@ import (
 //	DELETE /v1/nodes/{name}         stop and forget a node 204
 //	PUT    /v1/nodes/{name}/faults  replace its faults     200 NodeStatus
 //	                                body Faults: {"failNextUpgrade":true,"hang":false,"unreachable":false,"unhealthy":false,
-//	                                "refuseApply":false,"kubernetesDownAt":""} (refuseApply: ApplyConfiguration
-//	                                answers Unavailable; kubernetesDownAt "v1.35.5": the control plane does not
-//	                                start while its config names that Kubernetes version)
+//	                                "refuseApply":false,"kubernetesDownAt":"","kubeletDown":false} (refuseApply:
+//	                                ApplyConfiguration answers Unavailable; kubernetesDownAt "v1.35.5": the control
+//	                                plane does not start while its config names that Kubernetes version;
+//	                                kubeletDown: its kubelet stops)
 //	                                ({} heals the node)
 //	GET    /v1/addresses            list reservations      200 {"items":[Address…]}
 //	POST   /v1/addresses            reserve an IP          201 Address: {"name":"cp","address":"127.0.1.7"}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	clusterapi "github.com/siderolabs/talos/pkg/machinery/api/cluster"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/api/storage"
@@ -28,6 +29,7 @@ func registerNodeServices(srv *grpc.Server, ms *machineServer) {
 	timeapi.RegisterTimeServiceServer(srv, &timeServer{ms: ms})
 	storage.RegisterStorageServiceServer(srv, &storageServer{ms: ms})
 	machine.RegisterImageServiceServer(srv, &imageServer{ms: ms})
+	clusterapi.RegisterClusterServiceServer(srv, &clusterServer{ms: ms})
 }
 
 // inspected is what the inspection calls read of a node, in one lock.

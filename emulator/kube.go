@@ -236,6 +236,9 @@ type nodeRun struct {
 	klStop  context.CancelFunc
 	klDone  chan struct{}
 	metaFor string // the config hash whose node labels and taints were applied
+	// manifestsFor is the config hash whose bootstrap manifests (CoreDNS,
+	// kube-proxy) were applied.
+	manifestsFor string
 	// waiting is the last reason logged for waiting, per part, so each is
 	// logged once.
 	waiting map[string]string
@@ -260,6 +263,9 @@ func (k *kubeSupervisor) runNode(ctx context.Context, r *kubeRunner) {
 			served = v.node
 		}
 		w := decideKube(v)
+		if v.st.Faults.KubeletDown {
+			w.kubelet = false
+		}
 		if ctx.Err() != nil {
 			w = kubeWant{} // the emulator stops: processes stop, data stays
 		}
@@ -346,6 +352,16 @@ func (k *kubeSupervisor) converge(ctx context.Context, r *kubeRunner, run *nodeR
 			k.waitf(r, run, "kubelet", "not started: %v", err)
 		} else {
 			delete(run.waiting, "kubelet")
+		}
+	}
+	if run.cp != nil && v.bootstrapped && run.manifestsFor != v.st.ConfigHash {
+		k.mu.Lock()
+		apiServer := r.apiServer
+		k.mu.Unlock()
+		if err := k.applyBootstrapManifests(ctx, v, apiServer); err != nil {
+			k.waitf(r, run, "bootstrap manifests", "not applied yet: %v", err)
+		} else {
+			run.manifestsFor = v.st.ConfigHash
 		}
 	}
 	if run.kl != nil && run.metaFor != v.st.ConfigHash {

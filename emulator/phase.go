@@ -56,6 +56,10 @@ type Faults struct {
 	// parts run. A config at another version runs as usual, so a rollback
 	// heals the node.
 	KubernetesDownAt string `json:"kubernetesDownAt,omitempty"`
+	// KubeletDown stops the node's kubelet (with the real control plane)
+	// until the fault is lifted: its service no longer runs and its Node
+	// stops heartbeating, as when the kubelet crashes.
+	KubeletDown bool `json:"kubeletDown,omitempty"`
 }
 
 // kubernetesDown reports whether the fault keeps the control plane of
