@@ -274,7 +274,7 @@ func (s *serveRun) openIdentity(ctx context.Context) error {
 // buildServices makes the Talos services, the API and the web UI.
 func (s *serveRun) buildServices(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
-	s.pki = talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: s.sealed, Log: log})
+	s.pki = talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: s.sealed, Store: s.store, Log: log})
 	s.talosSvc = talos.NewService(s.cache, s.pki).WithImageFactory(cfg.Infra.ImageFactory)
 	s.schematics = &schematicRegistrar{}
 	if !cfg.Infra.WithEmulator || cfg.Infra.ImageFactorySet {
