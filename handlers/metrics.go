@@ -28,7 +28,7 @@ func newMetrics(a *API) *metrics {
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"method", "route"})
 	m.watches = prometheus.NewGauge(prometheus.GaugeOpts{Name: "rezus_watches_active", Help: "Open watch streams."})
-	m.reg.MustRegister(m.requests, m.latency, m.watches,
+	m.reg.MustRegister(m.requests, m.latency, m.watches, certificateCollector{cache: a.cache},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "rezus_events_appended_total", Help: "Events this process appended to the stream."},
 			func() float64 { return float64(a.store.Appended()) }),
