@@ -50,8 +50,11 @@ func (r *rezusctl) describeCommand() *cli.Command {
 			}
 			var b bytes.Buffer
 			describeObject(&b, k, obj, r.env.Now())
-			if k.Kind == domain.UpgradeKind.Kind {
+			switch k.Kind {
+			case domain.UpgradeKind.Kind:
 				describeUpgradeMachines(&b, obj, r.env.Now())
+			case domain.TenantKind.Kind:
+				describeTenantCertificates(&b, obj, r.env.Now())
 			}
 			var history *configHistory
 			var each func(record)
@@ -129,7 +132,11 @@ func describeObject(w io.Writer, k kind, o *domain.Object, now time.Time) {
 		conds = status.Conditions
 	}
 	fmt.Fprintln(w, "Status:")
-	writeIndentedYAML(w, o.Status, withoutKeys("conditions"))
+	own := []string{"conditions"}
+	if k.Kind == domain.TenantKind.Kind {
+		own = append(own, "certificates") // describeTenantCertificates' table
+	}
+	writeIndentedYAML(w, o.Status, withoutKeys(own...))
 	describeWait(w, o.Status, now)
 	fmt.Fprintln(w, "Conditions:")
 	if len(conds) == 0 {
