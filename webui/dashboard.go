@@ -100,7 +100,7 @@ func (u *UI) fleet(c echo.Context) (fleetView, error) {
 			return fleetView{}, err
 		}
 	}
-	f := summarizeFleet(ts, ros)
+	f := summarizeFleet(ts, ros, u.now())
 	f.CanReadRollouts = v.CanReadGlobal()
 	return f, nil
 }

@@ -3,6 +3,7 @@ package webui
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -24,6 +25,9 @@ type fleetView struct {
 	AttentionMore   int
 	Rollouts        []domain.Rollout
 	CanReadRollouts bool
+	// CertificatesEnding counts the tenants with a CA that ends (or has
+	// ended) within domain.CertificateUrgentWindow.
+	CertificatesEnding int
 }
 
 // countOf is one bar of a chart: a label and how many.
@@ -36,9 +40,10 @@ type countOf struct {
 const maxAttention = 12
 
 // summarizeFleet counts the tenants (one pass; no per-tenant reads), lists
-// the ones not Ready or not healthy (failed first, then by name) and keeps
-// the rollouts not finished.
-func summarizeFleet(ts []domain.Tenant, ros []domain.Rollout) fleetView {
+// the ones not Ready or not healthy (failed first, then by name), counts
+// those with a certificate ending within 30 days of now, and keeps the
+// rollouts not finished.
+func summarizeFleet(ts []domain.Tenant, ros []domain.Rollout, now time.Time) fleetView {
 	v := fleetView{Tenants: len(ts)}
 	phases, talos, kube := map[string]int{}, map[string]int{}, map[string]int{}
 	var attention []domain.Tenant
@@ -57,6 +62,9 @@ func summarizeFleet(ts []domain.Tenant, ros []domain.Rollout) fleetView {
 			v.Healthy++
 		default:
 			v.Unhealthy++
+		}
+		if endsWithin(t.Status.Certificates, now, domain.CertificateUrgentWindow) {
+			v.CertificatesEnding++
 		}
 		if phase != "Ready" || (healthy != nil && healthy.Status == "False") {
 			attention = append(attention, t)

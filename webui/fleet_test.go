@@ -3,6 +3,7 @@ package webui
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -30,7 +31,7 @@ func TestSummarizeFleet(t *testing.T) {
 	}
 	running := domain.Rollout{Metadata: domain.ObjectMeta{Name: "r1"}, Status: domain.RolloutStatus{Phase: domain.RolloutProgressing}}
 	done := domain.Rollout{Metadata: domain.ObjectMeta{Name: "r0"}, Status: domain.RolloutStatus{Phase: domain.RolloutSucceeded}}
-	f := summarizeFleet(ts, []domain.Rollout{done, running})
+	f := summarizeFleet(ts, []domain.Rollout{done, running}, time.Now())
 	assert.Equal(t, 5, f.Tenants)
 	assert.Equal(t, []countOf{{"Ready", 3}, {"Failed", 1}, {"Provisioning", 1}}, f.Phases)
 	assert.Equal(t, [3]int{2, 1, 2}, [3]int{f.Healthy, f.Unhealthy, f.HealthUnknown})
@@ -49,7 +50,7 @@ func TestSummarizeFleet(t *testing.T) {
 	for i := range 30 {
 		many = append(many, fleetTenant(fmt.Sprintf("t%02d", i), "Degraded", "v1.13.1", "v1.36.1", "False", 1, 0))
 	}
-	f = summarizeFleet(many, nil)
+	f = summarizeFleet(many, nil, time.Now())
 	assert.Len(t, f.Attention, maxAttention)
 	assert.Equal(t, 30-maxAttention, f.AttentionMore)
 }

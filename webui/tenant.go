@@ -75,7 +75,7 @@ func (u *UI) tenantFragments(tenant string) []fragment {
 	}
 	return []fragment{
 		guard("overview", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
-			return tenantOverview(*t), nil
+			return tenantOverview(*t, u.now()), nil
 		}),
 		guard("nodegroups", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
 			ngs, err := listOf[domain.NodeGroup](u, c.Request(), "/tenants/"+tenant+"/nodegroups")

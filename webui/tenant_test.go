@@ -483,7 +483,7 @@ func TestTenantOverviewView(t *testing.T) {
 		Status: domain.TenantStatus{Phase: "Ready", Conditions: []domain.Condition{{Type: "Ready", Status: "False",
 			Reason: "MachinesNotReady", Message: "1 of 2 machines ready", LastTransitionTime: now.Add(-3 * time.Minute)}}}}
 	var b strings.Builder
-	require.NoError(t, tenantOverview(tn).Render(t.Context(), &b))
+	require.NoError(t, tenantOverview(tn, now).Render(t.Context(), &b))
 	for _, want := range []string{`data-testid="tenant-deleting"`, `data-phase="Deleting"`, "https://10.0.0.10:6443",
 		`data-condition="Ready"`, "MachinesNotReady", "1 of 2 machines ready", ">3m<"} {
 		require.Contains(t, b.String(), want)
@@ -494,7 +494,7 @@ func TestTenantOverviewShowsDrift(t *testing.T) {
 	now := time.Now()
 	tn := domain.Tenant{Metadata: domain.ObjectMeta{Name: "acme"}, Spec: domain.TenantSpec{TalosVersion: "v1.13.0"}}
 	var b strings.Builder
-	require.NoError(t, tenantOverview(tn).Render(t.Context(), &b))
+	require.NoError(t, tenantOverview(tn, now).Render(t.Context(), &b))
 	require.NotContains(t, b.String(), `data-testid="tenant-drift"`, "no check, no drift section")
 
 	d := &domain.DriftStatus{CheckedAt: &now, Add: 1, Resources: []domain.DriftResource{{Address: `emulated_machine.ng_workers["workers-0"]`, Action: "create"}},
@@ -503,7 +503,7 @@ func TestTenantOverviewShowsDrift(t *testing.T) {
 	tn.Status.Drift = d
 	tn.Status.Conditions = []domain.Condition{domain.DriftCondition(d)}
 	b.Reset()
-	require.NoError(t, tenantOverview(tn).Render(t.Context(), &b))
+	require.NoError(t, tenantOverview(tn, now).Render(t.Context(), &b))
 	for _, want := range []string{`data-condition="Drifted"`, `data-testid="tenant-drift"`, "1 to add, 0 to change, 0 to destroy; cp-0 config differs",
 		"emulated_machine.ng_workers[&#34;workers-0&#34;]", ">create<", "machine cp-0"} {
 		require.Contains(t, b.String(), want)
