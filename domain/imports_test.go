@@ -112,6 +112,9 @@ var domainIndirect = []string{
 	"github.com/go-logr/logr",
 	"k8s.io/utils/net",
 	"k8s.io/utils/internal/third_party/forked/golang/net",
+	// apimachinery 0.35's util/validation checks names with these.
+	"k8s.io/apimachinery/pkg/api/validate/constraints",
+	"k8s.io/apimachinery/pkg/api/validate/content",
 }
 
 // layerOf returns the top-level folder of a module-relative path.

@@ -320,6 +320,7 @@ func (p *PKI) StartRotation(ctx context.Context, tenant, upgrade string, rotate 
 		return p.StartRotation(ctx, tenant, upgrade, rotate) // another writer's won
 	}
 	p.cfg.Log.Info("rotation started", "tenant", tenant, "upgrade", upgrade, "secrets", rotate)
+	p.refreshExpiry(ctx, tenant)
 	return r, nil
 }
 
@@ -344,6 +345,7 @@ func (p *PKI) SetRotationStage(ctx context.Context, tenant, stage string) error 
 	if err := p.cfg.Secrets.Put(ctx, RotationKey(tenant), raw); err != nil {
 		return fmt.Errorf("storing the rotation of tenant %s: %w", tenant, err)
 	}
+	p.refreshExpiry(ctx, tenant)
 	return nil
 }
 
@@ -374,5 +376,15 @@ func (p *PKI) FinishRotation(ctx context.Context, tenant string) error {
 		return fmt.Errorf("removing the finished rotation of tenant %s: %w", tenant, err)
 	}
 	p.cfg.Log.Info("rotation finished", "tenant", tenant, "secrets", r.Secrets)
+	p.refreshExpiry(ctx, tenant)
 	return nil
+}
+
+// refreshExpiry records the tenant's CAs and their ends after a rotation
+// moved them; a failure is logged, not the rotation's (the next pass or
+// start records them).
+func (p *PKI) refreshExpiry(ctx context.Context, tenant string) {
+	if err := p.RefreshExpiry(ctx, tenant); err != nil && ctx.Err() == nil {
+		p.cfg.Log.Warn("recording the certificates' ends after a rotation stage", "tenant", tenant, "err", err)
+	}
 }
