@@ -11,7 +11,7 @@ import (
 )
 
 // RolloutKind is one change rolled across many tenants in waves: a Talos
-// version, a Kubernetes version or a config patch, to the tenants a label
+// version, a Kubernetes version, a config patch or a rotation of secrets, to the tenants a label
 // selector picks, wave after wave, each wave followed by a soak during which
 // its tenants must stay healthy. A failed or unhealthy tenant halts it. The
 // rollout controller (controllers/rollout) carries it out through each tenant's own
@@ -117,6 +117,11 @@ type RolloutChange struct {
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// ConfigPatch is added to every tenant, or updated where it exists.
 	ConfigPatch *RolloutConfigPatch `json:"configPatch,omitempty"`
+	// Rotate rotates these secrets of every tenant (an Upgrade with
+	// spec.rotate, the same values: talos-ca, kubernetes-ca, aggregator-ca,
+	// bootstrap-token or all). A tenant is done when its rotation succeeded:
+	// there is no version to find it at already.
+	Rotate []string `json:"rotate,omitempty"`
 }
 
 // RolloutConfigPatch is a ConfigPatch written to each tenant.
@@ -152,6 +157,7 @@ func (s *RolloutSpec) Default() {
 	if p := s.Change.ConfigPatch; p != nil {
 		p.Spec.Default()
 	}
+	s.Change.Rotate = normalizeRotate(s.Change.Rotate)
 }
 
 // Validate reports every bad field.
@@ -160,7 +166,7 @@ func (s *RolloutSpec) Validate(root string) []Cause {
 	var causes []Cause
 	c := s.Change
 	n := 0
-	for _, set := range []bool{c.TalosVersion != "", c.KubernetesVersion != "", c.ConfigPatch != nil} {
+	for _, set := range []bool{c.TalosVersion != "", c.KubernetesVersion != "", c.ConfigPatch != nil, len(c.Rotate) > 0} {
 		if set {
 			n++
 		}
@@ -168,11 +174,12 @@ func (s *RolloutSpec) Validate(root string) []Cause {
 	switch {
 	case n == 0:
 		causes = append(causes, Cause{Field: f.Child("change").String(), Type: CauseRequired,
-			Message: "give what changes: talosVersion, kubernetesVersion or configPatch"})
+			Message: "give what changes: talosVersion, kubernetesVersion, configPatch or rotate"})
 	case n > 1:
 		causes = append(causes, Cause{Field: f.Child("change").String(), Type: CauseForbidden,
-			Message: "a rollout makes one change: give one of talosVersion, kubernetesVersion and configPatch (create one rollout per change)"})
+			Message: "a rollout makes one change: give one of talosVersion, kubernetesVersion, configPatch and rotate (create one rollout per change)"})
 	}
+	causes = append(causes, validateRotate(c.Rotate, f.Child("change", "rotate"))...)
 	if c.TalosVersion != "" {
 		causes = append(causes, validateVersion(c.TalosVersion, f.Child("change", "talosVersion"))...)
 	}
@@ -309,6 +316,8 @@ func (c *RolloutChange) Description() string {
 		return "Kubernetes " + c.KubernetesVersion
 	case c.ConfigPatch != nil:
 		return "config patch " + c.ConfigPatch.Name
+	case len(c.Rotate) > 0:
+		return "rotation of " + strings.Join(c.Rotate, ", ")
 	}
 	return ""
 }

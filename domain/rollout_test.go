@@ -55,6 +55,11 @@ func TestRolloutSpecValidation(t *testing.T) {
 		{"progress deadline", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"2h"}`, nil},
 		{"progress deadline too short", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"5s"}`, []string{"spec.progressDeadline"}},
 		{"progress deadline not a duration", `{"change":{"talosVersion":"v1.13.1"},"progressDeadline":"soon"}`, []string{"spec.progressDeadline"}},
+		{"rotate", `{"change":{"rotate":["kubernetes-ca","talos-ca"]}}`, nil},
+		{"rotate all", `{"change":{"rotate":["all"]}}`, nil},
+		{"rotate and a version", `{"change":{"rotate":["talos-ca"],"talosVersion":"v1.13.1"}}`, []string{"spec.change"}},
+		{"rotate refused", `{"change":{"rotate":["kubernetes-ca","etcd-ca"]}}`, []string{"spec.change.rotate[1]"}},
+		{"rotate unknown", `{"change":{"rotate":["dns"]}}`, []string{"spec.change.rotate[0]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +79,17 @@ func TestRolloutSpecValidation(t *testing.T) {
 	}
 	many := RolloutSpec{Change: RolloutChange{TalosVersion: "v1.13.1"}, Waves: make([]RolloutWave, MaxRolloutWaves+1), Soak: "1m"}
 	assert.Equal(t, "spec.waves", many.Validate("spec")[0].Field)
+
+	// A rotation is spec.rotate's values, in the order an Upgrade takes them;
+	// a refused secret says why, as an Upgrade's does.
+	rot := RolloutSpec{Change: RolloutChange{Rotate: []string{SecretKubernetesCA, SecretTalosCA, SecretKubernetesCA}}}
+	rot.Default()
+	assert.Equal(t, []string{SecretTalosCA, SecretKubernetesCA}, rot.Change.Rotate)
+	assert.Equal(t, "rotation of talos-ca, kubernetes-ca", rot.Change.Description())
+	rot.Change.Rotate = []string{SecretServiceAccountKey}
+	causes := rot.Validate("spec")
+	require.Len(t, causes, 1)
+	assert.Contains(t, causes[0].Message, "service-account-key cannot be rotated: Talos's config holds one service-account key")
 }
 
 // rolloutSim steps a rollout through DecideRollout as the controller would.

@@ -74,7 +74,8 @@ func (c *Controller) gone(tenant string) bool {
 	return err == nil && (!ok || t.Metadata.DeletionTimestamp != nil)
 }
 
-// observeWaiting says whether a tenant is gone or runs the change already.
+// observeWaiting says whether a tenant is gone or runs the change already
+// (never, for a rotation).
 func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, tenant string) domain.RolloutObservation {
 	t, ok, err := projections.Get[domain.Tenant](c.cfg.Cache, domain.TenantRef(tenant))
 	if err != nil {
@@ -100,6 +101,10 @@ func (c *Controller) observeWaiting(ctx context.Context, ro *domain.Rollout, ten
 		}
 		prog, err := c.cfg.Configs.ConfigProgress(ctx, tenant, time.Time{})
 		return domain.RolloutObservation{Looked: err == nil, AtTarget: err == nil && len(prog.Pending) == 0}
+	case len(ch.Rotate) > 0:
+		// A rotation leaves nothing to compare with: every tenant takes it,
+		// and is done when its rotation Upgrade Succeeded.
+		return domain.RolloutObservation{Looked: true}
 	}
 	return domain.RolloutObservation{}
 }

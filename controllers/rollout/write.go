@@ -26,7 +26,8 @@ func upgradeName(rollout string, attempt int) string {
 }
 
 // write writes a running tenant's change: its Upgrade (created once under
-// its name) or the ConfigPatch (created, or its spec set).
+// its name; a rotation is an Upgrade with spec.rotate) or the ConfigPatch
+// (created, or its spec set).
 func (c *Controller) write(ctx context.Context, ro *domain.Rollout, t domain.RolloutTenantStatus) error {
 	labels := map[string]string{domain.LabelRollout: ro.Metadata.Name}
 	now := c.cfg.Clock.Now()
@@ -55,7 +56,8 @@ func (c *Controller) write(ctx context.Context, ro *domain.Rollout, t domain.Rol
 		return nil
 	}
 	name := upgradeName(ro.Metadata.Name, t.Attempt)
-	spec, err := json.Marshal(domain.UpgradeSpec{TalosVersion: ro.Spec.Change.TalosVersion, KubernetesVersion: ro.Spec.Change.KubernetesVersion, MaxParallelism: 1})
+	ch := ro.Spec.Change
+	spec, err := json.Marshal(domain.UpgradeSpec{TalosVersion: ch.TalosVersion, KubernetesVersion: ch.KubernetesVersion, Rotate: ch.Rotate, MaxParallelism: 1})
 	if err != nil {
 		return err
 	}
