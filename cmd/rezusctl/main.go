@@ -178,6 +178,7 @@ func (r *rezusctl) app() *cli.App {
 			r.completionCommand(),
 			r.bootCommand(),
 			r.upgradeCommand(),
+			r.rotateCommand(),
 			r.rolloutCommand(),
 			r.maintenanceCommand(),
 			r.backupCommand(),

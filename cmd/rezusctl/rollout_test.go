@@ -70,3 +70,22 @@ func TestRolloutVerbRetriesAConflict(t *testing.T) {
 	assert.Contains(t, r.stderr, "Conflict")
 	assert.Len(t, patched, rolloutVerbAttempts, "bounded")
 }
+
+// TestRolloutCreateRotation: --rotate (repeatable) is the rollout's
+// change.rotate, one change among the others.
+func TestRolloutCreateRotation(t *testing.T) {
+	f, srv := newFakeAPI(t)
+	tc := newTestCLI(t)
+	tc.loginTo(srv.URL)
+	assert.Equal(t, "rollout/new-cas created: rotation of kubernetes-ca, talos-ca\n",
+		tc.ok("rollout", "create", "new-cas", "--rotate", "kubernetes-ca", "--rotate", "talos-ca", "--soak", "0s"))
+	var sent domain.Object
+	require.NoError(t, json.Unmarshal(f.body("POST /api/v1/rollouts"), &sent))
+	var spec domain.RolloutSpec
+	require.NoError(t, json.Unmarshal(sent.Spec, &spec))
+	assert.Equal(t, domain.RolloutChange{Rotate: []string{"kubernetes-ca", "talos-ca"}}, spec.Change)
+
+	r := tc.run("rollout", "create", "both", "--rotate", "talos-ca", "--talos-version", "v1.13.1")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "give one change")
+}

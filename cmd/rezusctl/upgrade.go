@@ -157,6 +157,12 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 	} else {
 		spec.TalosVersion = target.version
 	}
+	return postUpgrade(ctx, cl, k, tenant, name, spec)
+}
+
+// postUpgrade creates the Upgrade name of tenant with spec; the server
+// checks the spec, and its 422 names the field at fault.
+func postUpgrade(ctx context.Context, cl *client, k kind, tenant, name string, spec domain.UpgradeSpec) (*domain.Object, error) {
 	specRaw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -175,8 +181,18 @@ func (r *rezusctl) createUpgrade(ctx context.Context, c *cli.Context, cl *client
 
 // generatedUpgradeName is "talos-<version>-<5 hex>" (or "kubernetes-..."), a DNS label.
 func generatedUpgradeName(target upgradeTarget) string {
+	prefix := "talos-"
+	if target.kubernetes {
+		prefix = "kubernetes-"
+	}
+	return generatedName(prefix, target.version)
+}
+
+// generatedName is prefix, then what in lower-case letters and digits (the
+// rest as dashes, at most 40), then 5 random hex digits: a DNS label.
+func generatedName(prefix, what string) string {
 	var b strings.Builder
-	for _, ch := range strings.ToLower(target.version) {
+	for _, ch := range strings.ToLower(what) {
 		if (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') {
 			b.WriteRune(ch)
 		} else {
@@ -189,10 +205,6 @@ func generatedUpgradeName(target upgradeTarget) string {
 	}
 	rnd := make([]byte, 3)
 	_, _ = rand.Read(rnd)
-	prefix := "talos-"
-	if target.kubernetes {
-		prefix = "kubernetes-"
-	}
 	return prefix + v + "-" + hex.EncodeToString(rnd)[:5]
 }
 

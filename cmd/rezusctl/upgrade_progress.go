@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,8 +30,10 @@ type upgradeProgress struct {
 	now         func() time.Time
 	every       time.Duration
 
-	mu      sync.Mutex
-	phase   string
+	mu    sync.Mutex
+	phase string
+	// stage is the rotation stage the lines are of ("" for an upgrade).
+	stage   string
 	width   int
 	seen    map[string]string // machine -> its state as printed, durations aside
 	order   []string          // the plan's machines, in its order
@@ -67,6 +70,12 @@ func (p *upgradeProgress) show(o *domain.Object) (done bool, err error) {
 	defer p.mu.Unlock()
 	if st.Phase != p.phase && st.Phase == domain.UpgradeRunning {
 		fmt.Fprintf(p.out, "%s: %d machines, control planes first\n", st.Phase, len(st.Machines))
+	}
+	if r := st.Rotation; r != nil && r.Stage != p.stage {
+		// Each stage takes every machine from Pending again: its lines
+		// start afresh under the stage's.
+		p.stage, p.seen, p.waiting = r.Stage, map[string]string{}, map[string]shownWait{}
+		fmt.Fprintf(p.out, "stage %s (%d/%d)\n", r.Stage, slices.Index(r.Stages, r.Stage)+1, len(r.Stages))
 	}
 	p.width, p.order = 0, p.order[:0]
 	for _, m := range st.Machines {
@@ -118,8 +127,9 @@ func (p *upgradeProgress) refresh() {
 	}
 }
 
-// line is one machine's line: its step, what it waits for as of now, how
-// long it took or why it failed.
+// line is one machine's line: its move (from -> to, or a rotation's
+// stage), its step, what it waits for as of now, how long it took or why
+// it failed.
 func (p *upgradeProgress) line(m domain.UpgradeMachine, now time.Time) string {
 	state := m.Phase
 	switch {
@@ -129,7 +139,11 @@ func (p *upgradeProgress) line(m domain.UpgradeMachine, now time.Time) string {
 	case m.Message != "":
 		state = m.Message // "Draining (4 pods left)"
 	}
-	line := fmt.Sprintf("%-*s  %-12s  %s -> %s  %s", p.width, m.Name, m.Role, orDash(m.From), m.To, state)
+	move := orDash(m.From) + " -> " + m.To
+	if p.stage != "" {
+		move = p.stage // a rotation moves no version
+	}
+	line := fmt.Sprintf("%-*s  %-12s  %s  %s", p.width, m.Name, m.Role, move, state)
 	if m.Phase == domain.StepDone && m.Started != nil && m.Finished != nil {
 		line += fmt.Sprintf(" (%s)", m.Finished.Sub(*m.Started).Round(100*time.Millisecond))
 	}
