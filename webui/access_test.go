@@ -50,7 +50,7 @@ func (s *uiStack) threeTenants() {
 
 // writeControls are the tenant page's controls for roles that may write.
 var writeControls = []string{`data-testid="delete-tenant"`, `data-testid="scale-up"`, `data-testid="scale-down"`,
-	`data-testid="edit-nodegroup"`, `id="nodegroup-add"`, `data-testid="new-patch"`, `data-testid="version-forms"`}
+	`data-testid="edit-nodegroup"`, `id="nodegroup-add"`, `data-testid="new-patch"`, `data-testid="version-forms"`, `data-testid="rotate-forms"`}
 
 // A user with no global role, edit on the tenants labelled env=dev (acme)
 // and view on beta by name: the pages show acme's write controls and none of

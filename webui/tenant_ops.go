@@ -13,6 +13,7 @@ func (u *UI) tenantOpsRoutes(p *pages) {
 	u.patchRoutes(p)
 	u.applyRoutes(p)
 	u.upgradeRoutes(p)
+	u.rotationRoutes(p)
 	u.backupRoutes(p)
 }
 

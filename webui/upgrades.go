@@ -156,8 +156,12 @@ func upgradeStepClass(phase string) string {
 	return phaseClass(phase)
 }
 
-// upgradeTarget names what a run moves to: "Talos v1.13.1", "Kubernetes v1.36.1".
+// upgradeTarget names what a run moves to: "Talos v1.13.1", "Kubernetes
+// v1.36.1", or what it rotates: "Rotate talos-ca, kubernetes-ca".
 func upgradeTarget(up domain.Upgrade) string {
+	if up.Spec.Rotation() {
+		return "Rotate " + strings.Join(up.Spec.Rotate, ", ")
+	}
 	if up.Spec.Kubernetes() {
 		return "Kubernetes " + up.Spec.KubernetesVersion
 	}
