@@ -146,6 +146,8 @@ func (pr *probe) end() (longest time.Duration, lowest, runs int, lastErr error) 
 //   - scaling the control planes 3 -> 1 keeps a ConfigMap write+read probe
 //     failing for no longer than a leader election, leaves a one-member real
 //     etcd, and keeps the data;
+//   - rotating the Kubernetes CA fails no request of a ConfigMap probe
+//     and refuses the credentials from before (rotation_e2e_test.go);
 //   - an etcd backup taken through RezusCloud is a backup: a ConfigMap
 //     deleted after it, the control plane's etcd lost, a Restore through
 //     RezusCloud, and the ConfigMap is back with every machine's Node Ready.
@@ -287,6 +289,12 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 		require.GreaterOrEqual(t, lowest, 2, "Ready pods of the 3-replica Deployment during the upgrade")
 		t.Logf("figures: Kubernetes %s -> %s on 3+2 in %s; lowest Ready replicas %d of 3 over %d probes",
 			realKubeFrom, realKubeTo, took.Round(time.Second), lowest, runs)
+	})
+
+	// Issue 46: the Kubernetes CA rotates with no failed request; the
+	// subtests after it use a client on the new CA.
+	t.Run("KubernetesCARotation", func(t *testing.T) {
+		k = rotateKubernetesCA(t, p, tenant, 5, realKubeTo)
 	})
 
 	t.Run("ControlPlanesThreeToOne", func(t *testing.T) {
