@@ -93,18 +93,16 @@ func normalizeRotate(secrets []string) []string {
 	if len(secrets) == 0 {
 		return nil
 	}
-	if slices.Contains(secrets, SecretAll) {
-		return slices.Clone(RotatableSecrets)
-	}
+	all := slices.Contains(secrets, SecretAll)
 	out := make([]string, 0, len(secrets))
 	for _, s := range RotatableSecrets {
-		if slices.Contains(secrets, s) {
+		if all || slices.Contains(secrets, s) {
 			out = append(out, s)
 		}
 	}
 	for _, s := range secrets {
-		if !slices.Contains(RotatableSecrets, s) {
-			out = append(out, s) // left for Validate to name
+		if !slices.Contains(RotatableSecrets, s) && s != SecretAll {
+			out = append(out, s) // left for Validate to name: "all" does not hide a refused one
 		}
 	}
 	return out

@@ -42,6 +42,7 @@ func TestUpgradeSpecRotate(t *testing.T) {
 		{name: "with a version", spec: UpgradeSpec{Rotate: []string{SecretTalosCA}, TalosVersion: "v1.13.0"}, field: "spec.rotate", says: "not both"},
 		{name: "narrowed", spec: UpgradeSpec{Rotate: []string{SecretTalosCA}, NodeGroups: []string{"w"}}, field: "spec.nodeGroups", says: "every machine"},
 		{name: "nothing", spec: UpgradeSpec{}, field: "spec.talosVersion", says: "rotate"},
+		{name: "all does not hide a refused one", spec: UpgradeSpec{Rotate: []string{"all", SecretEtcdCA}}, field: "spec.rotate[4]", says: "talos#8808"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.spec
