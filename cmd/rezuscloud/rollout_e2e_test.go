@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -151,6 +152,45 @@ func TestRolloutAcrossTenants(t *testing.T) {
 	}
 	require.Empty(t, p2.upgrades("other"))
 	require.Equal(t, "v1.13.0", p2.machines("other")[0].Status.TalosVersion)
+
+	// Issue 46: a Rollout carries a rotation of the Kubernetes CA over the
+	// same six tenants in waves; each tenant's rotation Upgrade succeeds and
+	// its kubeconfig trusts another CA than before; "other" keeps its CA.
+	caOf := func(tn string) string {
+		kc := string(p2.raw("/api/v1/tenants/" + tn + "/kubeconfig/admin"))
+		i := strings.Index(kc, "certificate-authority-data: ")
+		require.Positive(t, i, tn)
+		return strings.Fields(kc[i:])[1]
+	}
+	before := map[string]string{}
+	for _, tn := range append(tenants, "other") {
+		before[tn] = caOf(tn)
+	}
+	code, body = p2.do("POST", "/api/v1/rollouts", `{"metadata":{"name":"rotate-fleet"},"spec":{"change":{"rotate":["kubernetes-ca"]},
+		"tenantSelector":"fleet=e2e","waves":[{"tenants":1},{"percent":50},{"percent":100}],"soak":"1s"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	p2.eventually(5*time.Minute, "the rotation rollout finished", func() bool {
+		ro = p2.rollout("rotate-fleet")
+		return ro.Status.Finished() || ro.Status.Phase == domain.RolloutHalted
+	})
+	require.Equal(t, domain.RolloutSucceeded, ro.Status.Phase, ro.Status.Message)
+	require.Equal(t, domain.RolloutCounts{Total: 6, Done: 6}, ro.Status.Counts)
+	require.Len(t, ro.Status.Waves, 3)
+	for _, tn := range tenants {
+		var list struct{ Items []domain.Upgrade }
+		require.NoError(t, json.Unmarshal(p2.raw("/api/v1/tenants/"+tn+"/upgrades"), &list))
+		var rotations []domain.Upgrade
+		for _, u := range list.Items {
+			if u.Spec.Rotation() {
+				rotations = append(rotations, u)
+			}
+		}
+		require.Len(t, rotations, 1, tn)
+		require.Equal(t, []string{domain.SecretKubernetesCA}, rotations[0].Spec.Rotate, tn)
+		require.Equal(t, domain.UpgradeSucceeded, rotations[0].Status.Phase, "%s: %s", tn, rotations[0].Status.Reason)
+		require.NotEqual(t, before[tn], caOf(tn), "%s trusts its new Kubernetes CA", tn)
+	}
+	require.Equal(t, before["other"], caOf("other"), "a tenant outside the selector keeps its CA")
 }
 
 // firstEventSeq is the stream sequence of the first event of tenant's
