@@ -7,6 +7,7 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
+	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 )
 
 // configHash is the hex SHA-256 of a config's exact bytes: what a management
@@ -21,11 +22,11 @@ func configHash(b []byte) string {
 // out, and needs a reboot otherwise. The hot-reloadable sections are those
 // Talos reconciles live and that day-2 work touches: machine.network,
 // machine.kubelet (image, extra args, …), machine.nodeLabels, nodeTaints,
-// nodeAnnotations, machine.certSANs, machine.install, and the control-plane components
+// nodeAnnotations, machine.certSANs, machine.install, the control-plane components
 // (cluster.apiServer — with its certSANs —, controllerManager, scheduler,
-// proxy), so a Kubernetes upgrade by config is in place. Everything else —
-// disks, machine type, PKI, cluster identity, kernel, sysctls —
-// reboots. Documents other than v1alpha1 (network, hostname, …) are applied
+// proxy), so a Kubernetes upgrade by config is in place, and the PKI Talos
+// rotates live (pkiInPlace). Everything else — disks, machine type, the etcd
+// CA, cluster identity, kernel, sysctls — reboots. Documents other than v1alpha1 (network, hostname, …) are applied
 // in place. It is a simplification of Talos's per-controller rules, chosen to
 // be easy to predict in tests.
 func needsReboot(running, next config.Provider) (bool, error) {
@@ -59,9 +60,27 @@ func rebootRelevant(cfg config.Provider) (string, error) {
 	if cl := c.ClusterConfig; cl != nil {
 		cl.APIServerConfig, cl.ControllerManagerConfig, cl.SchedulerConfig, cl.ProxyConfig = nil, nil, nil, nil
 	}
+	pkiInPlace(c)
 	b, err := encoder.NewEncoder(c, encoder.WithComments(encoder.CommentsDisabled)).Encode()
 	if err != nil {
 		return "", fmt.Errorf("encoding the config: %w", err)
 	}
 	return string(b), nil
+}
+
+// pkiInPlace leaves out of a v1alpha1 document the PKI Talos takes without a
+// reboot: its secrets controllers reissue apid's and the kubelet's
+// certificates and rewrite the control-plane static pods when they change,
+// which is how `talosctl rotate-ca` rotates the Talos and Kubernetes CAs
+// with mode NO_REBOOT. The etcd CA (cluster.etcd.ca) stays: Talos cannot
+// rotate it (no accepted-CAs phase for etcd).
+func pkiInPlace(c *v1alpha1.Config) {
+	if m := c.MachineConfig; m != nil {
+		m.MachineCA, m.MachineAcceptedCAs, m.MachineToken = nil, nil, ""
+	}
+	if cl := c.ClusterConfig; cl != nil {
+		cl.ClusterCA, cl.ClusterAcceptedCAs, cl.ClusterAggregatorCA = nil, nil, nil
+		cl.ClusterServiceAccount, cl.BootstrapToken = nil, ""
+		cl.ClusterSecretboxEncryptionSecret, cl.ClusterAESCBCEncryptionSecret = "", ""
+	}
 }

@@ -31,10 +31,16 @@
 // it used (NO_REBOOT or REBOOT); NO_REBOOT and TRY refuse, with
 // FailedPrecondition, a change that needs a reboot. The rule (needsReboot):
 // the v1alpha1 documents are compared with machine.network, machine.kubelet,
-// machine.nodeLabels, nodeTaints, nodeAnnotations, machine.certSANs and
-// cluster.apiServer, controllerManager, scheduler and proxy left out; any
-// other difference (install, disks, type, PKI, cluster identity, kernel,
-// sysctls, …) needs a reboot, and other documents apply in place. The
+// machine.nodeLabels, nodeTaints, nodeAnnotations, machine.certSANs,
+// machine.install, cluster.apiServer, controllerManager, scheduler and
+// proxy, and the PKI Talos rotates live (machine.ca, machine.acceptedCAs,
+// machine.token, cluster.ca, cluster.acceptedCAs, cluster.aggregatorCA,
+// cluster.serviceAccount, cluster.token and the encryption secrets) left
+// out; any other difference (disks, type, the etcd CA, cluster identity,
+// kernel, sysctls, …) needs a reboot, and other documents apply in place.
+// A PKI change restarts the kubelet and the control-plane components (not
+// etcd) with certificates from the new CAs, and apid's next TLS handshake
+// uses the new trust and certificate. The
 // refuseApply fault makes a node answer ApplyConfiguration with Unavailable
 // until it is lifted, to test a caller's retry.
 //

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/siderolabs/crypto/x509"
-
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
@@ -26,7 +24,7 @@ type Emulator struct {
 	// token is the HTTP API's bearer token (apitoken.go).
 	token string
 
-	// osCAs maps a cluster id to its OS CA with key, learnt from control-plane
+	// osCAs maps an osCAKey to an OS CA with key, learnt from control-plane
 	// configs; a sync.Map so nodes read it under their own lock.
 	osCAs sync.Map
 
@@ -78,15 +76,6 @@ func New(cfg Config) (*Emulator, error) {
 		e.kube = newKubeSupervisor(e, *cfg.Kube, dir)
 	}
 	return e, nil
-}
-
-// osCA returns the OS CA (with key) of a cluster, if a control plane's config brought it.
-func (e *Emulator) osCA(clusterID string) *x509.PEMEncodedCertificateAndKey {
-	v, ok := e.osCAs.Load(clusterID)
-	if !ok {
-		return nil
-	}
-	return v.(*x509.PEMEncodedCertificateAndKey)
 }
 
 // Ready is closed once Run has restored the persisted nodes and Create works.

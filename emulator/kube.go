@@ -64,10 +64,10 @@ type kubeSupervisor struct {
 	// time, as etcd takes one learner at a time (--max-learners 1) and a
 	// second join racing the first stalled in CI.
 	joining map[string]string
-	// pki is each cluster's Kubernetes PKI, learnt from a control plane's
-	// config: a worker's config holds no CA keys, yet its kubelet needs a
+	// pki is each cluster's Kubernetes PKI, learnt from its control planes'
+	// configs: a worker's config holds no CA keys, yet its kubelet needs a
 	// certificate (Talos's trustd and CSR approval give it one).
-	pki map[string]kubecp.PKI
+	pki map[string]*clusterPKIs
 }
 
 // kubeRunner is the goroutine of one node and what it publishes to the others.
@@ -85,6 +85,8 @@ type kubeRunner struct {
 	memberID  uint64         // its etcd member id while its etcd runs
 	cpVersion string         // the Kubernetes version of its running control plane
 	klVersion string         // its running kubelet's version
+	cpKey     string         // the kubeWant.cpKey its running control plane started with
+	klKey     string         // the kubeWant.kubeletKey its running kubelet started with
 	apiServer string         // host:port while its kube-apiserver runs
 }
 
@@ -92,7 +94,7 @@ func newKubeSupervisor(e *Emulator, cfg KubeConfig, dir string) *kubeSupervisor 
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	return &kubeSupervisor{e: e, cfg: cfg, dir: dir, runners: map[string]*kubeRunner{}, pki: map[string]kubecp.PKI{}, joining: map[string]string{}}
+	return &kubeSupervisor{e: e, cfg: cfg, dir: dir, runners: map[string]*kubeRunner{}, pki: map[string]*clusterPKIs{}, joining: map[string]string{}}
 }
 
 // run adds a runner for every node and removes those of deleted nodes until
@@ -231,6 +233,7 @@ func (e *Emulator) kubeView(name string) kubeView {
 type nodeRun struct {
 	cp      *kubecp.Node
 	cpKey   string
+	etcdKey string
 	kl      *kubelet.Kubelet
 	klKey   string
 	klStop  context.CancelFunc
@@ -274,6 +277,9 @@ func (k *kubeSupervisor) runNode(ctx context.Context, r *kubeRunner) {
 			return // deleted: its member is removed and its data is gone
 		}
 		if ctx.Err() != nil {
+			// The emulator stopped while converge ran with what should
+			// run: its processes stop now, or they outlive it.
+			k.converge(ctx, r, &run, v, kubeWant{}, dir)
 			return
 		}
 		select {
@@ -298,14 +304,14 @@ func (k *kubeSupervisor) waitf(r *kubeRunner, run *nodeRun, part, format string,
 func (k *kubeSupervisor) converge(ctx context.Context, r *kubeRunner, run *nodeRun, v kubeView, w kubeWant, dir string) {
 	if v.cfg != nil && v.st.Role == "controlplane" {
 		if pki, err := kubecp.PKIFromConfig(v.cfg); err == nil {
-			k.mu.Lock()
-			k.pki[v.st.ClusterID] = pki
-			k.mu.Unlock()
+			k.learnPKI(v.st.ClusterID, pki)
 		}
 	}
-	// The kubelet first: it stops before its control plane does.
+	// The kubelet first: it stops before its control plane does. It posts
+	// NotReady only when the machine goes down; a kubelet restarted for a
+	// new version or new certificates just stops, as a restarted service.
 	if run.kl != nil && (!w.kubelet || w.kubeletKey != run.klKey) {
-		k.stopKubelet(r, run)
+		k.stopKubelet(r, run, !w.kubelet)
 	}
 	if run.cp != nil && w.wipe {
 		// Deleted or reset while its etcd runs: it leaves etcd first, as
@@ -316,6 +322,9 @@ func (k *kubeSupervisor) converge(ctx context.Context, r *kubeRunner, run *nodeR
 			k.e.cfg.Logf("node %s: leaving etcd: %v", r.name, err)
 		}
 		cancel()
+	}
+	if run.cp != nil && w.controlPlane && w.cpKey != run.cpKey && w.etcdKey == run.etcdKey {
+		k.reissueControlPlane(ctx, r, run, v, w)
 	}
 	if run.cp != nil && (!w.controlPlane || w.cpKey != run.cpKey) {
 		k.stopControlPlane(r, run)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/config"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -24,7 +25,9 @@ import (
 // node's kubelet over the control planes.
 func (k *kubeSupervisor) restConfig(v kubeView, pki kubecp.PKI, cn string, orgs []string) (*rest.Config, error) {
 	endpoint := v.cfg.Cluster().Endpoint()
-	kc, err := kubecp.IssueClientKubeconfig(pki.KubeCA, endpoint.String(), cn, orgs, 24*time.Hour)
+	// It trusts cluster.ca and the accepted CAs, as Talos's kubelet does:
+	// across a rotation's stages an API server may serve either.
+	kc, err := kubecp.IssueClientKubeconfig(pki.KubeCA, kubeTrust(v.cfg), endpoint.String(), cn, orgs, 24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +78,45 @@ func endpointHostPort(u *url.URL) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
-func (k *kubeSupervisor) clusterPKI(cluster string) (kubecp.PKI, bool) {
+// clusterPKIs is what the supervisor learnt of one cluster's Kubernetes
+// PKI: the latest a control plane showed, and every Kubernetes CA with its
+// key by certificate (certID), so a node whose config names a CA gets its
+// client certificates from that one while control planes have moved on (a
+// rotation's stages), as it keeps the certificate that CA gave it on Talos.
+type clusterPKIs struct {
+	latest kubecp.PKI
+	byCA   map[string]kubecp.CertAndKey
+}
+
+func (k *kubeSupervisor) learnPKI(cluster string, pki kubecp.PKI) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	p, ok := k.pki[cluster]
-	return p, ok
+	c := k.pki[cluster]
+	if c == nil {
+		c = &clusterPKIs{byCA: map[string]kubecp.CertAndKey{}}
+		k.pki[cluster] = c
+	}
+	c.latest = pki
+	c.byCA[certID(pki.KubeCA.Cert)] = pki.KubeCA
+}
+
+// clusterPKI is the PKI a node of the cluster whose config is cfg gets its
+// certificates from: the cluster's latest, with the Kubernetes CA its
+// cluster.ca names when a control plane showed its key.
+func (k *kubeSupervisor) clusterPKI(cluster string, cfg config.Provider) (kubecp.PKI, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.pki[cluster]
+	if !ok {
+		return kubecp.PKI{}, false
+	}
+	p := c.latest
+	if ca := cfg.Cluster().IssuingCA(); ca != nil {
+		if kube, ok := c.byCA[certID(ca.Crt)]; ok {
+			p.KubeCA = kube
+		}
+	}
+	return p, true
 }
 
 // AdminKubeconfig returns a cluster-admin kubeconfig for the cluster of the
@@ -93,9 +130,9 @@ func (e *Emulator) AdminKubeconfig(node string) ([]byte, error) {
 	if v.cfg == nil {
 		return nil, fmt.Errorf("node %s is not configured", node)
 	}
-	pki, ok := e.kube.clusterPKI(v.st.ClusterID)
+	pki, ok := e.kube.clusterPKI(v.st.ClusterID, v.cfg)
 	if !ok {
 		return nil, fmt.Errorf("no control plane of node %s's cluster has run yet", node)
 	}
-	return kubecp.IssueClientKubeconfig(pki.KubeCA, v.cfg.Cluster().Endpoint().String(), "admin", []string{"system:masters"}, time.Hour)
+	return kubecp.IssueClientKubeconfig(pki.KubeCA, kubeTrust(v.cfg), v.cfg.Cluster().Endpoint().String(), "admin", []string{"system:masters"}, time.Hour)
 }

@@ -18,11 +18,43 @@ import (
 
 func (k *kubeSupervisor) stopControlPlane(r *kubeRunner, run *nodeRun) {
 	k.mu.Lock()
-	r.member, r.apiServer, r.cp, r.memberID, r.cpVersion = nil, "", nil, 0, ""
+	r.member, r.apiServer, r.cp, r.memberID, r.cpVersion, r.cpKey = nil, "", nil, 0, "", ""
 	k.mu.Unlock()
 	k.refresh(r.name)
 	run.cp.Stop()
-	run.cp, run.cpKey = nil, ""
+	run.cp, run.cpKey, run.etcdKey = nil, "", ""
+}
+
+// reissueControlPlane restarts the node's kube-apiserver, controller
+// manager and scheduler with the Kubernetes PKI of its config, its etcd
+// running on, as Talos rewrites its static pods when a config applied in
+// place changes that PKI. Its API server is offered to no client while it
+// restarts; the other control planes serve on. When that fails the whole
+// control plane stops, and starts again on the next look.
+func (k *kubeSupervisor) reissueControlPlane(ctx context.Context, r *kubeRunner, run *nodeRun, v kubeView, w kubeWant) {
+	pki, err := kubecp.PKIFromConfig(v.cfg)
+	if err == nil {
+		k.mu.Lock()
+		addr := r.apiServer
+		r.apiServer = ""
+		k.mu.Unlock()
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		err = run.cp.Reissue(sctx, pki)
+		cancel()
+		if err == nil {
+			k.e.cfg.Logf("node %s: kube-apiserver, controller-manager and scheduler restarted with the config's new PKI in %s",
+				r.name, time.Since(start).Round(time.Millisecond))
+			run.cpKey = w.cpKey
+			k.mu.Lock()
+			r.apiServer, r.cpKey = addr, w.cpKey
+			k.mu.Unlock()
+			k.refresh(r.name)
+			return
+		}
+	}
+	k.e.cfg.Logf("node %s: restarting its control plane with the config's new PKI: %v", r.name, err)
+	k.stopControlPlane(r, run)
 }
 
 // members are the running etcd members of a cluster other than the node's own.
@@ -140,7 +172,7 @@ func (k *kubeSupervisor) startControlPlane(ctx context.Context, r *kubeRunner, r
 	}
 	k.e.cfg.Logf("node %s: control plane %s running (etcd, kube-apiserver, controller-manager, scheduler) in %s",
 		r.name, w.cpVersion, time.Since(start).Round(time.Millisecond))
-	run.cp, run.cpKey = cp, w.cpKey
+	run.cp, run.cpKey, run.etcdKey = cp, w.cpKey, w.etcdKey
 	_ = os.Remove(restore) // restored: a later restart runs on the data
 	id, err := localMemberID(sctx, cp)
 	if err != nil {
@@ -150,7 +182,7 @@ func (k *kubeSupervisor) startControlPlane(ctx context.Context, r *kubeRunner, r
 	r.cluster = v.st.ClusterID
 	r.member = &kubecp.Member{Name: r.name, PeerURL: peerURL, ClientURL: "https://" + net.JoinHostPort(ip, "2379")}
 	r.apiServer = net.JoinHostPort(ip, "6443")
-	r.cp, r.memberID, r.cpVersion = cp, id, w.cpVersion
+	r.cp, r.memberID, r.cpVersion, r.cpKey = cp, id, w.cpVersion, w.cpKey
 	k.mu.Unlock()
 	k.refresh(r.name)
 	return nil
@@ -196,11 +228,12 @@ func (k *kubeSupervisor) removeMember(ctx context.Context, cluster, name string)
 			via = o
 		}
 	}
-	pki, ok := k.pki[cluster]
+	c, ok := k.pki[cluster]
 	k.mu.Unlock()
 	if via == nil || !ok {
 		return
 	}
+	pki := c.latest
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	cli, err := kubecp.EtcdClient(rctx, pki.EtcdCA, []string{via.member.ClientURL})

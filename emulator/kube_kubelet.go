@@ -17,21 +17,25 @@ import (
 	"github.com/rezuscloud/rezuscloud/emulator/kubelet"
 )
 
-func (k *kubeSupervisor) stopKubelet(r *kubeRunner, run *nodeRun) {
+// stopKubelet stops the node's kubelet; shutdown: the machine goes down,
+// and the kubelet posts NotReady first.
+func (k *kubeSupervisor) stopKubelet(r *kubeRunner, run *nodeRun, shutdown bool) {
 	k.mu.Lock()
-	r.kubelet, r.klVersion = false, ""
+	r.kubelet, r.klVersion, r.klKey = false, "", ""
 	k.mu.Unlock()
 	k.refresh(r.name)
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	run.kl.Shutdown(sctx)
-	cancel()
+	if shutdown {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		run.kl.Shutdown(sctx)
+		cancel()
+	}
 	run.klStop()
 	<-run.klDone
 	run.kl, run.klKey, run.klStop, run.klDone = nil, "", nil, nil
 }
 
 func (k *kubeSupervisor) startKubelet(ctx context.Context, r *kubeRunner, run *nodeRun, v kubeView, w kubeWant) error {
-	pki, ok := k.clusterPKI(v.st.ClusterID)
+	pki, ok := k.clusterPKI(v.st.ClusterID, v.cfg)
 	if !ok {
 		return errors.New("no control plane of the cluster has shown its Kubernetes CA yet")
 	}
@@ -82,7 +86,7 @@ func (k *kubeSupervisor) startKubelet(ctx context.Context, r *kubeRunner, run *n
 	if r.cluster == "" {
 		r.cluster = v.st.ClusterID
 	}
-	r.kubelet, r.klVersion = true, w.kubeletVersion
+	r.kubelet, r.klVersion, r.klKey = true, w.kubeletVersion, w.kubeletKey
 	k.mu.Unlock()
 	k.refresh(r.name)
 	return nil
@@ -92,7 +96,7 @@ func (k *kubeSupervisor) startKubelet(ctx context.Context, r *kubeRunner, run *n
 // once the Node exists: the control-plane role label, the config's
 // machine.nodeLabels and machine.nodeTaints.
 func (k *kubeSupervisor) applyNodeMetadata(ctx context.Context, v kubeView) error {
-	pki, ok := k.clusterPKI(v.st.ClusterID)
+	pki, ok := k.clusterPKI(v.st.ClusterID, v.cfg)
 	if !ok {
 		return errors.New("no Kubernetes CA yet")
 	}

@@ -104,6 +104,7 @@ type node struct {
 	deleted  bool // by Delete: nothing more is persisted
 	stopped  bool // by Delete or the emulator's end: the API never comes back
 	journal  []string
+	apid     apidCreds // apid's TLS while configured, made again when the config's PKI changes
 
 	// One boot's worth of state, replaced when the API comes up (serveLocked).
 	bootID string     // /proc/sys/kernel/random/boot_id
@@ -168,7 +169,7 @@ func (n *node) setConfigLocked(b []byte, cfg config.Provider) {
 		n.st.ClusterID = cfg.Cluster().Name()
 	}
 	if ca := cfg.Machine().Security().IssuingCA(); len(ca.Key) > 0 {
-		n.em.osCAs.Store(n.st.ClusterID, ca)
+		n.em.learnOSCA(n.st.ClusterID, ca)
 	}
 	if n.st.Image == "" && cfg.Machine().Install() != nil {
 		// The first config installs Talos: from its installer.
@@ -203,8 +204,10 @@ func (n *node) serveLocked() error {
 	)
 	if maintenance {
 		tlsCfg, err = maintenanceTLS(n.ip())
-	} else {
-		tlsCfg, err = configuredTLS(n.cfg, n.em.osCA(n.st.ClusterID), n.ip())
+	} else if _, err = n.apidTLS(n.cfg, n.st.ClusterID, n.ip()); err == nil {
+		// Issued now, so a node no one can issue for fails to boot; each
+		// handshake then follows the config (apidServerTLS).
+		tlsCfg = n.apidServerTLS()
 	}
 	if err != nil {
 		n.st.Phase, n.st.Error = PhaseFailed, err.Error()
@@ -351,7 +354,7 @@ func (n *node) bootLocked() {
 // runs on control planes), so it stays unreachable in PhaseBooting and
 // retries, as a real worker waits for trustd.
 func (n *node) startLocked() error {
-	if n.cfg != nil && n.em.osCA(n.st.ClusterID) == nil {
+	if n.cfg != nil && n.em.osCA(n.st.ClusterID, nil) == nil {
 		if n.lis == nil {
 			lis, err := net.Listen("tcp", n.st.Address)
 			if err != nil {

@@ -21,7 +21,8 @@ func apiServerArgs(cfg Config, p nodePKI) []string {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--enable-bootstrap-token-auth=true",
-		"--client-ca-file=" + p.path("kube-ca.crt"),
+		// cluster.ca and cluster.acceptedCAs, as Talos writes its ca.crt.
+		"--client-ca-file=" + p.path("kube-client-ca.crt"),
 		"--tls-cert-file=" + p.path("apiserver.crt"),
 		"--tls-private-key-file=" + p.path("apiserver.key"),
 		"--etcd-servers=" + cfg.member().ClientURL,

@@ -14,7 +14,11 @@
 //
 // The package owns processes, not decisions: the emulator (package
 // emulator's kube supervisor) decides when a node bootstraps, joins, restarts
-// or is wiped, and calls Start, Stop and WipeData. Like a kubelet with static
+// or is wiped, and calls Start, Stop and WipeData, and Reissue when the
+// Kubernetes PKI of the node's config changes in place (a CA rotation's
+// stages): the Kubernetes components restart with certificates from the new
+// CAs, kube-apiserver trusting client certificates of cluster.ca and
+// cluster.acceptedCAs (PKI.KubeTrust), while etcd runs on. Like a kubelet with static
 // pods, a Node restarts a child that exits on its own, with backoff, until
 // Stop. Children get SIGKILL when the emulator dies (Pdeathsig), so a killed
 // emulator leaves no orphans.
@@ -23,5 +27,6 @@
 //
 //	etcd/          etcd's data dir (etcd/member once it holds a member)
 //	pki/           certificates, keys and kubeconfigs, issued again at every Start
+//	               (the Kubernetes components' at every Reissue)
 //	logs/<name>.log each child's output, rotated at 4 MiB (one older file kept)
 package kubecp

@@ -1,6 +1,7 @@
 package kubecp
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	stdx509 "crypto/x509"
@@ -20,11 +21,20 @@ import (
 // Node is the running control plane of one node. Its children outlive the
 // context of Start; Stop ends them.
 type Node struct {
-	cfg Config
-	pki nodePKI
+	cfg Config  // as started: its etcd CA never changes, its Kubernetes PKI may (kube)
+	pki nodePKI // where the certificates are, and etcd's
 
 	mu    sync.Mutex
 	procs []*process // in start order: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+	kube  kubeCreds
+}
+
+// kubeCreds is the Kubernetes PKI the components run with, which Reissue
+// replaces, and the node's own admin credentials issued from it.
+type kubeCreds struct {
+	pki       PKI
+	admin     []byte
+	adminCert CertAndKey
 }
 
 // Start starts etcd and waits until it is healthy (joining or
@@ -43,7 +53,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane of %s: %w", cfg.Name, err)
 	}
-	n := &Node{cfg: cfg, pki: p}
+	n := &Node{cfg: cfg, pki: p, kube: kubeCreds{pki: cfg.PKI, admin: p.admin, adminCert: p.adminCert}}
 	if err := n.start(ctx); err != nil {
 		n.Stop()
 		return nil, fmt.Errorf("starting the control plane of %s: %w", cfg.Name, err)
@@ -55,18 +65,63 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.startEtcd(ctx); err != nil {
 		return err
 	}
-	api, err := n.run("kube-apiserver", n.cfg.Binaries.APIServer, n.cfg.Binaries.KubeVersion, apiServerArgs(n.cfg, n.pki))
+	return n.startKubernetes(ctx, n.cfg, n.pki)
+}
+
+// startKubernetes starts kube-apiserver and waits for /readyz, then the
+// controller manager and the scheduler, with cfg's Kubernetes PKI written in p.
+func (n *Node) startKubernetes(ctx context.Context, cfg Config, p nodePKI) error {
+	api, err := n.run("kube-apiserver", cfg.Binaries.APIServer, cfg.Binaries.KubeVersion, apiServerArgs(cfg, p))
 	if err != nil {
 		return err
 	}
 	if err := waitFor(ctx, api, n.apiServerReady); err != nil {
 		return err
 	}
-	if _, err := n.run("kube-controller-manager", n.cfg.Binaries.ControllerManager, n.cfg.Binaries.KubeVersion, controllerManagerArgs(n.cfg, n.pki)); err != nil {
+	if _, err := n.run("kube-controller-manager", cfg.Binaries.ControllerManager, cfg.Binaries.KubeVersion, controllerManagerArgs(cfg, p)); err != nil {
 		return err
 	}
-	_, err = n.run("kube-scheduler", n.cfg.Binaries.Scheduler, n.cfg.Binaries.KubeVersion, schedulerArgs(n.cfg, n.pki))
+	_, err = n.run("kube-scheduler", cfg.Binaries.Scheduler, cfg.Binaries.KubeVersion, schedulerArgs(cfg, p))
 	return err
+}
+
+// Reissue restarts kube-apiserver, the controller manager and the scheduler
+// with certificates, keys and kubeconfigs issued again from pki, as Talos
+// rewrites its control-plane static pods when the Kubernetes PKI of the
+// machine config changes (a rotation's stages); etcd runs on. The etcd CA
+// cannot change so (Talos cannot rotate it either): that takes Stop and
+// Start. ctx bounds the start; on an error the Kubernetes components may
+// be down, and Stop is what is left to do.
+func (n *Node) Reissue(ctx context.Context, pki PKI) error {
+	if !bytes.Equal(pki.EtcdCA.Cert, n.cfg.PKI.EtcdCA.Cert) {
+		return fmt.Errorf("control plane of %s: the etcd CA cannot change while etcd runs", n.cfg.Name)
+	}
+	cfg := n.cfg
+	cfg.PKI = pki
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	n.stopKubernetes()
+	n.mu.Lock()
+	n.procs = slices.DeleteFunc(n.procs, func(p *process) bool { return p.name != "etcd" })
+	n.mu.Unlock()
+	p, err := writeKubePKI(cfg, n.pki)
+	if err != nil {
+		return fmt.Errorf("control plane of %s: %w", cfg.Name, err)
+	}
+	n.mu.Lock()
+	n.kube = kubeCreds{pki: pki, admin: p.admin, adminCert: p.adminCert}
+	n.mu.Unlock()
+	if err := n.startKubernetes(ctx, cfg, p); err != nil {
+		return fmt.Errorf("restarting the Kubernetes components of %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+func (n *Node) kubeCreds() kubeCreds {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.kube
 }
 
 // startEtcd starts etcd as a new cluster, a joining learner or on its data,
@@ -270,7 +325,7 @@ func (n *Node) Member() Member { return n.cfg.member() }
 
 // AdminKubeconfig is a kubeconfig for the node's own kube-apiserver
 // (https://<Address>:6443) as admin in system:masters.
-func (n *Node) AdminKubeconfig() []byte { return n.pki.admin }
+func (n *Node) AdminKubeconfig() []byte { return n.kubeCreds().admin }
 
 // Healthy reports whether etcd has a leader and kube-apiserver's /readyz is ok.
 func (n *Node) Healthy(ctx context.Context) error {
@@ -286,12 +341,13 @@ func (n *Node) Healthy(ctx context.Context) error {
 }
 
 func (n *Node) apiServerReady(ctx context.Context) error {
-	pair, err := tls.X509KeyPair(n.pki.adminCert.Cert, n.pki.adminCert.Key)
+	creds := n.kubeCreds()
+	pair, err := tls.X509KeyPair(creds.adminCert.Cert, creds.adminCert.Key)
 	if err != nil {
 		return err
 	}
 	pool := stdx509.NewCertPool()
-	pool.AppendCertsFromPEM(n.cfg.PKI.KubeCA.Cert)
+	pool.AppendCertsFromPEM(creds.pki.KubeCA.Cert)
 	c := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12},
 		Proxy:             nil,

@@ -35,36 +35,39 @@ func writeNodePKI(cfg Config) (nodePKI, error) {
 	}
 	ip := net.ParseIP(cfg.Address)
 	loopback := net.ParseIP("127.0.0.1")
-	server := "https://" + net.JoinHostPort(cfg.Address, "6443")
+	// etcd's names: its node name, the node's IP and loopback.
+	err := p.issueAll([]pairSpec{
+		{"etcd-server", cfg.PKI.EtcdCA, certSpec{cn: cfg.Name, dns: []string{cfg.Name, "localhost"}, ips: []net.IP{ip, loopback}, server: true, client: true}},
+		{"etcd-peer", cfg.PKI.EtcdCA, certSpec{cn: cfg.Name, dns: []string{cfg.Name}, ips: []net.IP{ip, loopback}, server: true, client: true}},
+	})
+	if err != nil {
+		return p, err
+	}
+	if p.etcdClient, err = issue(cfg.PKI.EtcdCA, certSpec{cn: "kubecp", client: true, ttl: componentCertTTL}); err != nil {
+		return p, err
+	}
+	if err := os.WriteFile(p.path("etcd-ca.crt"), cfg.PKI.EtcdCA.Cert, 0o600); err != nil {
+		return p, err
+	}
+	return writeKubePKI(cfg, p)
+}
 
+// writeKubePKI issues the certificates, keys and kubeconfigs of the
+// Kubernetes components into p, leaving etcd's alone: what Talos rewrites
+// for the static pods when the Kubernetes PKI in the config changes.
+func writeKubePKI(cfg Config, p nodePKI) (nodePKI, error) {
+	server := "https://" + net.JoinHostPort(cfg.Address, "6443")
 	apiDNS, apiIPs, err := apiServerSANs(cfg)
 	if err != nil {
 		return p, err
 	}
-	specs := []struct {
-		name string
-		ca   CertAndKey
-		spec certSpec
-	}{
+	err = p.issueAll([]pairSpec{
 		{"apiserver", cfg.PKI.KubeCA, certSpec{cn: "kube-apiserver", dns: apiDNS, ips: apiIPs, server: true}},
 		{"apiserver-kubelet-client", cfg.PKI.KubeCA, certSpec{cn: "apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true}},
 		{"front-proxy-client", cfg.PKI.AggregatorCA, certSpec{cn: "front-proxy-client", client: true}},
 		{"apiserver-etcd-client", cfg.PKI.EtcdCA, certSpec{cn: "kube-apiserver", client: true}},
-		// etcd's names: its node name, the node's IP and loopback.
-		{"etcd-server", cfg.PKI.EtcdCA, certSpec{cn: cfg.Name, dns: []string{cfg.Name, "localhost"}, ips: []net.IP{ip, loopback}, server: true, client: true}},
-		{"etcd-peer", cfg.PKI.EtcdCA, certSpec{cn: cfg.Name, dns: []string{cfg.Name}, ips: []net.IP{ip, loopback}, server: true, client: true}},
-	}
-	for _, s := range specs {
-		s.spec.ttl = componentCertTTL
-		c, err := issue(s.ca, s.spec)
-		if err != nil {
-			return p, fmt.Errorf("issuing %s: %w", s.name, err)
-		}
-		if err := p.writePair(s.name, c); err != nil {
-			return p, err
-		}
-	}
-	if p.etcdClient, err = issue(cfg.PKI.EtcdCA, certSpec{cn: "kubecp", client: true, ttl: componentCertTTL}); err != nil {
+	})
+	if err != nil {
 		return p, err
 	}
 
@@ -74,8 +77,8 @@ func writeNodePKI(cfg Config) (nodePKI, error) {
 	}
 	files := map[string][]byte{
 		"kube-ca.crt":         cfg.PKI.KubeCA.Cert,
+		"kube-client-ca.crt":  cfg.PKI.KubeTrust(),
 		"kube-ca.key":         cfg.PKI.KubeCA.Key,
-		"etcd-ca.crt":         cfg.PKI.EtcdCA.Cert,
 		"aggregator-ca.crt":   cfg.PKI.AggregatorCA.Cert,
 		"service-account.key": cfg.PKI.ServiceAccountKey,
 		"service-account.pub": saPub,
@@ -84,14 +87,14 @@ func writeNodePKI(cfg Config) (nodePKI, error) {
 		{"controller-manager.kubeconfig", "system:kube-controller-manager"},
 		{"scheduler.kubeconfig", "system:kube-scheduler"},
 	} {
-		if files[k.file], err = IssueClientKubeconfig(cfg.PKI.KubeCA, server, k.cn, nil, componentCertTTL); err != nil {
+		if files[k.file], err = IssueClientKubeconfig(cfg.PKI.KubeCA, cfg.PKI.KubeTrust(), server, k.cn, nil, componentCertTTL); err != nil {
 			return p, err
 		}
 	}
 	if p.adminCert, err = issue(cfg.PKI.KubeCA, certSpec{cn: "admin", orgs: []string{"system:masters"}, client: true, ttl: componentCertTTL}); err != nil {
 		return p, err
 	}
-	if p.admin, err = kubeconfig(cfg.PKI.KubeCA.Cert, server, "admin", p.adminCert); err != nil {
+	if p.admin, err = kubeconfig(cfg.PKI.KubeTrust(), server, "admin", p.adminCert); err != nil {
 		return p, err
 	}
 	files["admin.kubeconfig"] = p.admin
@@ -102,6 +105,27 @@ func writeNodePKI(cfg Config) (nodePKI, error) {
 		}
 	}
 	return p, nil
+}
+
+// pairSpec is one certificate to issue and write as name.crt and name.key.
+type pairSpec struct {
+	name string
+	ca   CertAndKey
+	spec certSpec
+}
+
+func (p nodePKI) issueAll(specs []pairSpec) error {
+	for _, s := range specs {
+		s.spec.ttl = componentCertTTL
+		c, err := issue(s.ca, s.spec)
+		if err != nil {
+			return fmt.Errorf("issuing %s: %w", s.name, err)
+		}
+		if err := p.writePair(s.name, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p nodePKI) writePair(name string, c CertAndKey) error {

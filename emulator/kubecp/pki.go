@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/siderolabs/crypto/x509"
@@ -26,6 +27,11 @@ type PKI struct {
 	// and every client certificate of the Kubernetes API, and the
 	// controller manager signs CSRs with it.
 	KubeCA CertAndKey
+	// AcceptedKubeCAs is cluster.acceptedCAs, PEM certificates without
+	// keys: kube-apiserver accepts client certificates they issued as it
+	// does KubeCA's, which is how a rotation of the Kubernetes CA keeps the
+	// old and new ones working while it runs.
+	AcceptedKubeCAs []byte
 	// EtcdCA is cluster.etcd.ca: etcd's server, peer and client certificates.
 	EtcdCA CertAndKey
 	// AggregatorCA is cluster.aggregatorCA: the front proxy's client certificate.
@@ -62,7 +68,27 @@ func PKIFromConfig(cfg config.Config) (PKI, error) {
 	if _, err := serviceAccountPublicKey(sa.Key); err != nil {
 		return PKI{}, fmt.Errorf("reading the machine config's PKI: cluster.serviceAccount.key: %w", err)
 	}
-	return PKI{KubeCA: kube, EtcdCA: etcd, AggregatorCA: agg, ServiceAccountKey: sa.Key}, nil
+	var accepted []byte
+	for _, a := range c.AcceptedCAs() {
+		accepted = appendPEM(accepted, a.Crt)
+	}
+	return PKI{KubeCA: kube, AcceptedKubeCAs: accepted, EtcdCA: etcd, AggregatorCA: agg, ServiceAccountKey: sa.Key}, nil
+}
+
+// KubeTrust is KubeCA's certificate followed by the accepted CAs: what
+// kube-apiserver's --client-ca-file holds (Talos's ca.crt) and what the
+// kubeconfigs issued from this PKI trust, since in the middle of a rotation
+// an API server may serve a certificate of either.
+func (p PKI) KubeTrust() []byte {
+	return appendPEM(slices.Clone(p.KubeCA.Cert), p.AcceptedKubeCAs)
+}
+
+// appendPEM appends PEM blocks, with a line break between them.
+func appendPEM(b, more []byte) []byte {
+	if len(b) > 0 && len(more) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n')
+	}
+	return append(b, more...)
 }
 
 func caFrom(field string, p *x509.PEMEncodedCertificateAndKey) (CertAndKey, error) {
@@ -160,15 +186,19 @@ func issue(ca CertAndKey, s certSpec) (CertAndKey, error) {
 }
 
 // IssueClientKubeconfig returns a kubeconfig for server (https://host:port)
-// that trusts kubeCA and authenticates as cn in groups orgs with a client
-// certificate issued from kubeCA for ttl, the way Talos issues its admin
-// kubeconfig and its components' ones.
-func IssueClientKubeconfig(kubeCA CertAndKey, server, cn string, orgs []string, ttl time.Duration) ([]byte, error) {
+// that trusts the CA bundle trust (kubeCA's certificate when nil) and
+// authenticates as cn in groups orgs with a client certificate issued from
+// kubeCA for ttl, the way Talos issues its admin kubeconfig and its
+// components' ones.
+func IssueClientKubeconfig(kubeCA CertAndKey, trust []byte, server, cn string, orgs []string, ttl time.Duration) ([]byte, error) {
 	cert, err := issue(kubeCA, certSpec{cn: cn, orgs: orgs, client: true, ttl: ttl})
 	if err != nil {
 		return nil, err
 	}
-	return kubeconfig(kubeCA.Cert, server, cn, cert)
+	if trust == nil {
+		trust = kubeCA.Cert
+	}
+	return kubeconfig(trust, server, cn, cert)
 }
 
 func kubeconfig(caPEM []byte, server, user string, cert CertAndKey) ([]byte, error) {

@@ -46,7 +46,7 @@ func TestIssueClientKubeconfig(t *testing.T) {
 	pki, err := PKIFromConfig(cp)
 	require.NoError(t, err)
 
-	b, err := IssueClientKubeconfig(pki.KubeCA, "https://127.0.0.9:6443", "system:node:w1", []string{"system:nodes"}, time.Hour)
+	b, err := IssueClientKubeconfig(pki.KubeCA, nil, "https://127.0.0.9:6443", "system:node:w1", []string{"system:nodes"}, time.Hour)
 	require.NoError(t, err)
 	rc, err := clientcmd.RESTConfigFromKubeConfig(b)
 	require.NoError(t, err)
@@ -68,6 +68,8 @@ func TestNodePKI(t *testing.T) {
 	cp, _ := testConfigs(t, "https://kube.example.test:6443")
 	cfg := testConfig(t, cp, "cp-1", "127.0.33.7", Binaries{})
 	cfg.setDefaults()
+	// Another CA accepted, as while the Kubernetes CA rotates.
+	cfg.PKI.AcceptedKubeCAs = cfg.PKI.AggregatorCA.Cert
 	p, err := writeNodePKI(cfg)
 	require.NoError(t, err)
 
@@ -107,6 +109,15 @@ func TestNodePKI(t *testing.T) {
 		rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(cfg.DataDir, "pki", file))
 		require.NoError(t, err)
 		assert.Equal(t, cn, parseCert(t, rc.CertData).Subject.CommonName)
+		assert.Equal(t, cfg.PKI.KubeTrust(), rc.CAData, file)
+	}
+
+	// kube-apiserver's --client-ca-file takes cluster.ca and the accepted CAs.
+	clientCAs, err := os.ReadFile(filepath.Join(cfg.DataDir, "pki", "kube-client-ca.crt"))
+	require.NoError(t, err)
+	for _, c := range []string{"apiserver-kubelet-client.crt", "front-proxy-client.crt"} {
+		_, err = read(c).Verify(x509.VerifyOptions{Roots: pool(t, clientCAs), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		assert.NoError(t, err, "%s verified by the client CAs", c)
 	}
 }
 
