@@ -294,7 +294,7 @@ func TestRealKubernetesThroughRezusCloud(t *testing.T) {
 	// Issue 46: the Kubernetes CA rotates with no failed request; the
 	// subtests after it use a client on the new CA.
 	t.Run("KubernetesCARotation", func(t *testing.T) {
-		k = rotateKubernetesCA(t, p, tenant, 5, realKubeTo)
+		k = rotateKubernetesCA(t, p, tenant, 5, realKubeTo, 0)
 	})
 
 	t.Run("ControlPlanesThreeToOne", func(t *testing.T) {

@@ -4,13 +4,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,21 +27,118 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
+
+// apiLB stands for the load balancer in front of a cluster's control
+// planes (or Talos's KubePrism): it sends a connection to a backend whose
+// kube-apiserver answers /readyz, checked every 100 ms as a load
+// balancer's health check does, so a restarting API server (listening
+// before its caches are synced) gets no traffic.
+type apiLB struct {
+	logf func(string, ...any)
+	// cert is the client certificate health checks present (the API
+	// servers allow no anonymous request); the probe keeps it fresh.
+	cert     atomic.Pointer[tls.Certificate]
+	mu       sync.Mutex
+	backends []string // host:port
+	ready    map[string]bool
+}
+
+func startAPILB(ctx context.Context, backends []string, logf func(string, ...any)) *apiLB {
+	lb := &apiLB{backends: backends, ready: map[string]bool{}, logf: logf}
+	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, //nolint:gosec // a health check, as load balancers make them
+			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+				if c := lb.cert.Load(); c != nil {
+					return c, nil
+				}
+				return &tls.Certificate{}, nil
+			}},
+		DisableKeepAlives: true,
+	}}
+	check := func() {
+		for _, b := range backends {
+			ok := false
+			if resp, err := hc.Get("https://" + b + "/readyz"); err == nil {
+				ok = resp.StatusCode == http.StatusOK
+				resp.Body.Close()
+			}
+			lb.mu.Lock()
+			if lb.ready[b] != ok {
+				lb.logf("load balancer: %s ready=%v at %s", b, ok, time.Now().Format(time.RFC3339Nano))
+			}
+			lb.ready[b] = ok
+			lb.mu.Unlock()
+		}
+	}
+	check()
+	go func() {
+		for ctx.Err() == nil {
+			check()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return lb
+}
+
+// use makes health checks present the credential's certificate.
+func (lb *apiLB) use(c *kubeCredential) error {
+	pair, err := tls.X509KeyPair(c.cert, c.key)
+	if err != nil {
+		return err
+	}
+	lb.cert.Store(&pair)
+	return nil
+}
+
+// allReady reports whether every backend passed its last health check.
+func (lb *apiLB) allReady() bool {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	for _, b := range lb.backends {
+		if !lb.ready[b] {
+			return false
+		}
+	}
+	return true
+}
+
+// pick is the backends to try in order: the ready ones, else all.
+func (lb *apiLB) pick() []string {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	var out []string
+	for _, b := range lb.backends {
+		if lb.ready[b] {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return lb.backends
+	}
+	return out
+}
 
 // kubeCredential is what a user's kubeconfig resolves to at one moment:
 // the cluster's server and CA data from GET …/kubeconfig, and a client
 // certificate from POST …/kubernetes/credential (what `rezusctl credential
 // kubernetes` fetches at each use).
 type kubeCredential struct {
-	server          string
-	ca, cert, key   []byte
-	controlPlaneIPs []string
+	server        string
+	ca, cert, key []byte
+	lb            *apiLB
+	// dialed is the backend of the last connection made.
+	dialed atomic.Value
 }
 
 // freshCredential fetches a kubeCredential now; it does not fail the test
 // (probes call it from their goroutine).
-func freshCredential(p *proc, tenant string, cps []string) (*kubeCredential, error) {
+func freshCredential(p *proc, tenant string, lb *apiLB) (*kubeCredential, error) {
 	req, err := http.NewRequest(http.MethodGet, p.url+"/api/v1/tenants/"+tenant+"/kubeconfig", nil)
 	if err != nil {
 		return nil, err
@@ -59,20 +162,19 @@ func freshCredential(p *proc, tenant string, cps []string) (*kubeCredential, err
 		c.server, c.ca = cl.Server, cl.CertificateAuthorityData
 	}
 	code, cred := p.do(http.MethodPost, "/api/v1/tenants/"+tenant+"/kubernetes/credential", "")
-	if code != http.StatusOK {
+	if code != http.StatusCreated && code != http.StatusOK {
 		return nil, fmt.Errorf("POST kubernetes/credential: %d %v", code, cred)
 	}
 	st, _ := cred["status"].(map[string]any)
 	crt, _ := st["clientCertificateData"].(string)
 	key, _ := st["clientKeyData"].(string)
-	c.cert, c.key, c.controlPlaneIPs = []byte(crt), []byte(key), cps
+	c.cert, c.key, c.lb = []byte(crt), []byte(key), lb
 	return &c, nil
 }
 
-// client is a clientset on the credential whose connections go, like a
-// load balancer's in front of the control planes, to the endpoint while it
-// accepts them and else to another control plane; it keeps no connection
-// after close.
+// client is a clientset on the credential whose connections go through
+// the load balancer to a ready control plane; it keeps no connection after
+// close.
 func (c *kubeCredential) client(timeout time.Duration) (kubernetes.Interface, func(), error) {
 	var (
 		mu    sync.Mutex
@@ -82,11 +184,11 @@ func (c *kubeCredential) client(timeout time.Duration) (kubernetes.Interface, fu
 	cfg := &rest.Config{Host: c.server, Timeout: timeout,
 		TLSClientConfig: rest.TLSClientConfig{CAData: c.ca, CertData: c.cert, KeyData: c.key},
 		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			_, port, _ := net.SplitHostPort(addr)
 			var errs []error
-			for _, a := range append([]string{addr}, hostsAt(c.controlPlaneIPs, port)...) {
+			for _, a := range c.lb.pick() {
 				conn, err := d.DialContext(ctx, network, a)
 				if err == nil {
+					c.dialed.Store(a)
 					mu.Lock()
 					conns = append(conns, conn)
 					mu.Unlock()
@@ -106,21 +208,15 @@ func (c *kubeCredential) client(timeout time.Duration) (kubernetes.Interface, fu
 	}, err
 }
 
-func hostsAt(ips []string, port string) []string {
-	out := make([]string, 0, len(ips))
-	for _, ip := range ips {
-		out = append(out, net.JoinHostPort(ip, port))
-	}
-	return out
-}
-
 // rotateKubernetesCA rotates the tenant's Kubernetes CA through RezusCloud
 // while a probe writes and reads a ConfigMap every 200 ms with a credential
 // fetched afresh each time, and checks what a rotation promises: no probe
 // fails; afterwards a break-glass kubeconfig and a per-user certificate
 // from before are refused (401, even when the client trusts the new CA),
 // new ones work, and every Node is Ready. It returns a client on the new CA.
-func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version string) kubernetes.Interface {
+// With one control plane there is no other API server while its own
+// restarts: outage bounds the longest run of failed probes instead of 0.
+func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version string, outage time.Duration) kubernetes.Interface {
 	ctx := t.Context()
 	var cps []string
 	for _, m := range p.machines(tenant) {
@@ -129,14 +225,29 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 		}
 	}
 	oldBreakGlass := p.raw("/api/v1/tenants/" + tenant + "/kubeconfig/admin")
-	oldUser, err := freshCredential(p, tenant, cps)
+	bg, err := clientcmd.Load(oldBreakGlass)
 	require.NoError(t, err)
+	server, err := url.Parse(bg.Clusters[bg.Contexts[bg.CurrentContext].Cluster].Server)
+	require.NoError(t, err)
+	var backends []string
+	for _, cp := range cps {
+		backends = append(backends, net.JoinHostPort(cp, server.Port()))
+	}
+	lb := startAPILB(ctx, backends, t.Logf)
+	oldUser, err := freshCredential(p, tenant, lb)
+	require.NoError(t, err)
+	require.NoError(t, lb.use(oldUser))
+	require.Eventually(t, lb.allReady,
+		30*time.Second, 100*time.Millisecond, "the load balancer finds every API server ready")
 
 	i := 0
 	writes := startProbe(ctx, func(ctx context.Context) (int, error) {
 		i++
-		cred, err := freshCredential(p, tenant, cps)
+		cred, err := freshCredential(p, tenant, lb)
 		if err != nil {
+			return 0, err
+		}
+		if err := lb.use(cred); err != nil {
 			return 0, err
 		}
 		k, done, err := cred.client(5 * time.Second)
@@ -146,10 +257,13 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 		defer done()
 		cms := k.CoreV1().ConfigMaps("default")
 		name := fmt.Sprintf("rotation-probe-%d", i)
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			return 0, fmt.Errorf("probe %d: %w", i, err)
+		_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err == nil {
+			_, err = cms.Get(ctx, name, metav1.GetOptions{})
 		}
-		_, err = cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil && ctx.Err() == nil {
+			t.Logf("probe %d at %s through %v failed: %v", i, time.Now().Format(time.RFC3339Nano), cred.dialed.Load(), err)
+		}
 		return 0, err
 	})
 	started := time.Now()
@@ -168,9 +282,9 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 	longest, _, runs, lastErr := writes.end()
 	require.Equal(t, "Succeeded", run.Status.Phase, run.Status.Reason)
 	require.Positive(t, runs)
-	require.Zero(t, longest, "no probe failed during the rotation (last error: %v)", lastErr)
+	require.LessOrEqual(t, longest, outage, "the longest run of failed probes during the rotation (last error: %v)", lastErr)
 
-	now, err := freshCredential(p, tenant, cps)
+	now, err := freshCredential(p, tenant, lb)
 	require.NoError(t, err)
 	k, done, err := now.client(10 * time.Second)
 	require.NoError(t, err)
@@ -179,13 +293,11 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 
 	// The credentials from before are refused by the API server itself:
 	// given the new CA to trust, their certificates get 401.
-	bg, err := clientcmd.Load(oldBreakGlass)
-	require.NoError(t, err)
 	for name, old := range map[string]*kubeCredential{
-		"break-glass": {server: now.server, ca: now.ca, controlPlaneIPs: cps,
+		"break-glass": {server: now.server, ca: now.ca, lb: lb,
 			cert: bg.AuthInfos[bg.Contexts[bg.CurrentContext].AuthInfo].ClientCertificateData,
 			key:  bg.AuthInfos[bg.Contexts[bg.CurrentContext].AuthInfo].ClientKeyData},
-		"per-user": {server: now.server, ca: now.ca, cert: oldUser.cert, key: oldUser.key, controlPlaneIPs: cps},
+		"per-user": {server: now.server, ca: now.ca, cert: oldUser.cert, key: oldUser.key, lb: lb},
 	} {
 		ok, close, err := old.client(10 * time.Second)
 		require.NoError(t, err)
@@ -208,6 +320,14 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 		"the new break-glass kubeconfig trusts the new CA only")
 	_, err = kubernetes.NewForConfigOrDie(newBreakGlass).CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
 	require.NoError(t, err, "a break-glass kubeconfig issued now works")
+	// talosctl health is the judge: Talos's own checks, through the node.
+	tc := filepath.Join(t.TempDir(), "talosconfig")
+	require.NoError(t, os.WriteFile(tc, p.raw("/api/v1/tenants/"+tenant+"/talosconfig"), 0o600))
+	hctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(hctx, tofutest.Talosctl(t), "--talosconfig", tc, "--endpoints", cps[0], "--nodes", cps[0],
+		"health", "--wait-timeout", "3m").CombinedOutput()
+	require.NoError(t, err, "talosctl health after the rotation:\n%s", out)
 	t.Logf("figures: Kubernetes CA rotation on %d control planes + %d workers in %s; %d probes, longest failure %s",
 		len(cps), nodes-len(cps), took.Round(time.Second), runs, longest)
 	return k

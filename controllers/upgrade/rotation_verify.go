@@ -29,12 +29,17 @@ const (
 	checkAcceptsNew
 	// checkServesNew: the serving certificate verifies against the new CA alone.
 	checkServesNew
+	// checkReady: the node answers a client of the new CA and is ready
+	// (a kube-apiserver's /readyz), after the restart the stage's config
+	// brought.
+	checkReady
 )
 
 // decideRotationCheck says what proves that a node took stage for a CA
-// that the rotation rotates (rotated) or not. Drop needs no proof for the
-// next step: every machine already issues from the new CA, so the only
-// thing a late node does is accept the old one a moment longer.
+// that the rotation rotates (rotated) or not. Drop needs no proof of its
+// own for what comes next (every machine already issues from the new CA,
+// so a late node only accepts the old one a moment longer); it is asked
+// to be ready, so that the next control plane restarts only then.
 func decideRotationCheck(stage string, rotated bool) rotationCheck {
 	switch {
 	case !rotated:
@@ -43,6 +48,8 @@ func decideRotationCheck(stage string, rotated bool) rotationCheck {
 		return checkAcceptsNew
 	case stage == domain.RotationSwap:
 		return checkServesNew
+	case stage == domain.RotationDrop:
+		return checkReady
 	}
 	return checkNone
 }
@@ -86,7 +93,7 @@ func (r *upgradeRun) rotationProblem(ctx context.Context, m *domain.Machine, sta
 		if _, err := probe.version(ctx, m); err != nil {
 			return "its Talos API does not accept the new Talos CA yet: " + describeTalosErr(err)
 		}
-	case checkServesNew:
+	case checkServesNew, checkReady:
 		probe := *r.nodes
 		probe.ca = rot.Next.OS.Crt
 		if _, err := probe.version(ctx, m); err != nil {
@@ -113,7 +120,7 @@ func (r *upgradeRun) rotationProblem(ctx context.Context, m *domain.Machine, sta
 		return err.Error()
 	}
 	switch check {
-	case checkAcceptsNew:
+	case checkAcceptsNew, checkReady:
 		if err := kubeAccepts(ctx, addr, b.Certs.K8s.Crt, rot.Next.Kubernetes); err != nil {
 			return "its kube-apiserver does not accept the new Kubernetes CA yet: " + err.Error()
 		}
@@ -148,10 +155,11 @@ func issueTalosClient(ca *x509.PEMEncodedCertificateAndKey) (*x509.PEMEncodedCer
 	return secrets.NewAdminCertificateAndKey(time.Now(), ca, role.MakeSet(role.Reader), 10*time.Minute)
 }
 
-// kubeAccepts reads the default namespace from the kube-apiserver at addr,
-// trusting roots and authenticated by a system:masters certificate from
-// ca: a 200 proves both that it serves a certificate roots verify and that
-// it accepts clients of ca.
+// kubeAccepts reads the default namespace and /readyz from the
+// kube-apiserver at addr, trusting roots and authenticated by a
+// system:masters certificate from ca: a 200 proves both that it serves a
+// certificate roots verify and that it accepts clients of ca, and that it
+// is ready.
 func kubeAccepts(ctx context.Context, addr string, roots []byte, ca *x509.PEMEncodedCertificateAndKey) error {
 	authority, err := x509.NewCertificateAuthorityFromCertificateAndKey(ca)
 	if err != nil {
@@ -170,17 +178,22 @@ func kubeAccepts(ctx context.Context, addr string, roots []byte, ca *x509.PEMEnc
 		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{*pair.Certificate}, MinVersion: tls.VersionTLS12},
 	}}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/api/v1/namespaces/default", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("it answers %s", resp.Status)
+	// /readyz too: a kube-apiserver that just restarted serves before its
+	// caches are synced, and until then refuses what RBAC would allow
+	// (system:masters alone passes); the next control plane waits for it.
+	for _, path := range []string{"/api/v1/namespaces/default", "/readyz"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answers %s", path, resp.Status)
+		}
 	}
 	return nil
 }

@@ -20,8 +20,9 @@ func TestDecideRotationCheck(t *testing.T) {
 		// The node must serve a certificate of the new CA before a
 		// credential handed out at drop (trusting it alone) reaches it.
 		{domain.RotationSwap, true, checkServesNew},
-		// After drop nothing more is handed out that a late node would fail.
-		{domain.RotationDrop, true, checkNone},
+		// After drop nothing more is handed out that a late node would
+		// fail; it is asked to be ready before the next one restarts.
+		{domain.RotationDrop, true, checkReady},
 		{domain.RotationAccept, false, checkNone},
 		{domain.RotationSwap, false, checkNone},
 		{"", true, checkNone},
