@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -128,6 +129,7 @@ func launch(t *testing.T, bin string, env []string, dataDir string, extra ...str
 func (p *proc) waitReady(dataDir string) {
 	p.t.Helper()
 	deadline := time.Now().Add(startWithin)
+	last := "no answer yet" // what /readyz said last, for a server that never gets ready
 	for {
 		if p.exited() {
 			p.t.Fatalf("server exited before it was ready:\n%s", p.log())
@@ -142,14 +144,18 @@ func (p *proc) waitReady(dataDir string) {
 			}
 			resp, err := p.client.Get(p.url + "/readyz")
 			if err == nil {
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK && p.said("serving") != "" {
 					return
 				}
+				last = fmt.Sprintf("%d %s", resp.StatusCode, body)
+			} else {
+				last = err.Error()
 			}
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("server not ready in %s:\n%s", startWithin, p.log())
+			p.t.Fatalf("server not ready in %s (/readyz last said: %s):\n%s", startWithin, last, p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
