@@ -213,7 +213,8 @@ func (c *kubeCredential) client(timeout time.Duration) (kubernetes.Interface, fu
 // fetched afresh each time, and checks what a rotation promises: no probe
 // fails; afterwards a break-glass kubeconfig and a per-user certificate
 // from before are refused (401, even when the client trusts the new CA),
-// new ones work, and every Node is Ready. It returns a client on the new CA.
+// new ones work, and every Node is Ready. It returns a break-glass client
+// issued after the rotation.
 // With one control plane there is no other API server while its own
 // restarts: outage bounds the longest run of failed probes instead of 0.
 func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version string, outage time.Duration) kubernetes.Interface {
@@ -330,5 +331,7 @@ func rotateKubernetesCA(t *testing.T, p *proc, tenant string, nodes int, version
 	require.NoError(t, err, "talosctl health after the rotation:\n%s", out)
 	t.Logf("figures: Kubernetes CA rotation on %d control planes + %d workers in %s; %d probes, longest failure %s",
 		len(cps), nodes-len(cps), took.Round(time.Second), runs, longest)
-	return k
+	// The tests after this one get a client as before (the endpoint, no
+	// balancer: its health checks end with this test), on the new CA.
+	return tenantKube(t, p, tenant)
 }
