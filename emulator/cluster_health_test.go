@@ -48,6 +48,13 @@ func TestTalosctlHealth(t *testing.T) {
 		requireLine(t, out, "waiting for "+check, "OK")
 	}
 
+	// The manifests are there: applying them again (another config, a
+	// restarted supervisor) finds each, kube-dns's fixed clusterIP included.
+	v := em.kubeView(cp.Name)
+	servers := em.kube.apiServers(v.st.ClusterID)
+	require.NotEmpty(t, servers)
+	require.NoError(t, em.kube.applyBootstrapManifests(t.Context(), v, servers[0]))
+
 	_, err = em.InjectFault("cp-1", Faults{KubeletDown: true})
 	require.NoError(t, err)
 	c := connect(t, cl.admin, cp.Address)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	k8sres "github.com/siderolabs/talos/pkg/machinery/resources/k8s"
@@ -76,7 +77,7 @@ func (k *kubeSupervisor) applyBootstrapManifests(ctx context.Context, v kubeView
 			create(ctx, cs.RbacV1().ClusterRoleBindings().Create, clusterRoleBinding("system:coredns", "system:coredns", "coredns", bootstrapping())),
 			create(ctx, cs.CoreV1().ConfigMaps(ns).Create, coreDNSConfigMap(spec.ClusterDomain)),
 			create(ctx, cs.AppsV1().Deployments(ns).Create, coreDNSDeployment(spec)),
-			create(ctx, cs.CoreV1().Services(ns).Create, coreDNSService(spec)),
+			createService(ctx, cs.CoreV1().Services(ns), coreDNSService(spec)),
 		)
 	}
 	return errors.Join(steps...)
@@ -88,6 +89,20 @@ func create[T any](ctx context.Context, f func(context.Context, *T, metav1.Creat
 		return fmt.Errorf("creating %T: %w", obj, err)
 	}
 	return nil
+}
+
+// createService creates svc unless it exists. A Service with a fixed
+// clusterIP that exists already is refused as Invalid ("provided IP is
+// already allocated"), not AlreadyExists, since the IP is allocated
+// before the name is checked: it is looked up first, or every pass would
+// fail on it and apply the manifests again.
+func createService(ctx context.Context, svcs typedcorev1.ServiceInterface, svc *corev1.Service) error {
+	if _, err := svcs.Get(ctx, svc.Name, metav1.GetOptions{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading Service %s: %w", svc.Name, err)
+	}
+	return create(ctx, svcs.Create, svc)
 }
 
 func bootstrapping() map[string]string {
