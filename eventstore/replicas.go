@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -41,6 +42,14 @@ type Replica struct {
 	// StartedAt is when it started; Seen when it last beat.
 	StartedAt time.Time `json:"startedAt"`
 	Seen      time.Time `json:"seen"`
+	// ID names this run of the replica (a new one at each start), so a
+	// replica restarted under the same holder is a new member: tenants
+	// claimed by the old run are not the new one's (TenantClaims). Absent
+	// from releases before 0.4.0.
+	ID string `json:"id,omitempty"`
+	// Tenants is how many tenants it works (TenantClaims); absent from
+	// releases before 0.4.0.
+	Tenants int `json:"tenants"`
 }
 
 // ReplicasConfig configures the heartbeats. Holder and Release are required.
@@ -68,6 +77,9 @@ type ReplicasConfig struct {
 	Now func() time.Time
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Tenants, when set, says how many tenants this replica works, for its
+	// heartbeat.
+	Tenants func() int
 }
 
 // Validate checks the fields.
@@ -117,6 +129,12 @@ type Replicas struct {
 	kv      jetstream.KeyValue
 	level   atomic.Int64
 	view    atomic.Pointer[ReplicaView]
+	id      string
+	// lastBeat is when the last heartbeat that was stored was sent (unix
+	// nanoseconds): the heartbeat outlives it by the bucket's TTL at most.
+	lastBeat atomic.Int64
+	// changed is signalled after every read of the heartbeats.
+	changed chan struct{}
 }
 
 // NewReplicas returns the heartbeats of this replica. Until Start has
@@ -126,7 +144,7 @@ func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	r := &Replicas{cfg: cfg, started: cfg.Now().UTC()}
+	r := &Replicas{cfg: cfg, started: cfg.Now().UTC(), id: uuid.NewString(), changed: make(chan struct{}, 1)}
 	r.level.Store(domain.MinSchemaLevel)
 	r.view.Store(&ReplicaView{ClusterLevel: domain.MinSchemaLevel, WriteLevel: domain.MinSchemaLevel})
 	return r, nil
@@ -137,6 +155,33 @@ func (r *Replicas) WriteLevel() int { return int(r.level.Load()) }
 
 // View is what the heartbeats said at the last read.
 func (r *Replicas) View() ReplicaView { return *r.view.Load() }
+
+// Holder names this replica.
+func (r *Replicas) Holder() string { return r.cfg.Holder }
+
+// ID names this run of the replica (Replica.ID).
+func (r *Replicas) ID() string { return r.id }
+
+// TTL is how long a heartbeat outlives the replica's last one.
+func (r *Replicas) TTL() time.Duration { return 3 * r.cfg.Interval }
+
+// Interval is how often the replica beats.
+func (r *Replicas) Interval() time.Duration { return r.cfg.Interval }
+
+// LastBeat is when the last heartbeat that was stored was sent; zero
+// before the first. The heartbeat is gone from the bucket at most TTL
+// after it, and another replica may then take this one's tenants.
+func (r *Replicas) LastBeat() time.Time {
+	n := r.lastBeat.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Changed is signalled after each read of the heartbeats (a view that may
+// have changed); one signal may stand for several reads.
+func (r *Replicas) Changed() <-chan struct{} { return r.changed }
 
 // Start provisions the bucket, beats once and reads everyone's beats, so
 // the store writes the right level from its first append. Idempotent.
@@ -183,8 +228,12 @@ func (r *Replicas) Run(ctx context.Context) error {
 
 // beat writes this replica's heartbeat and reads everyone's.
 func (r *Replicas) beat(ctx context.Context) error {
+	sent := time.Now()
 	me := Replica{Holder: r.cfg.Holder, Version: r.cfg.Release, SchemaLevel: domain.SchemaLevel,
-		NATSServer: r.cfg.NATSServer, StartedAt: r.started, Seen: r.cfg.Now().UTC()}
+		NATSServer: r.cfg.NATSServer, StartedAt: r.started, Seen: r.cfg.Now().UTC(), ID: r.id}
+	if r.cfg.Tenants != nil {
+		me.Tenants = r.cfg.Tenants()
+	}
 	raw, err := json.Marshal(me)
 	if err != nil {
 		return err
@@ -192,6 +241,7 @@ func (r *Replicas) beat(ctx context.Context) error {
 	if _, err := r.kv.Put(ctx, r.cfg.Holder, raw); err != nil {
 		return fmt.Errorf("writing the heartbeat: %w", err)
 	}
+	r.lastBeat.Store(sent.UnixNano())
 	beats, err := r.read(ctx)
 	if err != nil {
 		return err
@@ -201,6 +251,10 @@ func (r *Replicas) beat(ctx context.Context) error {
 		peers = r.cfg.Peers()
 	}
 	r.set(DecideClusterLevel(beats, peers, r.cfg.WriteLevel))
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
