@@ -72,7 +72,7 @@ type Deps struct {
 	// and for the check of a restore; nil answers those with ServiceUnavailable.
 	EtcdBackups EtcdBackupObjects
 	// Replicas says which replicas run and at which schema levels, for
-	// /version and /api/v1/admin/replicas; nil: this replica alone.
+	// /version and /api/v1/replicas; nil: this replica alone.
 	Replicas ReplicaViewer
 }
 

@@ -41,7 +41,7 @@ func (a *API) readyz(c echo.Context) error {
 
 // version says the release, and the storage schema levels: the newest
 // this replica reads and writes, and the lowest every running replica
-// reads (what is written; /api/v1/admin/replicas names the replicas).
+// reads (what is written; /api/v1/replicas names the replicas).
 func (a *API) version(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"version": a.cfg.Version, "goVersion": runtime.Version(), "apiVersion": domain.APIVersion,
 		"schemaLevel": domain.SchemaLevel, "clusterSchemaLevel": a.clusterView().ClusterLevel})

@@ -58,6 +58,8 @@ func requiredPermission(method, route string) permission {
 		return permAuthenticated
 	case strings.HasPrefix(rest, "admin/"):
 		return permAdmin // backups of the server's data: every secret, sealed, and the NATS seeds
+	case rest == "replicas":
+		return permAdmin // names the hosts, their NATS nodes and releases
 	case strings.HasPrefix(rest, "audit"), strings.HasPrefix(rest, "automation-credentials"), strings.HasPrefix(rest, "credentials/"):
 		return permAdmin // provider credentials: admin, reading their names too
 	case strings.HasPrefix(rest, "tenants/") && strings.HasSuffix(rest, "/state/lock"):

@@ -16,7 +16,7 @@ import (
 // edit also changes tenants, node groups, machines, config patches and
 // downloads credentials and terraform state; admin also manages users,
 // providers, provider credentials, other users' tokens, force-unlocks state,
-// reads the audit log, downloads backups of the server's data and writes any /status subresource by hand. Token and password routes are open to every
+// reads the audit log, lists the replicas, downloads backups of the server's data and writes any /status subresource by hand. Token and password routes are open to every
 // role and check ownership in the handler.
 func expectedAllowed(role, method, route string) bool {
 	read := method == http.MethodGet
@@ -30,6 +30,8 @@ func expectedAllowed(role, method, route string) bool {
 	case strings.HasPrefix(route, "/api/v1/apitokens"):
 		return true
 	case strings.HasPrefix(route, "/api/v1/admin/"): // backups of the server's data
+		return role == domain.RoleAdmin
+	case route == "/api/v1/replicas": // the hosts, their NATS nodes and releases
 		return role == domain.RoleAdmin
 	case strings.HasPrefix(route, "/api/v1/audit"), strings.HasPrefix(route, "/api/v1/automation-credentials"): // NATS credentials: admin
 		return role == domain.RoleAdmin

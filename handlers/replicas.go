@@ -10,29 +10,18 @@ import (
 )
 
 // ReplicaViewer says which replicas run on this data and at which storage
-// schema levels (eventstore.Replicas).
+// schema levels, and which of them this one is (eventstore.Replicas).
 type ReplicaViewer interface {
 	View() eventstore.ReplicaView
+	// Holder names this replica, as its heartbeat does.
+	Holder() string
 }
 
-// replicaList is the body of GET /api/v1/admin/replicas.
-type replicaList struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	// SchemaLevel is the newest level this replica reads and writes.
-	SchemaLevel int `json:"schemaLevel"`
-	// ClusterSchemaLevel is the lowest level every running replica reads;
-	// WriteSchemaLevel what this replica writes (capped by
-	// --write-schema-level).
-	ClusterSchemaLevel int                  `json:"clusterSchemaLevel"`
-	WriteSchemaLevel   int                  `json:"writeSchemaLevel"`
-	Items              []eventstore.Replica `json:"items"`
-	// UnknownPeers are NATS nodes of the cluster no heartbeat names: a
-	// release before heartbeats (0.1.0), counted as level 1.
-	UnknownPeers []string `json:"unknownPeers,omitempty"`
-}
-
+// replicaRoutes serves the replicas' heartbeats. Admin only (rbac.go): the
+// list names the hosts, their NATS nodes and releases, which no tenant's
+// work needs. /admin/replicas is the route's first name (0.2.0), kept.
 func (a *API) replicaRoutes(g *authed) {
+	g.GET("/replicas", a.listReplicas)
 	g.GET("/admin/replicas", a.listReplicas)
 }
 
@@ -45,14 +34,32 @@ func (a *API) clusterView() eventstore.ReplicaView {
 	return a.replicas.View()
 }
 
-// listReplicas answers GET /api/v1/admin/replicas (admin only: it names
-// the hosts): every live replica's release and schema level.
+// listReplicas answers GET /api/v1/replicas: every live replica's release,
+// start, last heartbeat, tenant count and schema level, and which one
+// answers.
 func (a *API) listReplicas(c echo.Context) error {
 	v := a.clusterView()
-	items := v.Replicas
-	if items == nil {
-		items = []eventstore.Replica{}
+	l := domain.ReplicaList{APIVersion: domain.APIVersion, Kind: domain.ReplicaListKind, SchemaLevel: domain.SchemaLevel,
+		ClusterSchemaLevel: v.ClusterLevel, WriteSchemaLevel: v.WriteLevel, Items: make([]domain.Replica, 0, len(v.Replicas)),
+		UnknownPeers: v.UnknownPeers}
+	if a.replicas != nil {
+		l.Self = a.replicas.Holder()
 	}
-	return c.JSON(http.StatusOK, replicaList{APIVersion: domain.APIVersion, Kind: "ReplicaList", SchemaLevel: domain.SchemaLevel,
-		ClusterSchemaLevel: v.ClusterLevel, WriteSchemaLevel: v.WriteLevel, Items: items, UnknownPeers: v.UnknownPeers})
+	for _, r := range v.Replicas {
+		l.Items = append(l.Items, replicaOf(r))
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// replicaOf is a heartbeat as the API shows it. A heartbeat without an ID
+// comes from a release before 0.4.0, which does not count its tenants: its
+// zero is "not said", not "none".
+func replicaOf(r eventstore.Replica) domain.Replica {
+	out := domain.Replica{Holder: r.Holder, ID: r.ID, Version: r.Version, StartedAt: r.StartedAt, Seen: r.Seen,
+		NATSServer: r.NATSServer, SchemaLevel: r.SchemaLevel}
+	if r.ID != "" {
+		n := r.Tenants
+		out.Tenants = &n
+	}
+	return out
 }
