@@ -20,7 +20,7 @@ func (r *rezusctl) getCommand() *cli.Command {
 		Usage:     "list objects of a kind, or show one",
 		ArgsUsage: "KIND [NAME]",
 		Description: "KIND is a kind's plural, singular or short name: tenants (tn), nodegroups (ng), machines (mc),\n" +
-			"configpatches (cp), providers (pv), users, apitokens (token).\n\n" +
+			"configpatches (cp), providers (pv), users, apitokens (token); also credentials and replicas (admins).\n\n" +
 			"  rezusctl get tenants\n  rezusctl get ng -t acme -o yaml\n  rezusctl get machines -A -l role=worker -w",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: outTable, Usage: "table, wide, json, yaml or name"},
@@ -80,6 +80,9 @@ func (r *rezusctl) getOptions(c *cli.Context, s *session) (getOptions, error) {
 func (r *rezusctl) get(c *cli.Context) error {
 	if isCredentialsKind(c.Args().First()) {
 		return r.getCredentials(c)
+	}
+	if isReplicasKind(c.Args().First()) {
+		return r.getReplicas(c)
 	}
 	s, cl, err := r.connect(c)
 	if err != nil {
