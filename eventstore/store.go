@@ -249,6 +249,9 @@ func (s *Store) Bounds(ctx context.Context) (first, last uint64, err error) {
 // events are changed in place to what was written, so the caller's result
 // is what every replica reads back.
 func (s *Store) Append(ctx context.Context, ref domain.Ref, expected uint64, msgID string, events ...domain.Event) (seq uint64, duplicate bool, err error) {
+	if err := checkFence(ctx); err != nil {
+		return 0, false, err
+	}
 	subject := ref.Subject()
 	level := s.writeLevel()
 	for i := range events {

@@ -123,3 +123,16 @@ func (k *absorbed) merge(e Entry, maxSources int) Entry {
 	}
 	return e
 }
+
+// keysOf lists the open keys match accepts.
+func (a *absorber) keysOf(match func(key string) bool) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for k := range a.keys {
+		if match(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}

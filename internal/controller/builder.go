@@ -55,6 +55,11 @@ type Spec struct {
 	// ReadModel is caught up before anything else when this replica takes
 	// the lease; nil skips it.
 	ReadModel Syncer
+	// Tenants, when set, shares the keys' runs out over the replicas by
+	// tenant (Config.Tenants); TenantOf names a key's tenant (default the
+	// key). Cluster-wide controllers leave it nil: one replica runs them.
+	Tenants  *Tenants
+	TenantOf func(key string) string
 	// Pending lists the keys with work: every one is queued when this
 	// replica takes the lease (after the read model and the controller's
 	// own Lead, if it has one) and at each Resync, unless the controller
@@ -108,8 +113,17 @@ func Build(spec Spec, c Controller) Base {
 		Queue: spec.Queue, QueueDescription: spec.Description, MaxSources: spec.MaxSources,
 		Concurrency: spec.Concurrency, Backoff: spec.Backoff, Resync: spec.Resync,
 		Clock: spec.Clock, Log: spec.Log,
+		Tenants: spec.Tenants, TenantOf: spec.TenantOf, ReadModel: seqWaiter(spec.ReadModel),
 	}, built{Controller: c, spec: spec})
 	return Base{rt: rt}
+}
+
+// seqWaiter is the read model as a SeqWaiter, if it is one.
+func seqWaiter(s Syncer) SeqWaiter {
+	if w, ok := s.(SeqWaiter); ok {
+		return w
+	}
+	return nil
 }
 
 // built is a controller with the builder's Lead and Resync.
@@ -205,4 +219,12 @@ func Required(component string, fields ...Field) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Acquired is the controller's own (Acquirer), if it has one.
+func (b built) Acquired(ctx context.Context, tenant string, q *Queue) error {
+	if a, ok := b.Controller.(Acquirer); ok {
+		return a.Acquired(ctx, tenant, q)
+	}
+	return nil
 }

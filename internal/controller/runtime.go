@@ -56,6 +56,30 @@ type Config struct {
 	Clock Clock
 	// Log defaults to slog.Default().
 	Log *slog.Logger
+	// Tenants, when set, shares the keys' runs out over the replicas: every
+	// replica runs the queued keys of the tenants it holds, while the lease
+	// keeps to one replica only what is cluster-wide (the consumer that
+	// queues keys, Lead, resyncs). Nil: the lease holder runs every key.
+	Tenants *Tenants
+	// TenantOf names a key's tenant; default the key itself.
+	TenantOf func(key string) string
+	// ReadModel, when set, is what runs read: with Tenants, a run waits
+	// until it has the events its entry names, which another replica
+	// queued after its own read model had them.
+	ReadModel SeqWaiter
+}
+
+// SeqWaiter is a read model a run waits on (projections.Cache).
+type SeqWaiter interface {
+	WaitFor(ctx context.Context, seq uint64) error
+}
+
+// Acquirer is a Controller with work to do before its first run of a
+// tenant this replica has taken (Config.Tenants): whoever held the tenant
+// before has no run in flight, so what its runs left (an apply recorded
+// as going) is finished here.
+type Acquirer interface {
+	Acquired(ctx context.Context, tenant string, q *Queue) error
 }
 
 func (c *Config) setDefaults() {
@@ -74,6 +98,9 @@ func (c *Config) setDefaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	if c.TenantOf == nil {
+		c.TenantOf = func(key string) string { return key }
+	}
 }
 
 // Runtime runs one Controller: while this replica holds the lease, it queues
@@ -89,14 +116,19 @@ type Runtime struct {
 	runs map[string]runState
 
 	// absorbed are the changes to queued keys kept in memory; a new one for
-	// each term as leader.
+	// each term as leader (one for the runtime's life with Tenants).
 	absorbed *absorber
+
+	// leadCtx is the context of the term as leader (nil: not leading); kick
+	// tells the scheduler a term began or ended.
+	leadCtx context.Context
+	kick    chan struct{}
 }
 
 // New returns the runtime of c; Run starts it.
 func New(cfg Config, c Controller) *Runtime {
 	cfg.setDefaults()
-	return &Runtime{cfg: cfg, c: c}
+	return &Runtime{cfg: cfg, c: c, kick: make(chan struct{}, 1), runs: map[string]runState{}}
 }
 
 // Leading reports whether this replica holds the lease.
@@ -106,11 +138,25 @@ func (r *Runtime) Leading() bool {
 	return r.leading
 }
 
-func (r *Runtime) setLeading(v bool) {
+func (r *Runtime) setLeading(ctx context.Context) {
 	r.mu.Lock()
-	r.leading = v
-	r.runs = map[string]runState{}
+	r.leading = ctx != nil
+	r.leadCtx = ctx
+	if r.cfg.Tenants == nil || r.runs == nil {
+		r.runs = map[string]runState{}
+	}
 	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// leadContext returns the context of the term as leader, nil when not leading.
+func (r *Runtime) leadContext() context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leadCtx
 }
 
 // runState is what LastRun reports of a key.
@@ -119,7 +165,8 @@ type runState struct {
 	running bool
 }
 
-// LastRun reports, for this replica's term as leader, the queue revision of
+// LastRun reports, for this replica's term as leader (with Tenants: since
+// it started), the queue revision of
 // the entry the last run of key that ended started from (0: none ended), and
 // whether a run of key is in flight. A run that ended from the revision the
 // queue holds now (or with the key gone from the queue) has seen every
@@ -176,15 +223,29 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return err
 	}
 	q := &Queue{kv: kv, clock: r.cfg.Clock, maxSources: r.cfg.MaxSources}
-	return leases.RunWhileHeld(ctx, r.cfg.Lease, r.cfg.Holder, func(ctx context.Context) error {
-		return r.lead(ctx, q)
+	if r.cfg.Tenants == nil {
+		return leases.RunWhileHeld(ctx, r.cfg.Lease, r.cfg.Holder, func(ctx context.Context) error {
+			return r.lead(ctx, q)
+		})
+	}
+	r.absorbed = newAbsorber(r.cfg.MaxSources)
+	changed := r.cfg.Tenants.subscribe(func(ctx context.Context, tenant string) { r.flushTenant(ctx, q, tenant) })
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return leases.RunWhileHeld(gctx, r.cfg.Lease, r.cfg.Holder, func(ctx context.Context) error {
+			return r.lead(ctx, q)
+		})
 	})
+	g.Go(func() error { return r.schedule(gctx, q, changed) })
+	return g.Wait()
 }
 
 func (r *Runtime) lead(ctx context.Context, q *Queue) error {
-	r.absorbed = newAbsorber(r.cfg.MaxSources)
-	r.setLeading(true)
-	defer r.setLeading(false)
+	if r.cfg.Tenants == nil {
+		r.absorbed = newAbsorber(r.cfg.MaxSources)
+	}
+	r.setLeading(ctx)
+	defer r.setLeading(nil)
 	if l, ok := r.c.(Leader); ok {
 		stop, err := l.Lead(ctx, q)
 		if err != nil {
@@ -199,7 +260,9 @@ func (r *Runtime) lead(ctx context.Context, q *Queue) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.consume(gctx, q) })
-	g.Go(func() error { return r.schedule(gctx, q) })
+	if r.cfg.Tenants == nil {
+		g.Go(func() error { return r.schedule(gctx, q, nil) })
+	}
 	if rs, ok := r.c.(Resyncer); ok && r.cfg.Resync > 0 {
 		g.Go(func() error { return r.resync(gctx, q, rs) })
 	}
@@ -251,7 +314,7 @@ func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 		source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)
 		now := r.cfg.Clock.Now()
 		for _, k := range keys {
-			if r.absorbed.absorb(k, source, now) {
+			if r.absorb(k, source, now) {
 				continue
 			}
 			if err := q.Add(ctx, k, source); err != nil {
@@ -280,4 +343,13 @@ func (r *Runtime) resync(ctx context.Context, q *Queue, rs Resyncer) error {
 			}
 		}
 	}
+}
+
+// absorb keeps a change to a queued key in memory (absorber) when this
+// replica's scheduler is the one that runs the key.
+func (r *Runtime) absorb(key, source string, now time.Time) bool {
+	if r.cfg.Tenants == nil {
+		return r.absorbed.absorb(key, source, now)
+	}
+	return r.cfg.Tenants.whileHeld(r.cfg.TenantOf(key), func() bool { return r.absorbed.absorb(key, source, now) })
 }

@@ -36,7 +36,13 @@ type ended struct {
 // items is current, and the others are dropped as they come up. Keys that
 // are due wait in ready, oldest change first, for a free slot; each is
 // checked against the key as it is then before it starts.
-func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
+//
+// With Tenants (changed signals a change of this replica's holds), a key
+// runs only on the replica holding its tenant: a key whose tenant is not
+// held here waits in blocked, out of the heaps, until a change of the holds
+// (or of the lease, which a run needs while a replica of an earlier release
+// runs) may let it run.
+func (r *Runtime) schedule(ctx context.Context, q *Queue, changed <-chan struct{}) error {
 	watch, err := q.kv.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("watching queue %s: %w", r.cfg.Queue, err)
@@ -54,6 +60,10 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	var ready readyHeap
 	scheduled := map[string]time.Time{}
 	inReady := map[string]bool{}
+	// blocked are the due keys of tenants this replica could not hold, by
+	// tenant; terms the term of each tenant's hold the last run started in.
+	blocked := map[string]map[string]bool{}
+	terms := map[string]uint64{}
 	dueAt := func(k string, p queued) time.Time {
 		at := r.c.Due(k, r.absorbed.peek(k, p.entry))
 		if nb := notBefore[k]; nb.After(at) {
@@ -74,7 +84,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 	// changed (re)considers a key an event changed: a Later run's wait is
 	// over, as it was decided without that change (an in-place config, a
 	// new machine must not wait for the window a rebooting one waits for).
-	changed := func(k string) {
+	touched := func(k string) {
 		if later[k] {
 			delete(later, k)
 			delete(notBefore, k)
@@ -126,15 +136,38 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				continue
 			}
 			k := it.key
+			var hold Hold
+			if ts := r.cfg.Tenants; ts != nil {
+				tenant := r.cfg.TenantOf(k)
+				var ok bool
+				if hold, ok = ts.Begin(tenant, r.leadContext() != nil); !ok {
+					if blocked[tenant] == nil {
+						blocked[tenant] = map[string]bool{}
+					}
+					blocked[tenant][k] = true
+					continue
+				}
+			}
 			running[k] = true
 			// Changes absorbed from here on would be missed by the run: the
 			// next event writes the bucket, which the run's dequeue sees.
 			entry, _ := r.absorbed.take(k, p.entry)
 			r.runStarted(k)
 			runs.Add(1)
+			acquired := false
+			if hold.End != nil {
+				tenant := r.cfg.TenantOf(k)
+				acquired = terms[tenant] != hold.Term
+				terms[tenant] = hold.Term
+			}
 			go func(attempt int) {
 				defer runs.Done()
-				res := r.c.Reconcile(ctx, k, entry, attempt)
+				var res Result
+				if hold.End == nil {
+					res = r.c.Reconcile(ctx, k, entry, attempt)
+				} else {
+					res = r.runHeld(ctx, hold, k, entry, attempt, acquired, q)
+				}
 				select {
 				case results <- ended{key: k, rev: p.rev, result: res}:
 				case <-ctx.Done():
@@ -151,10 +184,14 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
+			unblock(blocked, wait)
+		case <-r.kick:
+			unblock(blocked, wait)
 		case <-timer:
 		case <-r.absorbed.moved:
 			for _, k := range r.absorbed.takeMoved() {
-				changed(k)
+				touched(k)
 			}
 		case e, ok := <-watch.Updates():
 			if !ok {
@@ -179,7 +216,7 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				// when the run ends.
 				if !running[e.Key()] {
 					r.absorbed.open(e.Key())
-					changed(e.Key())
+					touched(e.Key())
 				}
 			}
 		case e := <-results:
@@ -212,6 +249,17 @@ func (r *Runtime) schedule(ctx context.Context, q *Queue) error {
 				notBefore[e.key] = clock.Now().Add(r.cfg.Backoff(attempts[e.key]))
 			}
 			wait(e.key)
+		}
+	}
+}
+
+// unblock considers the blocked keys again: each runs if its tenant is
+// held here by then, or waits in blocked again.
+func unblock(blocked map[string]map[string]bool, wait func(string)) {
+	for tenant, keys := range blocked {
+		delete(blocked, tenant)
+		for k := range keys {
+			wait(k)
 		}
 	}
 }
