@@ -138,6 +138,8 @@ func (r *Runtime) Leading() bool {
 	return r.leading
 }
 
+// setLeading records a term as leader beginning (ctx its context) or
+// ending (nil).
 func (r *Runtime) setLeading(ctx context.Context) {
 	r.mu.Lock()
 	r.leading = ctx != nil
@@ -151,6 +153,9 @@ func (r *Runtime) setLeading(ctx context.Context) {
 	default:
 	}
 }
+
+// endTerm records the end of a term as leader.
+func (r *Runtime) endTerm() { r.setLeading(context.Context(nil)) }
 
 // leadContext returns the context of the term as leader, nil when not leading.
 func (r *Runtime) leadContext() context.Context {
@@ -245,7 +250,7 @@ func (r *Runtime) lead(ctx context.Context, q *Queue) error {
 		r.absorbed = newAbsorber(r.cfg.MaxSources)
 	}
 	r.setLeading(ctx)
-	defer r.setLeading(nil)
+	defer r.endTerm()
 	if l, ok := r.c.(Leader); ok {
 		stop, err := l.Lead(ctx, q)
 		if err != nil {
