@@ -105,11 +105,25 @@ type ApplyStatus struct {
 	Error string `json:"error,omitempty"`
 	// Attempt counts the runs since the last success (1 for the first).
 	Attempt int `json:"attempt,omitempty"`
-	// Holder is the replica that ran it.
+	// Replica is the replica that ran it (its heartbeat's holder name,
+	// host-pid), so a run of a tenant shared out among replicas can be
+	// traced to the process and log that ran it.
+	Replica string `json:"replica,omitempty"`
+	// Holder is Replica's earlier name, still written with the same value:
+	// earlier releases and recorded histories read it.
 	Holder string `json:"holder,omitempty"`
 	// TofuMilliseconds is the time spent in tofu processes; the rest of the
 	// run's wall time is RezusCloud's own (rendering, records, projection).
 	TofuMilliseconds int64 `json:"tofuMilliseconds,omitempty"`
+}
+
+// RanOn is the replica that ran the run: Replica, or Holder for a run
+// recorded before Replica existed.
+func (s *ApplyStatus) RanOn() string {
+	if s.Replica != "" {
+		return s.Replica
+	}
+	return s.Holder
 }
 
 // MaxApplyErrorBytes bounds status.error.

@@ -103,6 +103,10 @@ type RemediationStatus struct {
 	// machine to be healthy, by startupTimeout); cleared when it ends.
 	// Records written before it existed have none and read as before.
 	Wait *StepWait `json:"wait,omitempty"`
+	// Replica is the replica that ran the current step: the remediation
+	// controller's when it detects and watches the join, the apply
+	// worker's while it replaces the machine.
+	Replica string `json:"replica,omitempty"`
 }
 
 // Default fills the phase in.

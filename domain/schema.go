@@ -17,7 +17,8 @@ import (
 // would drop on a rewrite.
 //
 //   - 1: what 0.1.0 wrote; such records carry no level.
-//   - 2: 0.2.0: issue 43's waits and deadlines, Provider spec.versions.
+//   - 2: 0.2.0: issue 43's waits and deadlines, Provider spec.versions;
+//     issue 47's status.replica of Apply, Upgrade steps and Remediation.
 const SchemaLevel = 2
 
 // MinSchemaLevel is the oldest level this build reads: every level since the
@@ -60,6 +61,9 @@ var levelFields = map[int][]levelField{
 		{RolloutKind.Kind, "spec", []string{"progressDeadline"}},
 		{RolloutKind.Kind, "status", []string{"waves", "[]", "wait"}},
 		{ProviderKind.Kind, "spec", []string{"versions"}},
+		{ApplyKind.Kind, "status", []string{"replica"}},
+		{UpgradeKind.Kind, "status", []string{"machines", "[]", "replica"}},
+		{RemediationKind.Kind, "status", []string{"replica"}},
 	},
 }
 

@@ -73,7 +73,7 @@ func hasPath(t *testing.T, raw json.RawMessage, path []string) bool {
 // by 0.1.0's strict normalisers (commit 2817901), which refuse any field
 // they do not know.
 func TestDownConvertToLevel1(t *testing.T) {
-	for _, kind := range []string{"Upgrade", "Machine", "Restore", "Remediation", "Rollout", "Provider"} {
+	for _, kind := range []string{"Upgrade", "Machine", "Restore", "Remediation", "Rollout", "Provider", "Apply"} {
 		t.Run(kind, func(t *testing.T) {
 			k := MustKind(kind)
 			in := schemaFixture(t, kind+".level2.json")
@@ -240,7 +240,7 @@ func TestEventLevel(t *testing.T) {
 }
 
 func TestNewerSchemaFields(t *testing.T) {
-	require.Equal(t, []string{"spec.deadlines", "status.machines[].wait"}, NewerSchemaFields("Upgrade", 1))
+	require.Equal(t, []string{"spec.deadlines", "status.machines[].wait", "status.machines[].replica"}, NewerSchemaFields("Upgrade", 1))
 	require.Empty(t, NewerSchemaFields("Upgrade", 2))
 	require.Empty(t, NewerSchemaFields("Tenant", 1))
 }

@@ -246,6 +246,10 @@ type UpgradeMachine struct {
 	// Wait is what the step waits for while it waits (precheck, reboot,
 	// verification, rollback), with its deadline; cleared when it is over.
 	Wait *StepWait `json:"wait,omitempty"`
+	// Replica is the replica that last carried the step on: a step taken up
+	// by another replica after a failover names the new one. Empty while
+	// the step has not started.
+	Replica string `json:"replica,omitempty"`
 }
 
 // SchematicMatches reports whether a machine that reports schematic

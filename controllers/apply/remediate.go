@@ -152,7 +152,7 @@ func (w *Worker) prepareReplacements(ctx context.Context, x *execution, tenant s
 			continue
 		}
 		now := w.cfg.Now()
-		updateStatus(ctx, w, domain.ObjectRef(domain.RemediationKind, tenant, name), func(s *domain.RemediationStatus, _ int64) {
+		w.updateRemediation(ctx, tenant, name, func(s *domain.RemediationStatus) {
 			s.Phase = domain.RemediationReplacing
 			if s.StateSerial == 0 {
 				s.StateSerial = serial
@@ -215,17 +215,26 @@ func (w *Worker) finishReplacements(ctx context.Context, tenant, apply string, r
 			s.Conditions = slices.DeleteFunc(s.Conditions, func(c domain.Condition) bool { return c.Type == domain.ConditionHealthy })
 		})
 		now := w.cfg.Now()
-		updateStatus(ctx, w, domain.ObjectRef(domain.RemediationKind, tenant, r.rem.Metadata.Name), func(s *domain.RemediationStatus, _ int64) {
+		w.updateRemediation(ctx, tenant, r.rem.Metadata.Name, func(s *domain.RemediationStatus) {
 			s.Phase, s.Apply, s.ReplacedAt = domain.RemediationJoining, apply, &now
 			s.AddStep("Replaced", "apply "+apply+" built a new "+r.machine.Metadata.Name, now)
 		})
 	}
 }
 
+// updateRemediation rewrites a Remediation's status through mutate, naming
+// this replica as the one that ran its current step.
+func (w *Worker) updateRemediation(ctx context.Context, tenant, name string, mutate func(s *domain.RemediationStatus)) {
+	updateStatus(ctx, w, domain.ObjectRef(domain.RemediationKind, tenant, name), func(s *domain.RemediationStatus, _ int64) {
+		mutate(s)
+		s.Replica = w.cfg.Holder
+	})
+}
+
 // remediationStep records a step of a Remediation.
 func (w *Worker) remediationStep(ctx context.Context, tenant, name, phase, step, msg string) {
 	now := w.cfg.Now()
-	updateStatus(ctx, w, domain.ObjectRef(domain.RemediationKind, tenant, name), func(s *domain.RemediationStatus, _ int64) {
+	w.updateRemediation(ctx, tenant, name, func(s *domain.RemediationStatus) {
 		s.Phase = phase
 		s.AddStep(step, msg, now)
 	})
@@ -234,7 +243,7 @@ func (w *Worker) remediationStep(ctx context.Context, tenant, name, phase, step,
 // remediationEnds finishes a Remediation.
 func (w *Worker) remediationEnds(ctx context.Context, tenant, name, phase, step, msg string) {
 	now := w.cfg.Now()
-	updateStatus(ctx, w, domain.ObjectRef(domain.RemediationKind, tenant, name), func(s *domain.RemediationStatus, _ int64) {
+	w.updateRemediation(ctx, tenant, name, func(s *domain.RemediationStatus) {
 		s.Phase, s.Message, s.FinishedAt = phase, msg, &now
 		s.AddStep(step, msg, now)
 	})

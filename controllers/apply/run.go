@@ -100,7 +100,7 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	w.updateTenantStatus(ctx, tenant, func(s *domain.TenantStatus, gen int64) {
 		tenantRunning(s, destroy, name, gen, w.cfg.Now())
 	})
-	logw.Printf("%s of tenant %s (trigger %s, attempt %d) on %s", spec.Operation, tenant, spec.Trigger, attempt, w.cfg.Holder)
+	logw.Printf("%s %s of tenant %s (trigger %s, attempt %d) run by replica %s", spec.Operation, name, tenant, spec.Trigger, attempt, w.cfg.Holder)
 
 	var res runResult
 	if destroy {

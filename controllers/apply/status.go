@@ -48,7 +48,8 @@ type applyRecord struct {
 func (w *Worker) newApplyRecord(ctx context.Context, tenant, name string, attempt int) *applyRecord {
 	start := w.cfg.Now().UTC()
 	r := &applyRecord{w: w, tenant: tenant, name: name,
-		status: domain.ApplyStatus{Phase: domain.ApplyPlanning, StartTime: &start, Attempt: attempt, Holder: w.cfg.Holder}}
+		status: domain.ApplyStatus{Phase: domain.ApplyPlanning, StartTime: &start, Attempt: attempt,
+			Replica: w.cfg.Holder, Holder: w.cfg.Holder}}
 	w.writeApplyStatus(ctx, tenant, name, r.status)
 	return r
 }

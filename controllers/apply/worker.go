@@ -174,7 +174,8 @@ type Config struct {
 	// before an apply builds machines that install from it; nil: they are
 	// not (the factory is told some other way).
 	Schematics SchematicRegistrar
-	// Holder names this replica in leases and applies.
+	// Holder names this replica in leases, in the status.replica of the
+	// applies and remediations it runs, and in the first line of an apply's log.
 	Holder string
 	Log    *slog.Logger
 

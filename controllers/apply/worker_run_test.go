@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,7 +65,7 @@ func newRunEnv(t *testing.T, opts ...func(*Config)) *runEnv {
 	cfg := Config{
 		Store: env.Store, Cache: cache, Bundles: talos.NewPKI(talos.PKIConfig{Cache: cache, Secrets: secretStore}), Logs: logs,
 		Tofu:    tofu.Binary{Bin: self, Runner: fake},
-		WorkDir: dir, BackendURL: "http://127.0.0.1:1", Credentials: fake, State: fake, Holder: "test",
+		WorkDir: dir, BackendURL: "http://127.0.0.1:1", Credentials: fake, State: fake, Holder: "host-a-42",
 		StateKeys: eventstore.NewStateKeys(secretStore),
 		// A tenant and its node group, created back to back, make one run.
 		Debounce: 300 * time.Millisecond, MaxDelay: 2 * time.Second, Resync: -1,
@@ -152,6 +153,19 @@ func TestWorkerRetriesAFailedApplyWithBackoff(t *testing.T) {
 	require.Equal(t, 2, ok.Status.Attempt)
 	require.Equal(t, domain.ApplyResources{Added: 1}, ok.Status.Resources)
 	require.False(t, ok.Status.StartTime.Before(*failed.Status.EndTime), "the retry waits for the failure")
+	// Each run names the replica that ran it, in its status and in its log's first line.
+	for _, a := range as {
+		require.Equal(t, "host-a-42", a.Status.Replica)
+		require.Equal(t, "host-a-42", a.Status.Holder, "the earlier name is still written")
+		var log []byte
+		require.NoError(t, e.worker.cfg.Logs.Follow(e.ctx, "acme", a.Metadata.Name, false, func(b []byte) error {
+			log = append(log, b...)
+			return nil
+		}))
+		first, _, _ := strings.Cut(string(log), "\n")
+		require.Equal(t, fmt.Sprintf("[rezuscloud] apply %s of tenant acme (trigger %s, attempt %d) run by replica host-a-42",
+			a.Metadata.Name, a.Spec.Trigger, a.Status.Attempt), first)
+	}
 
 	applies := e.tofu.applies()
 	require.Len(t, applies, 2)

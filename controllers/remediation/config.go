@@ -37,7 +37,8 @@ type Config struct {
 	Store  *eventstore.Store
 	Cache  *projections.Cache
 	Prober Prober
-	// Holder names this replica in the controller's lease.
+	// Holder names this replica in the controller's lease and in the
+	// Remediations' status.replica.
 	Holder string
 	// Interval is how often the machines of a tenant with remediation are
 	// probed; default 15s (the health probe's cache TTL). A group's

@@ -207,10 +207,10 @@ func (c *Controller) finishJoined(ctx context.Context, tenant string, groups []d
 				if !d.Record {
 					return false, nil
 				}
-				s.Wait = d.Wait
+				s.Wait, s.Replica = d.Wait, c.cfg.Holder
 				return true, nil
 			}
-			s.Phase, s.Message, s.FinishedAt, s.Wait = d.Phase, d.Message, &now, nil
+			s.Phase, s.Message, s.FinishedAt, s.Wait, s.Replica = d.Phase, d.Message, &now, nil, c.cfg.Holder
 			s.AddStep(d.Step, d.Message, now)
 			return true, nil
 		})
@@ -295,6 +295,7 @@ func (c *Controller) start(ctx context.Context, tenant string, ng *domain.NodeGr
 			return false, nil
 		}
 		s.AddStep("Detected", fmt.Sprintf("%s unhealthy since %s: %s", d.Replace, d.Since.UTC().Format(time.RFC3339), d.Reason), now)
+		s.Replica = c.cfg.Holder
 		return true, nil
 	})
 	if err != nil {

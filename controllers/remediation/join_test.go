@@ -36,6 +36,8 @@ type env struct {
 	store *eventstore.Store
 	cache *projections.Cache
 	clock *controllertest.Clock
+	// holder names the replica start runs the controller as.
+	holder string
 }
 
 func newEnv(t *testing.T, start time.Time) *env {
@@ -45,7 +47,7 @@ func newEnv(t *testing.T, start time.Time) *env {
 	done := make(chan error, 1)
 	go func() { done <- cache.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &env{t: t, ctx: ctx, store: es.Store, cache: cache, clock: controllertest.NewClock(start)}
+	return &env{t: t, ctx: ctx, store: es.Store, cache: cache, clock: controllertest.NewClock(start), holder: "r1"}
 }
 
 func (e *env) execute(cmd domain.Command) {
@@ -74,7 +76,7 @@ func (e *env) setStatus(kind *domain.KindInfo, tenant, name string, status any) 
 // start runs a remediation controller until stop (or the test's end).
 func (e *env) start() (stop func()) {
 	e.t.Helper()
-	cfg := remediation.Config{Store: e.store, Cache: e.cache, Prober: quietProber{}, Holder: "r1", Clock: e.clock,
+	cfg := remediation.Config{Store: e.store, Cache: e.cache, Prober: quietProber{}, Holder: e.holder, Clock: e.clock,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	require.NoError(e.t, cfg.Validate())
 	c := remediation.New(cfg)
@@ -140,10 +142,13 @@ func TestJoiningWaitsWithItsDeadline(t *testing.T) {
 	require.True(t, w.Deadline.Equal(built.Add(10*time.Minute)), "deadline %s", w.Deadline)
 	require.Equal(t, domain.RemediationJoining, r.Status.Phase)
 	require.Equal(t, "waiting for the new w-2 to be healthy: Unreachable: connection refused, 1m (fails in 9m)", w.Message(t0))
+	require.Equal(t, "r1", r.Status.Replica, "the replica watching the join")
 
-	// Restarted mid-wait, with startupTimeout raised meanwhile and another
-	// answer from the probe: the recorded deadline holds.
+	// Restarted mid-wait on another replica, with startupTimeout raised
+	// meanwhile and another answer from the probe: the recorded deadline
+	// holds, and the wait names the replica that took it up.
 	stop()
+	e.holder = "r2"
 	e.clock.Advance(5 * time.Minute)
 	e.execute(domain.Command{Op: domain.OpUpdate, Ref: domain.ObjectRef(domain.NodeGroupKind, "acme", "workers"),
 		Object: func() *domain.Object {
@@ -158,6 +163,7 @@ func TestJoiningWaitsWithItsDeadline(t *testing.T) {
 	})
 	require.True(t, r.Status.Wait.Deadline.Equal(built.Add(10*time.Minute)), "deadline after the restart %s", r.Status.Wait.Deadline)
 	require.True(t, r.Status.Wait.Since.Equal(built))
+	require.Equal(t, "r2", r.Status.Replica)
 
 	// At the deadline it fails, naming what it waited for and the last answer.
 	e.clock.Advance(built.Add(10 * time.Minute).Sub(e.clock.Now()))
@@ -216,6 +222,7 @@ func TestReplacesAnUnhealthyMachine(t *testing.T) {
 	require.Equal(t, map[string]string{"rezuscloud.io/nodegroup": "workers", "rezuscloud.io/machine": "w-2"}, r.Metadata.Labels)
 	require.Equal(t, "Detected", r.Status.Steps[0].Name)
 	require.Equal(t, "w-2 unhealthy since 2026-12-04T09:50:00Z: Unreachable", r.Status.Steps[0].Message)
+	require.Equal(t, "r1", r.Status.Replica, "the replica that detected it")
 	require.False(t, r.Status.Finished())
 	e.groupAllowed(func(ct *assert.CollectT, c *domain.Condition) {
 		assert.Equal(ct, "True", c.Status)
@@ -249,4 +256,5 @@ func TestReplacesAnUnhealthyMachine(t *testing.T) {
 	require.Equal(t, "the new w-2 is healthy, 1m30s after it was built", r.Status.Message)
 	require.Equal(t, "Joined", r.Status.Steps[len(r.Status.Steps)-1].Name)
 	require.Nil(t, r.Status.Wait)
+	require.Equal(t, "r1", r.Status.Replica, "the replica that saw it join, after the apply worker's steps")
 }

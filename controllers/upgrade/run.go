@@ -171,7 +171,8 @@ func (r *upgradeRun) record(ctx context.Context, change func(st *domain.UpgradeS
 	return nil
 }
 
-// recordStep changes one machine's entry.
+// recordStep changes one machine's entry, naming this replica as the one
+// carrying the step on (a step taken up after a failover names the new one).
 func (r *upgradeRun) recordStep(ctx context.Context, name string, change func(e *domain.UpgradeMachine)) error {
 	return r.record(ctx, func(st *domain.UpgradeStatus) {
 		for i := range st.Machines {
@@ -179,6 +180,7 @@ func (r *upgradeRun) recordStep(ctx context.Context, name string, change func(e 
 				before := st.Machines[i]
 				change(&st.Machines[i])
 				endWait(before, &st.Machines[i])
+				st.Machines[i].Replica = r.s.cfg.Holder
 				return
 			}
 		}

@@ -68,7 +68,8 @@ type Config struct {
 	// Rotations moves tenants' PKI through rotations (a *talos.PKI);
 	// without it a rotation run fails before it touches a machine.
 	Rotations Rotator
-	// Holder names this replica in the saga's lease.
+	// Holder names this replica in the saga's lease and in the status.replica
+	// of each machine step it carries on.
 	Holder string
 	// Observer, when set, is asked to probe the tenant after each step that
 	// changed a node (back on the target, done, rolled back, failed), so

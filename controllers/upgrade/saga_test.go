@@ -29,6 +29,15 @@ func phases(u domain.Upgrade) map[string]string {
 	return out
 }
 
+// replicas is the replica that last carried on each machine's step.
+func replicas(u domain.Upgrade) map[string]string {
+	out := map[string]string{}
+	for _, m := range u.Status.Machines {
+		out[m.Name] = m.Replica
+	}
+	return out
+}
+
 // TestUpgradeSagaRollsTheClusterInOrder: changing the tenant's talosVersion
 // starts a run that upgrades a 3+3 cluster through the Talos API, control
 // planes first and one at a time, the etcd leader (cp-1) last of them, each
@@ -209,6 +218,7 @@ func TestUpgradeSagaResumesAfterARestart(t *testing.T) {
 	u := e.upgrade("to-113")
 	require.Equal(t, domain.UpgradeRunning, u.Status.Phase)
 	require.Equal(t, "cp-3", u.Status.Current)
+	require.Equal(t, "saga-1", replicas(u)["cp-3"], "the replica that ran the step")
 
 	_, stop = e.startSaga(nil)
 	e.waitUpgrade("to-113", "w-2 verifying", stepIs("w-2", domain.StepVerifying))
@@ -219,7 +229,11 @@ func TestUpgradeSagaResumesAfterARestart(t *testing.T) {
 	require.Equal(t, domain.UpgradeSucceeded, u.Status.Phase, "reason: %s", u.Status.Reason)
 	for _, m := range u.Status.Machines {
 		require.Equal(t, domain.StepDone, m.Phase, m.Name)
+		require.NotEmpty(t, m.Replica, m.Name)
 	}
+	// A step taken up after a failover names the replica that took it up.
+	require.Equal(t, "saga-2", replicas(u)["cp-3"])
+	require.Equal(t, "saga-3", replicas(u)["w-2"])
 	require.Equal(t, map[string]int{"cp-1": 1, "cp-2": 1, "cp-3": 1, "w-1": 1, "w-2": 1, "w-3": 1}, e.upgradeCalls())
 }
 
