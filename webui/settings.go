@@ -9,7 +9,8 @@ import (
 	"github.com/rezuscloud/rezuscloud/domain"
 )
 
-// settingsRoutes serves users, API tokens, providers and the audit log.
+// settingsRoutes serves users, API tokens, providers, the audit log and the
+// replicas.
 func (u *UI) settingsRoutes(p *pages) {
 	p.GET("/settings", u.settingsIndex)
 	p.PUT("/settings/password", u.changeOwnPassword)
@@ -35,6 +36,8 @@ func (u *UI) settingsRoutes(p *pages) {
 	p.PUT("/settings/credentials", u.putCredentials)
 
 	p.GET("/settings/audit", u.auditReaders(u.auditPage))
+
+	p.GET("/settings/replicas", u.adminOnly(u.replicasPage))
 }
 
 // settingsTab is one section of the settings.
@@ -50,6 +53,7 @@ var settingsTabList = []settingsTab{
 	{Href: "/ui/settings/tokens", Label: "API tokens", Description: "Long-lived credentials for programs and the CLI."},
 	{Href: "/ui/settings/providers", Label: "Providers", Description: "Where machines are built: clouds, bare metal, the emulator.", Shown: viewer.CanSeeAny},
 	{Href: "/ui/settings/audit", Label: "Audit log", Description: "Every change made through the API, by whom and how it ended.", Shown: viewer.CanReadAudit},
+	{Href: "/ui/settings/replicas", Label: "Replicas", Description: "The servers running on this data: release, heartbeat and how many tenants each works.", Shown: viewer.CanAdmin},
 }
 
 // tabsFor are the tabs the viewer may open: users for admins, the audit log
