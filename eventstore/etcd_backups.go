@@ -153,10 +153,12 @@ func (b *EtcdBackups) Delete(ctx context.Context, object string) error {
 	return nil
 }
 
-// SweepPartial purges the chunks no object names: what a Put killed mid-way
-// left. Call it only where no Put runs (the backup controller before it
-// takes any snapshot); it answers how many chunk subjects it purged.
-func (b *EtcdBackups) SweepPartial(ctx context.Context) (int, error) {
+// SweepPartial purges the chunks no object names whose newest chunk was
+// stored more than quiet ago: what a Put killed mid-way left. A Put in
+// flight (on any replica: backups of tenants worked by other replicas run
+// meanwhile) stores a chunk every few milliseconds, so its chunks are
+// never quiet that long. It answers how many chunk subjects it purged.
+func (b *EtcdBackups) SweepPartial(ctx context.Context, quiet time.Duration) (int, error) {
 	prefix := "$O." + EtcdBackupBucket + ".C."
 	info, err := b.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
@@ -177,6 +179,16 @@ func (b *EtcdBackups) SweepPartial(ctx context.Context) (int, error) {
 	for subj := range info.State.Subjects {
 		if named[strings.TrimPrefix(subj, prefix)] {
 			continue
+		}
+		last, err := b.stream.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return purged, fmt.Errorf("reading partial backup chunks %s: %w", subj, err)
+		}
+		if time.Since(last.Time) < quiet {
+			continue // a put in flight
 		}
 		if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 			return purged, fmt.Errorf("purging partial backup chunks %s: %w", subj, err)

@@ -65,6 +65,11 @@ type Config struct {
 	Concurrency int
 	// BackoffBase and BackoffMax shape the retries of a failed run; default 5s and 5m.
 	BackoffBase, BackoffMax time.Duration
+	// PartialQuiet is how long the chunks of a backup object no object
+	// names must have been quiet before the replica taking the lease purges
+	// them as a put killed mid-way (puts of tenants other replicas work run
+	// meanwhile); default 10m, negative 0.
+	PartialQuiet time.Duration
 	// JoinTimeout is how long a restore waits for the other control planes
 	// to be etcd members again, and then for etcd to be healthy at the
 	// snapshot's revision; default 10m. A Restore's spec.deadlines.join and
@@ -95,6 +100,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.Nodes == nil {
 		c.Nodes = talos.NodeAPI{Timeout: c.CallTimeout}
+	}
+	if c.PartialQuiet == 0 {
+		c.PartialQuiet = 10 * time.Minute
+	}
+	if c.PartialQuiet < 0 {
+		c.PartialQuiet = 0
 	}
 	if c.Resync == 0 {
 		c.Resync = time.Minute

@@ -48,7 +48,7 @@ type runtimeController struct{ c *Controller }
 // before Lead returns).
 func (r runtimeController) Lead(ctx context.Context, _ *controller.Queue) (func(), error) {
 	c := r.c
-	if n, err := c.cfg.Backups.SweepPartial(ctx); err != nil {
+	if n, err := c.cfg.Backups.SweepPartial(ctx, c.cfg.PartialQuiet); err != nil {
 		c.cfg.Log.Warn("sweeping partial backup objects", "err", err)
 	} else if n > 0 {
 		c.cfg.Log.Info("swept partial backup objects", "subjects", n)

@@ -71,7 +71,8 @@ func (e *env) startWith(holder string, clock controller.Clock, nodes backup.Node
 	e.T.Helper()
 	cfg := backup.Config{Store: e.Store, Cache: e.Cache, Backups: e.backups, PKI: e.PKI, Holder: holder,
 		Nodes: nodes, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, PollInterval: 10 * time.Millisecond, Clock: clock}
+		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, PollInterval: 10 * time.Millisecond, Clock: clock,
+		PartialQuiet: -1}
 	require.NoError(e.T, cfg.Validate())
 	c = backup.New(cfg)
 	stop = controllertest.Start(e.T, e.Ctx, c.Run)
