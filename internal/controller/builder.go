@@ -113,14 +113,14 @@ func Build(spec Spec, c Controller) Base {
 		Queue: spec.Queue, QueueDescription: spec.Description, MaxSources: spec.MaxSources,
 		Concurrency: spec.Concurrency, Backoff: spec.Backoff, Resync: spec.Resync,
 		Clock: spec.Clock, Log: spec.Log,
-		Tenants: spec.Tenants, TenantOf: spec.TenantOf, ReadModel: seqWaiter(spec.ReadModel),
+		Tenants: spec.Tenants, TenantOf: spec.TenantOf, ReadModel: runReadModel(spec.ReadModel),
 	}, built{Controller: c, spec: spec})
 	return Base{rt: rt}
 }
 
-// seqWaiter is the read model as a SeqWaiter, if it is one.
-func seqWaiter(s Syncer) SeqWaiter {
-	if w, ok := s.(SeqWaiter); ok {
+// runReadModel is the read model as a RunReadModel, if it is one.
+func runReadModel(s Syncer) RunReadModel {
+	if w, ok := s.(RunReadModel); ok {
 		return w
 	}
 	return nil

@@ -63,14 +63,17 @@ type Config struct {
 	Tenants *Tenants
 	// TenantOf names a key's tenant; default the key itself.
 	TenantOf func(key string) string
-	// ReadModel, when set, is what runs read: with Tenants, a run waits
-	// until it has the events its entry names, which another replica
-	// queued after its own read model had them.
-	ReadModel SeqWaiter
+	// ReadModel, when set, is what runs read: with Tenants, the first run
+	// of a tenant taken here waits until it has caught up with the stream
+	// (the previous holder's last writes), and every run until it has the
+	// events its entry names, which another replica queued after its own
+	// read model had them.
+	ReadModel RunReadModel
 }
 
-// SeqWaiter is a read model a run waits on (projections.Cache).
-type SeqWaiter interface {
+// RunReadModel is a read model runs wait on (projections.Cache).
+type RunReadModel interface {
+	Sync(ctx context.Context) error
 	WaitFor(ctx context.Context, seq uint64) error
 }
 

@@ -28,6 +28,11 @@ func (r *Runtime) runHeld(ctx context.Context, hold Hold, key string, e Entry, a
 		defer stopLead()
 	}
 	if acquired {
+		if r.cfg.ReadModel != nil {
+			if err := r.cfg.ReadModel.Sync(rctx); err != nil {
+				return Retry()
+			}
+		}
 		if a, ok := r.c.(Acquirer); ok {
 			if err := a.Acquired(rctx, r.cfg.TenantOf(key), q); err != nil {
 				if rctx.Err() == nil {
