@@ -42,7 +42,7 @@ func opsSetApplyStatus(t *testing.T, s *uiStack, tenant, name string, st domain.
 
 func applyRunning(phase string) domain.ApplyStatus {
 	start := time.Now().Add(-time.Minute)
-	return domain.ApplyStatus{Phase: phase, StartTime: &start, Attempt: 1, Holder: "replica-a"}
+	return domain.ApplyStatus{Phase: phase, StartTime: &start, Attempt: 1, Replica: "replica-a", Holder: "replica-a"}
 }
 
 func applyFinished(phase string, errMsg string) domain.ApplyStatus {
@@ -78,6 +78,7 @@ func TestApplyPageAndTable(t *testing.T) {
 	require.Contains(t, page.Body, `sse-close="ended"`)
 	require.Contains(t, page.Body, `sse-swap="log"`)
 	require.Contains(t, page.Body, `data-testid="cancel-apply"`)
+	require.Contains(t, page.Body, `<dd data-testid="apply-replica">replica-a</dd>`, "the replica that ran it")
 	require.Contains(t, page.Body, "Tenant/acme@1")
 	failed := editor.get("/ui/tenants/acme/applies/apply-0")
 	require.Equal(t, http.StatusOK, failed.Code)

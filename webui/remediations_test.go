@@ -27,12 +27,14 @@ func TestRemediationsPanel(t *testing.T) {
 		Role: domain.RoleWorker, Reason: "Unreachable: connection refused", UnhealthySince: now.Add(-time.Minute)},
 		domain.RemediationStatus{Phase: domain.RemediationJoining, Apply: "apply-7", Steps: []domain.RemediationStep{
 			{Name: "Detected", Time: now}, {Name: "Drained", Time: now}, {Name: "Replaced", Time: now}},
-			Wait: &domain.StepWait{For: "the new workers-1 to be healthy", Since: now, Deadline: now.Add(10 * time.Minute), LastError: "NodeNotReady"}})
+			Wait:    &domain.StepWait{For: "the new workers-1 to be healthy", Since: now, Deadline: now.Add(10 * time.Minute), LastError: "NodeNotReady"},
+			Replica: "host-b-7"})
 	page = viewer.get("/ui/test/ops/acme")
 	require.Equal(t, http.StatusOK, page.Code, page.Body)
 	for _, want := range []string{`data-remediation="workers-1-6b12"`, "workers / workers-1", "Joining",
 		"Unreachable: connection refused", "Detected", "Drained", "Replaced", `/ui/tenants/acme/applies/apply-7`,
-		`data-testid="step-wait"`, "waiting for the new workers-1 to be healthy: NodeNotReady"} {
+		`data-testid="step-wait"`, "waiting for the new workers-1 to be healthy: NodeNotReady",
+		`data-testid="remediation-replica">on host-b-7</div>`} {
 		require.Contains(t, page.Body, want)
 	}
 	require.NotContains(t, page.Body, "data-mutating")

@@ -141,7 +141,7 @@ func TestUpgradeTableShowsMachineProgress(t *testing.T) {
 			{"name": "w-1", "nodeGroup": "workers", "role": "worker", "from": "v1.12.0", "to": "v1.13.0", "phase": "Failed",
 				"error": "node did not come back; rolled back"},
 			{"name": "w-2", "nodeGroup": "workers", "role": "worker", "from": "v1.12.0", "to": "v1.13.0", "phase": "Draining",
-				"message": "Draining (4 pods left)"},
+				"message": "Draining (4 pods left)", "replica": "host-a-42"},
 		}}}, nil)
 	rows = editor.liveEventWith("/ui/test/live/ops/acme", "upgrades", 10*time.Second, `data-upgrade-machine="w-1"`)
 	require.Contains(t, rows, `data-upgrade-machine="cp-1"`)
@@ -153,6 +153,7 @@ func TestUpgradeTableShowsMachineProgress(t *testing.T) {
 	require.Contains(t, rows, "node did not come back; rolled back")
 	require.Contains(t, rows, `data-phase="Draining"`)
 	require.Contains(t, rows, `<span class="ml-1 text-slate-600" data-testid="machine-message">Draining (4 pods left)</span>`)
+	require.Contains(t, rows, `data-testid="machine-replica">on host-a-42</span>`, "the replica that runs the step")
 	require.Contains(t, rows, "upgrading w-1")
 	require.Contains(t, rows, `data-testid="cancel-upgrade"`)
 

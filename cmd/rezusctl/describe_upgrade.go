@@ -10,7 +10,7 @@ import (
 )
 
 // describeUpgradeMachines is describe's section of an upgrade's machines:
-// each one's step and, for a step that waits, what it waits for as of now,
+// each one's step, the replica that ran it and, for a step that waits, what it waits for as of now,
 // since when and until when its deadline runs (absolute and relative), so a
 // slow step can be told from a dead one.
 func describeUpgradeMachines(w io.Writer, o *domain.Object, now time.Time) {
@@ -21,7 +21,7 @@ func describeUpgradeMachines(w io.Writer, o *domain.Object, now time.Time) {
 		return
 	}
 
-	rows := [][]string{{"NAME", "ROLE", "FROM", "TO", "PHASE", "MESSAGE"}}
+	rows := [][]string{{"NAME", "ROLE", "FROM", "TO", "PHASE", "REPLICA", "MESSAGE"}}
 	var waiting []domain.UpgradeMachine
 	for _, m := range st.Machines {
 		msg := m.Message
@@ -34,7 +34,7 @@ func describeUpgradeMachines(w io.Writer, o *domain.Object, now time.Time) {
 			msg = m.Wait.Message(now)
 			waiting = append(waiting, m)
 		}
-		rows = append(rows, []string{m.Name, m.Role, orNone(m.From), m.To, m.Phase, orNone(msg)})
+		rows = append(rows, []string{m.Name, m.Role, orNone(m.From), m.To, m.Phase, orNone(m.Replica), orNone(msg)})
 	}
 	indentTable(w, rows)
 
