@@ -44,6 +44,13 @@ func apiServerArgs(cfg Config, p nodePKI) []string {
 		"--service-account-signing-key-file=" + p.path("service-account.key"),
 		"--service-cluster-ip-range=" + cfg.ServiceCIDR,
 		"--profiling=false",
+		// On SIGTERM, end the watches it serves and give their clients this
+		// long to go: by default it keeps serving them while net/http's
+		// Shutdown waits up to --request-timeout (60 s) for those streams,
+		// longer than the emulator's stop grace, so every stop (each
+		// Reissue) of an API server that controllers or kubelets watched
+		// waited the whole grace and ended in SIGKILL.
+		"--shutdown-watch-termination-grace-period=2s",
 	}
 }
 
