@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -29,10 +28,6 @@ const WorkerLease = "apply-worker"
 // InfraFinalizer holds a tenant whose infrastructure may exist until `tofu
 // destroy` has removed it.
 const InfraFinalizer = "rezuscloud.io/infrastructure"
-
-// cancelSubject is where cancel requests for runs go (request/reply); the
-// replica holding the worker lease answers.
-const cancelSubject = "rezus.applyctl.cancel"
 
 // Bundles gives a tenant's PKI (talos.PKI).
 type Bundles interface {
@@ -177,7 +172,11 @@ type Config struct {
 	// Holder names this replica in leases, in the status.replica of the
 	// applies and remediations it runs, and in the first line of an apply's log.
 	Holder string
-	Log    *slog.Logger
+	// Tenants, when set, shares the tenants' runs out over the replicas:
+	// this replica runs only the tenants it holds (controller.Tenants); nil:
+	// the lease holder runs every tenant.
+	Tenants *controller.Tenants
+	Log     *slog.Logger
 
 	// Debounce is the quiet time after a change before an apply; default 2s.
 	Debounce time.Duration
@@ -292,7 +291,7 @@ func NewWorker(cfg Config) *Worker {
 	w := &Worker{cfg: cfg, running: map[string]*activeRun{}, planSlots: make(chan struct{}, maxPlans)}
 	resync := max(cfg.Resync, 0)
 	w.Base = controller.Build(controller.Spec{
-		Store: cfg.Store, Holder: cfg.Holder, Name: "apply worker",
+		Store: cfg.Store, Holder: cfg.Holder, Tenants: cfg.Tenants, Name: "apply worker",
 		Lease: WorkerLease, Consumer: WorkerConsumer, Queue: QueueBucket, Description: queueDescription,
 		Kinds: tenantEventKinds, AckWait: 15 * time.Second, MaxSources: domain.MaxApplySources,
 		Concurrency: cfg.Concurrency, Backoff: w.backoff, Resync: resync,
@@ -314,9 +313,15 @@ type applyController struct{ w *Worker }
 
 // Lead finishes what a previous holder left and answers cancel requests
 // while this replica leads (the builder caught up the read model first).
+// With tenants shared over the replicas, what a previous holder left is
+// finished tenant by tenant by the replica taking it (Acquired), and every
+// replica answers the cancel requests of the runs it has.
 func (c applyController) Lead(ctx context.Context, q *controller.Queue) (func(), error) {
 	w := c.w
-	if err := w.recover(ctx, q); err != nil {
+	if w.cfg.Tenants != nil {
+		return nil, nil
+	}
+	if err := w.recover(ctx, q, ""); err != nil {
 		return nil, err
 	}
 	sub, err := w.cfg.Store.Conn().Subscribe(cancelSubject+".>", w.onCancel)
@@ -326,10 +331,18 @@ func (c applyController) Lead(ctx context.Context, q *controller.Queue) (func(),
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-// recover finishes what a previous holder left: runs it recorded as going are
-// marked failed (their process is gone) and their tenants queued again.
-func (w *Worker) recover(ctx context.Context, q *controller.Queue) error {
-	applies, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{})
+// Acquired finishes what the previous holder of a tenant this replica took
+// left: its process, or its hold, is gone, so no run of the tenant is in
+// flight anywhere.
+func (c applyController) Acquired(ctx context.Context, tenant string, q *controller.Queue) error {
+	return c.w.recover(ctx, q, tenant)
+}
+
+// recover finishes what a previous holder left (of one tenant, or of every
+// one for ""): runs it recorded as going are marked failed (their process
+// is gone) and their tenants queued again.
+func (w *Worker) recover(ctx context.Context, q *controller.Queue, of string) error {
+	applies, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{Tenant: of})
 	if err != nil {
 		return err
 	}
@@ -465,49 +478,6 @@ const deferRetry = 10 * time.Second
 // backoff is the wait before retry n (1-based): exponential, capped, jittered.
 func (w *Worker) backoff(n int) time.Duration {
 	return controller.Exponential(w.cfg.BackoffBase, w.cfg.BackoffMax)(n)
-}
-
-func (w *Worker) onCancel(m *nats.Msg) {
-	parts := strings.Split(strings.TrimPrefix(m.Subject, cancelSubject+"."), ".")
-	answer := func(s string) { _ = m.Respond([]byte(s)) }
-	if len(parts) != 2 {
-		answer("bad request")
-		return
-	}
-	w.mu.Lock()
-	r, ok := w.running[parts[0]]
-	if ok && r.apply == parts[1] {
-		r.canceled = true
-		r.cancel(errCanceledByUser)
-	}
-	w.mu.Unlock()
-	if ok && r.apply == parts[1] {
-		answer("canceled")
-		return
-	}
-	answer("not running")
-}
-
-// ErrNotRunning says the apply to cancel is not running.
-var ErrNotRunning = errors.New("the apply is not running")
-
-// Cancel asks the replica running applies to stop tenant's run apply; the run
-// is interrupted as a user would interrupt tofu (it releases its lock) and
-// recorded as Canceled.
-func Cancel(ctx context.Context, nc *nats.Conn, tenant, apply string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := nc.RequestWithContext(ctx, cancelSubject+"."+tenant+"."+apply, nil)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("%w: no replica is running applies", ErrNotRunning)
-	}
-	if err != nil {
-		return err
-	}
-	if string(resp.Data) != "canceled" {
-		return ErrNotRunning
-	}
-	return nil
 }
 
 // Tofu is the tofu binary the worker runs.

@@ -50,6 +50,10 @@ type Config struct {
 	PKI     Bundles
 	// Holder names this replica in the controller's lease.
 	Holder string
+	// Tenants, when set, shares the tenants' runs out over the replicas:
+	// this replica runs only the tenants it holds (controller.Tenants); nil:
+	// the lease holder runs every tenant.
+	Tenants *controller.Tenants
 	// Nodes reaches the machines; default talos.NodeAPI{Timeout: CallTimeout}.
 	Nodes Nodes
 	// Log defaults to slog.Default().

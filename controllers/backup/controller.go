@@ -31,7 +31,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg}
 	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
 	c.Base = controller.Build(controller.Spec{
-		Store: cfg.Store, Holder: cfg.Holder, Name: "etcd backup controller",
+		Store: cfg.Store, Holder: cfg.Holder, Tenants: cfg.Tenants, Name: "etcd backup controller",
 		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants with etcd backup or restore work",
 		Kinds:       []*domain.KindInfo{domain.TenantKind, domain.EtcdBackupKind, domain.RestoreKind},
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.BackoffBase, cfg.BackoffMax),

@@ -34,7 +34,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg, rendered: map[string]string{},
 		rec: talos.ConfigRecorder{Store: cfg.Store, Actor: Actor, Now: cfg.Now, Hint: cfg.Cache}}
 	c.Base = controller.Build(controller.Spec{
-		Store: cfg.Store, Holder: cfg.Holder, Name: "config controller",
+		Store: cfg.Store, Holder: cfg.Holder, Tenants: cfg.Tenants, Name: "config controller",
 		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants whose machine configs are to be looked at",
 		Kinds:       eventKinds,
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.BackoffBase, cfg.BackoffMax),

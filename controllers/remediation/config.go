@@ -40,6 +40,10 @@ type Config struct {
 	// Holder names this replica in the controller's lease and in the
 	// Remediations' status.replica.
 	Holder string
+	// Tenants, when set, shares the tenants' runs out over the replicas:
+	// this replica runs only the tenants it holds (controller.Tenants); nil:
+	// the lease holder runs every tenant.
+	Tenants *controller.Tenants
 	// Interval is how often the machines of a tenant with remediation are
 	// probed; default 15s (the health probe's cache TTL). A group's
 	// unhealthyAfter shorter than this is still honoured to within it.

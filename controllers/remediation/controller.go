@@ -32,7 +32,7 @@ func New(cfg Config) *Controller {
 	c := &Controller{cfg: cfg}
 	c.sw = eventstore.StatusWriter{Store: cfg.Store, Actor: Actor, Now: cfg.Clock.Now, Hint: cfg.Cache}
 	c.Base = controller.Build(controller.Spec{
-		Store: cfg.Store, Holder: cfg.Holder, Name: "remediation controller",
+		Store: cfg.Store, Holder: cfg.Holder, Tenants: cfg.Tenants, Name: "remediation controller",
 		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants whose machines are remediated",
 		Kinds:       []*domain.KindInfo{domain.NodeGroupKind, domain.RemediationKind},
 		Concurrency: cfg.Concurrency, Backoff: controller.Exponential(cfg.Interval, 5*time.Minute),

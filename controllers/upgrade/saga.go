@@ -71,6 +71,10 @@ type Config struct {
 	// Holder names this replica in the saga's lease and in the status.replica
 	// of each machine step it carries on.
 	Holder string
+	// Tenants, when set, shares the tenants' runs out over the replicas:
+	// this replica runs only the tenants it holds (controller.Tenants); nil:
+	// the lease holder runs every tenant.
+	Tenants *controller.Tenants
 	// Observer, when set, is asked to probe the tenant after each step that
 	// changed a node (back on the target, done, rolled back, failed), so
 	// the machines' status follows the run rather than the next health
@@ -193,7 +197,7 @@ func New(cfg Config) *Saga {
 	cfg.setDefaults()
 	s := &Saga{cfg: cfg, runs: map[string]*upgradeRun{}, heads: map[string]tenantHeadAt{}}
 	s.Base = controller.Build(controller.Spec{
-		Store: cfg.Store, Holder: cfg.Holder, Name: "upgrade saga",
+		Store: cfg.Store, Holder: cfg.Holder, Tenants: cfg.Tenants, Name: "upgrade saga",
 		Lease: Lease, Consumer: Consumer, Queue: Queue, Description: "tenants with an upgrade to start or resume",
 		Provision:   func(ctx context.Context) error { return s.provisionConsumer(ctx, s.versions) },
 		Kinds:       eventKinds,
