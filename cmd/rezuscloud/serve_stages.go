@@ -28,6 +28,7 @@ import (
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
 	"github.com/rezuscloud/rezuscloud/identity"
+	"github.com/rezuscloud/rezuscloud/internal/controller"
 	"github.com/rezuscloud/rezuscloud/internal/proctree"
 	"github.com/rezuscloud/rezuscloud/kube/kubeclient"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -62,6 +63,7 @@ type serveRun struct {
 
 	// openStores
 	replicas    *eventstore.Replicas
+	tenants     *controller.Tenants
 	store       *eventstore.Store
 	audit       *eventstore.AuditLog
 	automation  handlers.AutomationIssuer
@@ -192,7 +194,13 @@ func (s *serveRun) openStores(ctx context.Context) error {
 	s.holder = fmt.Sprintf("%s-%d", host, os.Getpid())
 	// The store writes the schema level every running replica reads,
 	// known from the heartbeats before the first write.
-	repCfg := eventstore.ReplicasConfig{Holder: s.holder, Release: build().Version, WriteLevel: cfg.WriteSchemaLevel, Logger: log}
+	repCfg := eventstore.ReplicasConfig{Holder: s.holder, Release: build().Version, WriteLevel: cfg.WriteSchemaLevel, Logger: log,
+		Tenants: func() int {
+			if s.tenants == nil {
+				return 0
+			}
+			return s.tenants.Count()
+		}}
 	if s.emb != nil {
 		repCfg.NATSServer, repCfg.Peers = s.emb.ServerName(), s.emb.PeerNames
 	}
@@ -283,7 +291,14 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	s.kubeClients = kubeclient.New(s.talosSvc)
 	s.healthSvc = health.New(health.Config{Cache: s.cache, PKI: s.pki, Store: s.store, Log: log,
 		Kube: s.kubeClients, NoKube: noKube(drainSkip(cfg.Infra))})
-	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Rotations: s.pki, Configs: s.talosSvc, Holder: s.holder, Log: log,
+	// The tenants this replica works, shared with the other replicas.
+	tenantsCfg := controller.TenantsConfig{Store: s.store, Members: s.replicas, Log: log,
+		Names: func() []string { return s.cache.Names(domain.TenantKind.Kind) }}
+	if err := tenantsCfg.Validate(); err != nil {
+		return err
+	}
+	s.tenants = controller.NewTenants(tenantsCfg)
+	s.upgrades = upgrade.New(upgrade.Config{Store: s.store, Cache: s.cache, Bundles: s.pki, Rotations: s.pki, Configs: s.talosSvc, Holder: s.holder, Tenants: s.tenants, Log: log,
 		Observer: s.healthSvc, Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra), Concurrency: cfg.Infra.UpgradeConcurrency,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics})
 	if p := cfg.Infra.StatePassphrase; p != "" {
@@ -356,6 +371,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	g.Go(func() error { return s.followFormat(gctx) })
 	g.Go(func() error { return s.cache.Run(gctx) })
 	goLeased(s.projector.Run)
+	goLeased(s.tenants.Run)
 	g.Go(func() error { return s.finalizer.Run(gctx) })
 	g.Go(func() error { return s.pki.Run(gctx) })
 	s.ids.ExpectBootstrap()
@@ -373,7 +389,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		Tofu:    tofu.Binary{Bin: cfg.Infra.Tofu, Mirror: cfg.Infra.ProviderMirror, Sandbox: s.sandbox},
 		WorkDir: s.workDir, BackendURL: backendURL(s.ln.Addr(), s.tlsConfig != nil), BackendCAPEM: backendCA,
 		Credentials: s.ids, ProviderCredentials: s.ids, State: applyworker.StoreState(s.stateStore),
-		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Log: log,
+		StatePassphrase: cfg.Infra.StatePassphrase, StateKeys: eventstore.NewStateKeys(s.sealed), Holder: s.holder, Tenants: s.tenants, Log: log,
 		Metal: talos.NodeAPI{Addresses: &cfg.MetalAddresses}, Built: talos.NodeAPI{}, MetalAddresses: cfg.MetalAddresses, Nodes: talos.NodeAPI{}, Upgrades: s.upgrades,
 		ImageFactory: cfg.Infra.ImageFactory, Schematics: s.schematics,
 		Debounce: cfg.Infra.ApplyDebounce, Concurrency: cfg.Infra.ApplyConcurrency, Timeout: cfg.Infra.ApplyTimeout, Resync: cfg.Infra.Resync,
@@ -399,7 +415,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	goLeased(validator.Run)
 	goLeased(s.upgrades.Run)
 	// Day 2: every running machine's config through the Talos API.
-	configCfg := configsync.Config{Store: s.store, Cache: s.cache, Talos: s.talosSvc, Holder: s.holder, Log: log,
+	configCfg := configsync.Config{Store: s.store, Cache: s.cache, Talos: s.talosSvc, Holder: s.holder, Tenants: s.tenants, Log: log,
 		Kube: s.kubeClients, DrainSkip: drainSkip(cfg.Infra)}
 	if err := configCfg.Validate(); err != nil {
 		return err
@@ -414,13 +430,13 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
-	backupCfg := backup.Config{Store: s.store, Cache: s.cache, Backups: s.etcdBackups, PKI: s.pki, Holder: s.holder, Log: log, TempDir: spoolDir}
+	backupCfg := backup.Config{Store: s.store, Cache: s.cache, Backups: s.etcdBackups, PKI: s.pki, Holder: s.holder, Tenants: s.tenants, Log: log, TempDir: spoolDir}
 	if err := backupCfg.Validate(); err != nil {
 		return err
 	}
 	backups := backup.New(backupCfg)
 	goLeased(backups.Run)
-	remediationCfg := remediation.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Holder: s.holder, Log: log, Interval: cfg.Infra.RemediationInterval}
+	remediationCfg := remediation.Config{Store: s.store, Cache: s.cache, Prober: s.healthSvc, Holder: s.holder, Tenants: s.tenants, Log: log, Interval: cfg.Infra.RemediationInterval}
 	if err := remediationCfg.Validate(); err != nil {
 		return err
 	}

@@ -333,14 +333,15 @@ func (c applyController) Lead(ctx context.Context, q *controller.Queue) (func(),
 
 // Acquired finishes what the previous holder of a tenant this replica took
 // left: its process, or its hold, is gone, so no run of the tenant is in
-// flight anywhere.
-func (c applyController) Acquired(ctx context.Context, tenant string, q *controller.Queue) error {
-	return c.w.recover(ctx, q, tenant)
+// flight anywhere. The run about to start is the tenant's: queueing it
+// again would run it twice.
+func (c applyController) Acquired(ctx context.Context, tenant string, _ *controller.Queue) error {
+	return c.w.recover(ctx, nil, tenant)
 }
 
 // recover finishes what a previous holder left (of one tenant, or of every
 // one for ""): runs it recorded as going are marked failed (their process
-// is gone) and their tenants queued again.
+// is gone) and their tenants queued again on q (unless nil).
 func (w *Worker) recover(ctx context.Context, q *controller.Queue, of string) error {
 	applies, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{Tenant: of})
 	if err != nil {
@@ -360,6 +361,9 @@ func (w *Worker) recover(ctx context.Context, q *controller.Queue, of string) er
 		st := a.Status
 		st.Phase, st.EndTime, st.Error = domain.ApplyFailed, &now, "interrupted: the server running it stopped"
 		w.writeApplyStatus(ctx, tenant, a.Metadata.Name, st)
+		if q == nil {
+			continue
+		}
 		if err := q.Add(ctx, tenant, "Apply/"+a.Metadata.Name+"@interrupted"); err != nil {
 			return err
 		}

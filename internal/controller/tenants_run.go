@@ -21,13 +21,7 @@ const wantedFor = 2 * time.Minute
 func (t *Tenants) Run(ctx context.Context) error {
 	var releases sync.WaitGroup
 	defer func() {
-		t.mu.Lock()
-		for name, h := range t.held {
-			h.cancel(context.Canceled)
-			delete(t.held, name)
-		}
-		t.notifyLocked()
-		t.mu.Unlock()
+		t.leave()
 		releases.Wait()
 		close(t.drained)
 	}()
@@ -89,6 +83,57 @@ func (t *Tenants) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// leaveTimeout bounds how long a stopping replica waits for its runs to end
+// and gives its claims back.
+const leaveTimeout = 30 * time.Second
+
+// leave ends every hold and, once their runs have ended, deletes this
+// replica's claims, so the others take its tenants at once instead of when
+// its heartbeat goes.
+func (t *Tenants) leave() {
+	t.mu.Lock()
+	type leaving struct {
+		name string
+		h    *hold
+		idle chan struct{}
+	}
+	var all []leaving
+	for name, h := range t.held {
+		h.cancel(context.Canceled)
+		h.releasing = true
+		idle := make(chan struct{})
+		if h.runs == 0 {
+			close(idle)
+		} else {
+			h.idle = idle
+		}
+		all = append(all, leaving{name: name, h: h, idle: idle})
+	}
+	t.notifyLocked()
+	t.mu.Unlock()
+	if t.kv == nil || len(all) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	given := 0
+	for _, l := range all {
+		select {
+		case <-l.idle:
+		case <-ctx.Done():
+			t.cfg.Log.Warn("tenant claims: runs still going when leaving; their tenants move when the heartbeat goes", "tenant", l.name)
+			continue
+		}
+		if err := t.kv.Delete(ctx, l.name, jetstream.LastRevision(l.h.rev)); err == nil {
+			given++
+		}
+	}
+	t.mu.Lock()
+	clear(t.held)
+	t.mu.Unlock()
+	t.cfg.Log.Info("tenant claims: left", "tenants", given)
 }
 
 // noteClaim records an entry of the claims bucket (nil: the watch's
