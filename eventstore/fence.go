@@ -2,8 +2,15 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
+
+// ErrFenced is what a write refused by its fence, and a run ended because
+// its replica no longer holds its tenant, wrap: the run must stop at once
+// (tofu is killed rather than interrupted, since another replica may
+// start the tenant's next run).
+var ErrFenced = errors.New("fenced")
 
 // fenceKey is the context key of a write fence.
 type fenceKey struct{}
@@ -24,7 +31,10 @@ func checkFence(ctx context.Context) error {
 		return nil
 	}
 	if err := check(); err != nil {
-		return fmt.Errorf("fenced: %w", err)
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return nil
 }

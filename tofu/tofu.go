@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/internal/proctree"
 	"github.com/rezuscloud/rezuscloud/providers"
 )
@@ -165,7 +166,15 @@ func (t Binary) RunTofu(ctx context.Context, dir string, env []string, out io.Wr
 	cmd.Stderr = out
 	// SIGINT, not the default SIGKILL: a killed tofu keeps its state lock
 	// and may leave half-written state.
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	// A run fenced off its tenant (eventstore.ErrFenced) is killed at once:
+	// another replica may start the tenant's next tofu, and this one's
+	// state writes would be refused anyway.
+	cmd.Cancel = func() error {
+		if errors.Is(context.Cause(ctx), eventstore.ErrFenced) {
+			return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+	}
 	// A tofu that does not stop within the grace is killed, and Wait stops
 	// waiting for plugins that hold its output open.
 	cmd.WaitDelay = grace

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 // syncBuffer is a tofu output that tests read while tofu writes it.
@@ -41,9 +44,12 @@ func TestRunTofuInterruptsThenKills(t *testing.T) {
 		script string
 		grace  time.Duration
 		output string
+		// fenced ends the run as a replica that lost its tenant does.
+		fenced bool
 	}{
-		{"stops on SIGINT", "trap 'echo interrupted; exit 130' INT", time.Minute, "interrupted"},
-		{"killed after the grace", "trap '' INT", 200 * time.Millisecond, ""},
+		{"stops on SIGINT", "trap 'echo interrupted; exit 130' INT", time.Minute, "interrupted", false},
+		{"killed after the grace", "trap '' INT", 200 * time.Millisecond, "", false},
+		{"killed at once when fenced", "trap 'echo interrupted; exit 130' INT", time.Minute, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,11 +66,14 @@ func TestRunTofuInterruptsThenKills(t *testing.T) {
 			}()
 			require.Eventually(t, func() bool { return strings.Contains(out.String(), "started") }, 10*time.Second, 10*time.Millisecond)
 			stop := errors.New("stopped by the test")
+			if tc.fenced {
+				stop = fmt.Errorf("%w: the tenant moved", eventstore.ErrFenced)
+			}
 			cancel(stop)
 			stopped := time.Now()
 			select {
 			case err := <-done:
-				if tc.output == "" {
+				if tc.output == "" && !tc.fenced {
 					require.GreaterOrEqual(t, time.Since(stopped), tc.grace, "killed only after the grace")
 				}
 				require.ErrorIs(t, err, stop, "the error says why tofu was stopped")
@@ -73,6 +82,9 @@ func TestRunTofuInterruptsThenKills(t *testing.T) {
 				t.Fatal("tofu was not stopped")
 			}
 			require.Contains(t, out.String(), tc.output)
+			if tc.fenced {
+				require.NotContains(t, out.String(), "interrupted", "a fenced tofu is killed, not interrupted")
+			}
 			_, err := os.Stat(filepath.Join(work, groupFile))
 			require.True(t, os.IsNotExist(err), "the process group record goes with tofu")
 		})

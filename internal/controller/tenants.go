@@ -118,8 +118,8 @@ type tenantSub struct {
 
 // Errors a hold ends with.
 var (
-	errStale    = errors.New("this replica's heartbeat is not fresh: its tenants may be taken")
-	errLost     = errors.New("another replica holds the tenant")
+	errStale    = fmt.Errorf("%w: this replica's heartbeat is not fresh: its tenants may be taken", eventstore.ErrFenced)
+	errLost     = fmt.Errorf("%w: another replica holds the tenant", eventstore.ErrFenced)
 	errGivenUp  = errors.New("the tenant moved to another replica")
 	errNotOwner = errors.New("this replica does not hold the tenant")
 )
@@ -275,7 +275,7 @@ func (t *Tenants) fence(tenant string, h *hold) func() error {
 	return func() error {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if !t.fresh {
+		if !t.fresh || !t.freshNow() {
 			return errStale
 		}
 		if t.held[tenant] != h {
@@ -283,6 +283,15 @@ func (t *Tenants) fence(tenant string, h *hold) func() error {
 		}
 		return nil
 	}
+}
+
+// freshNow reports whether this replica's heartbeat is fresh now, by the
+// clock rather than by the last step: a process that was stopped (SIGSTOP,
+// a long pause) writes nothing once it may have been taken over.
+func (t *Tenants) freshNow() bool {
+	m := t.cfg.Members
+	last := m.LastBeat()
+	return !last.IsZero() && time.Now().Before(last.Add(m.TTL()-m.Interval()/2))
 }
 
 // record encodes this replica's claim.
