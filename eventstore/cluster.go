@@ -49,6 +49,10 @@ type ClusterConfig struct {
 	// Secret is the material every node shares (ClusterSecret); the seeds
 	// and the route credentials are derived from it. Required.
 	Secret []byte
+	// NoAdvertise keeps this node's route listener from being gossiped to
+	// the others, which then reach it only at their Peers addresses (nodes
+	// behind proxies or NAT).
+	NoAdvertise bool
 }
 
 // Validate reports a configuration that cannot form a cluster. Errors name
@@ -213,7 +217,7 @@ func clusterOptions(opts *server.Options, c ClusterConfig) error {
 		return err
 	}
 	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: routeUser, Password: pass,
-		TLSConfig: tlsCfg, TLSTimeout: 5}
+		TLSConfig: tlsCfg, TLSTimeout: 5, NoAdvertise: c.NoAdvertise}
 	for _, p := range c.Peers {
 		opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", User: url.UserPassword(routeUser, pass), Host: p})
 	}
