@@ -179,6 +179,24 @@ func (r *Replicas) LastBeat() time.Time {
 	return time.Unix(0, n)
 }
 
+// Alive reports whether the replica holder, in its run id, beats now: a
+// read of its heartbeat, not of the last view, so a replica that started
+// after this one's last read is not taken for gone.
+func (r *Replicas) Alive(ctx context.Context, holder, id string) (bool, error) {
+	e, err := r.kv.Get(ctx, holder)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the heartbeat of %s: %w", holder, err)
+	}
+	var b Replica
+	if err := json.Unmarshal(e.Value(), &b); err != nil {
+		return false, nil
+	}
+	return b.ID == id, nil
+}
+
 // Changed is signalled after each read of the heartbeats (a view that may
 // have changed); one signal may stand for several reads.
 func (r *Replicas) Changed() <-chan struct{} { return r.changed }
@@ -209,6 +227,11 @@ func (r *Replicas) Run(ctx context.Context) error {
 	}
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
+	// Beat at once: the server's start may have taken longer than a beat
+	// since Start's (tenant claims go stale when a beat is missed).
+	if err := r.beat(ctx); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Warn("replicas: heartbeat", "err", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -45,6 +45,8 @@ func weight(member, tenant string) uint64 {
 type Claim struct {
 	Member string
 	Rev    uint64
+	// Holder names the member's replica (its heartbeat's key).
+	Holder string
 }
 
 // ClaimOp is one change of a claim a replica decides to make.

@@ -48,6 +48,11 @@ type Membership interface {
 	Interval() time.Duration
 	// Changed is signalled after each read of the heartbeats.
 	Changed() <-chan struct{}
+	// Alive reads whether replica holder beats now in run id: a claim is
+	// taken from a member only once its heartbeat is gone, whatever the
+	// last view said (a replica that started after it was read is in no
+	// view yet).
+	Alive(ctx context.Context, holder, id string) (bool, error)
 }
 
 // TenantsConfig configures Tenants. Store, Members and Names are required.
@@ -305,7 +310,7 @@ func decodeClaim(raw []byte, rev uint64) Claim {
 	if json.Unmarshal(raw, &r) != nil {
 		return Claim{Rev: rev}
 	}
-	return Claim{Member: r.Member, Rev: rev}
+	return Claim{Member: r.Member, Rev: rev, Holder: r.Holder}
 }
 
 // ClaimHolder names the replica in a claim record, for people

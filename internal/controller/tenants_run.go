@@ -39,26 +39,46 @@ func (t *Tenants) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	watch, err := t.kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watching %s: %w", ClaimsBucket, err)
-	}
-	defer func() { _ = watch.Stop() }()
+	var watchdog sync.WaitGroup
+	watchdog.Add(1)
+	go func() { defer watchdog.Done(); t.watchdog(ctx) }()
+	defer watchdog.Wait()
 	released := make(chan releaseDone)
 	var stale *time.Timer
+	for ctx.Err() == nil {
+		watch, err := t.kv.WatchAll(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.cfg.Log.Warn("tenant claims: watching", "err", err)
+				if sleepFor(ctx, time.Second) != nil {
+					return nil
+				}
+			}
+			continue
+		}
+		t.follow(ctx, watch, &stale, &releases, released)
+		_ = watch.Stop()
+	}
+	return nil
+}
+
+// follow decides and makes the claims' changes as the claims bucket, the
+// heartbeats and runs change, until ctx ends or the watch does (a cluster
+// that lost its quorum, say: Run watches again).
+func (t *Tenants) follow(ctx context.Context, watch jetstream.KeyWatcher, stale **time.Timer, releases *sync.WaitGroup, released chan releaseDone) {
 	for {
 		var staleC <-chan time.Time
-		if deadline := t.step(ctx, &releases, released); !deadline.IsZero() {
-			if stale == nil {
-				stale = time.NewTimer(time.Until(deadline))
+		if deadline := t.step(ctx, releases, released); !deadline.IsZero() {
+			if *stale == nil {
+				*stale = time.NewTimer(time.Until(deadline))
 			} else {
-				stale.Reset(time.Until(deadline))
+				(*stale).Reset(time.Until(deadline))
 			}
-			staleC = stale.C
+			staleC = (*stale).C
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-staleC:
 		case <-t.wake:
 		case <-t.cfg.Members.Changed():
@@ -66,7 +86,7 @@ func (t *Tenants) Run(ctx context.Context) error {
 			t.releaseEnded(d)
 		case e, ok := <-watch.Updates():
 			if !ok {
-				return nil
+				return
 			}
 			t.noteClaim(e)
 			// Take in the burst a watch start or a move brings at once.
@@ -74,7 +94,7 @@ func (t *Tenants) Run(ctx context.Context) error {
 				select {
 				case e, ok := <-watch.Updates():
 					if !ok {
-						return nil
+						return
 					}
 					t.noteClaim(e)
 				default:
@@ -82,6 +102,50 @@ func (t *Tenants) Run(ctx context.Context) error {
 				}
 			}
 		}
+	}
+}
+
+// watchdog ends every hold when this replica's heartbeat goes stale, by
+// the clock: the claims' loop may be waiting on a cluster that lost its
+// quorum, and the runs must end before another replica may take their
+// tenants.
+func (t *Tenants) watchdog(ctx context.Context) {
+	for {
+		m := t.cfg.Members
+		last := m.LastBeat()
+		wait := m.Interval()
+		if !last.IsZero() {
+			wait = time.Until(last.Add(m.TTL() - m.Interval()/2))
+		}
+		if wait <= 0 {
+			t.mu.Lock()
+			if t.fresh || len(t.held) > 0 {
+				t.cfg.Log.Warn("tenant claims: heartbeat not fresh; stopping work on every tenant", "held", len(t.held))
+			}
+			t.fresh = false
+			t.dropAllLocked(errStale)
+			t.mu.Unlock()
+			wait = m.Interval() / 4 // until it beats again
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// sleepFor waits d or until ctx ends.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -273,8 +337,25 @@ func (t *Tenants) dropAllLocked(cause error) {
 	t.notifyLocked()
 }
 
-// take claims a tenant by compare-and-set; false if someone was first.
+// opTimeout bounds one write of a claim: the loop must not hang on a
+// cluster that lost its quorum.
+const opTimeout = 3 * time.Second
+
+// take claims a tenant by compare-and-set; false if someone was first. A
+// claim of another member is taken only once that member's heartbeat is
+// gone.
 func (t *Tenants) take(ctx context.Context, op ClaimOp) bool {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	t.mu.Lock()
+	prev, claimed := t.claims[op.Tenant]
+	t.mu.Unlock()
+	if op.Rev != 0 && claimed && prev.Member != "" && prev.Member != t.cfg.Members.ID() {
+		alive, err := t.cfg.Members.Alive(ctx, prev.Holder, prev.Member)
+		if err != nil || alive {
+			return false
+		}
+	}
 	var rev uint64
 	var err error
 	if op.Rev == 0 {
@@ -349,6 +430,8 @@ func (t *Tenants) startRelease(ctx context.Context, op ClaimOp, releases *sync.W
 		h.cancel(errGivenUp)
 		ok := false
 		if ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
 			var err error
 			if op.Kind == Give {
 				raw := t.recordFor(op.To)

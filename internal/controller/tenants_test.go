@@ -70,7 +70,12 @@ func (v member) LastBeat() time.Time {
 	}
 	return time.Now()
 }
-func (v member) TTL() time.Duration       { return testTTL }
+func (v member) TTL() time.Duration { return testTTL }
+func (v member) Alive(_ context.Context, _, id string) (bool, error) {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	return v.m.live[id], nil
+}
 func (v member) Interval() time.Duration  { return testInterval }
 func (v member) Changed() <-chan struct{} { return v.changed }
 func (m *members) view(id string) member {
