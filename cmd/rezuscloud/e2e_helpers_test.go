@@ -77,6 +77,7 @@ type apply struct {
 		EndTime   *time.Time `json:"endTime"`
 		Error     string     `json:"error"`
 		Holder    string     `json:"holder"`
+		Replica   string     `json:"replica"`
 		// TofuMilliseconds is the time spent in tofu processes.
 		TofuMilliseconds int64 `json:"tofuMilliseconds"`
 		Resources        struct {

@@ -1,0 +1,379 @@
+//go:build e2e
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/proctree"
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// routeProxy carries one replica's NATS route connections to another's
+// route listener, until cut: the test's way to cut a replica off from the
+// others without a network namespace.
+type routeProxy struct {
+	ln net.Listener
+	to string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+}
+
+func newRouteProxy(t *testing.T, to string) *routeProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &routeProxy{ln: ln, to: to, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
+	return p
+}
+
+func (p *routeProxy) serve() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		cut := p.cut
+		p.mu.Unlock()
+		if cut {
+			_ = in.Close()
+			continue
+		}
+		out, err := net.Dial("tcp", p.to)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.cut {
+			// Cut while it dialled: the cut closed what it knew of.
+			p.mu.Unlock()
+			_ = in.Close()
+			_ = out.Close()
+			continue
+		}
+		p.conns[in], p.conns[out] = true, true
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			_ = dst.Close()
+			_ = src.Close()
+		}
+		go pipe(out, in)
+		go pipe(in, out)
+	}
+}
+
+// setCut cuts (closing every connection) or heals the proxy.
+func (p *routeProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// logTime is when the first line of a replica's log written after since
+// containing all of parts was written; zero if none.
+func logTime(p *proc, since time.Time, parts ...string) time.Time {
+	sc := bufio.NewScanner(strings.NewReader(p.log()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		ok := true
+		for _, s := range parts {
+			ok = ok && strings.Contains(line, s)
+		}
+		if !ok {
+			continue
+		}
+		var l struct {
+			Time time.Time `json:"time"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Time.After(since) {
+			return l.Time
+		}
+	}
+	return time.Time{}
+}
+
+// markedBy lists the processes a replica started that are still there:
+// tofu and its provider plugins carry their server's pid
+// (internal/proctree).
+func markedBy(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	mark := []byte(proctree.OwnerEnv + "=" + strconv.Itoa(pid) + "\x00")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append(raw, 0), mark) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// replicaTenants are the tenants each replica says it works (its heartbeat).
+func replicaTenants(p *proc) map[string]int {
+	var l struct {
+		Items []struct {
+			Holder  string `json:"holder"`
+			Tenants int    `json:"tenants"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(p.raw("/api/v1/replicas"), &l) != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, it := range l.Items {
+		out[it.Holder] = it.Tenants
+	}
+	return out
+}
+
+// TestTenantsAreSharedOverThreeReplicas runs three replicas (their own NATS
+// cluster, every route through a proxy the test can cut), real tofu and
+// the emulator, and 12 tenants: their applies run on at least two
+// replicas, none more than two thirds. A replica cut off from the other two
+// in the middle of an apply stops working (its tofu is gone) before a
+// survivor takes the tenant, which is applied once more, once; healed, the
+// replica gets its share back. A SIGKILLed replica's tenant is applied by a
+// survivor. It logs how long each move took, not asserting it: the
+// machine is shared.
+func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
+	t.Parallel()
+	oneHeavyTest(t)
+	tofu, mirror := tofutest.Tools(t)
+	emu, emuToken := startTestEmulator(t)
+	c := newTestCluster(t)
+	// proxies[i][j] carries i's routes to j.
+	var proxies [3][3]*routeProxy
+	for i := range 3 {
+		for j := range 3 {
+			if i != j {
+				proxies[i][j] = newRouteProxy(t, c.routes[j])
+			}
+		}
+	}
+	infra := []string{"--tofu", tofu, "--provider-mirror", mirror, "--apply-debounce", "1s", "--resync", "0", "--log-level", "info"}
+	start := func(i int) *proc {
+		var peers []string
+		for j := range 3 {
+			if j != i {
+				peers = append(peers, proxies[i][j].ln.Addr().String())
+			}
+		}
+		flags := append([]string{"--cluster-name", "rz", "--cluster-listen", c.routes[i], "--peers", strings.Join(peers, ","),
+			"--cluster-no-advertise", "--secrets-key-file", c.key}, infra...)
+		p := launchServer(t, c.dirs[i], flags...)
+		p.waitAddress()
+		return p
+	}
+	var ps [3]*proc
+	for i := range ps {
+		ps[i] = start(i)
+	}
+	for i, p := range ps {
+		p.waitReady(c.dirs[i])
+	}
+	code, body := ps[0].do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = ps[0].do(http.MethodPost, "/api/v1/providers",
+		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
+	require.Equal(t, http.StatusCreated, code, body)
+
+	// 12 tenants of one machine each, written through all three.
+	var tenants []string
+	for n := range 12 {
+		name := fmt.Sprintf("t%02d", n)
+		tenants = append(tenants, name)
+		p := ps[n%3]
+		code, body := p.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"`+name+`"},"spec":{}}`)
+		require.Equal(t, http.StatusCreated, code, body)
+		code, body = p.do(http.MethodPost, "/api/v1/tenants/"+name+"/nodegroups",
+			`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	ranOn := map[string]string{} // tenant -> replica of its last apply
+	perReplica := map[string]int{}
+	for _, tn := range tenants {
+		ps[0].settled(tn, 1)
+		as := ps[0].applies(tn)
+		require.NotEmpty(t, as)
+		last := as[len(as)-1]
+		require.NotEmpty(t, last.Status.Replica, "the apply names its replica")
+		ranOn[tn] = last.Status.Replica
+		perReplica[last.Status.Replica]++
+	}
+	t.Logf("applies per replica: %v", perReplica)
+	require.GreaterOrEqual(t, len(perReplica), 2, "applies ran on at least two replicas: %v", perReplica)
+	for r, n := range perReplica {
+		require.LessOrEqual(t, n, 8, "%s ran more than two thirds of the tenants: %v", r, perReplica)
+	}
+	ps[0].eventually(time.Minute, "the heartbeats count every tenant once", func() bool {
+		sum := 0
+		for _, n := range replicaTenants(ps[0]) {
+			sum += n
+		}
+		return sum == len(tenants)
+	})
+
+	// The victim: the replica of the most tenants. One of its tenants gets
+	// a worker; once that apply runs, the victim is cut off.
+	index := func(holder string) int {
+		for i, p := range ps {
+			if strings.HasSuffix(holder, "-"+strconv.Itoa(p.cmd.Process.Pid)) {
+				return i
+			}
+		}
+		t.Fatalf("no replica is %s", holder)
+		return -1
+	}
+	victim, most := -1, 0
+	for r, n := range perReplica {
+		if n > most {
+			victim, most = index(r), n
+		}
+	}
+	var moving string
+	for _, tn := range tenants {
+		if index(ranOn[tn]) == victim {
+			moving = tn
+			break
+		}
+	}
+	survivor := ps[(victim+1)%3]
+	code, body = survivor.do(http.MethodPost, "/api/v1/tenants/"+moving+"/nodegroups",
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated"}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	var interrupted string
+	ps[victim].eventually(2*time.Minute, "the victim applies "+moving, func() bool {
+		for _, a := range ps[victim].applies(moving) {
+			if a.Status.Phase == "Applying" && index(a.Status.Replica) == victim {
+				interrupted = a.Metadata.Name
+				return true
+			}
+		}
+		return false
+	})
+	victimPid := ps[victim].cmd.Process.Pid
+	cut := time.Now()
+	for j := range 3 {
+		if j != victim {
+			proxies[victim][j].setCut(true)
+			proxies[j][victim].setCut(true)
+		}
+	}
+	// While cut off: when did the victim's tofu go, and when did a survivor
+	// start the tenant's next apply?
+	var lastTofu time.Time
+	var rerun apply
+	survivor.eventually(3*time.Minute, "a survivor applies "+moving+" again", func() bool {
+		if len(markedBy(victimPid)) > 0 {
+			lastTofu = time.Now()
+		}
+		for _, a := range survivor.applies(moving) {
+			if a.Metadata.Name != interrupted && a.Status.Phase == "Succeeded" && a.Status.StartTime != nil && a.Status.StartTime.After(cut) {
+				rerun = a
+				return true
+			}
+		}
+		return false
+	})
+	require.NotEqual(t, victim, index(rerun.Status.Replica), "a survivor ran it")
+	stale := logTime(ps[victim], cut, "heartbeat not fresh")
+	require.False(t, stale.IsZero(), "the victim stopped working its tenants")
+	took := logTime(ps[index(rerun.Status.Replica)], cut, "tenant claims: working tenant", `"tenant":"`+moving+`"`)
+	require.False(t, took.IsZero(), "the survivor that ran it took %s", moving)
+	require.True(t, stale.Before(took), "the victim stopped (%s) before a survivor took %s (%s)", stale, moving, took)
+	require.True(t, lastTofu.Before(*rerun.Status.StartTime), "no tofu of the victim ran when the survivor's started (last seen %s, started %s)",
+		lastTofu, rerun.Status.StartTime)
+	t.Logf("cut off: the victim stopped %s after the cut; a survivor took %s %s after it, its apply started %s after it",
+		stale.Sub(cut).Round(time.Millisecond), moving, took.Sub(cut).Round(time.Millisecond), rerun.Status.StartTime.Sub(cut).Round(time.Millisecond))
+	var succeeded int
+	for _, a := range survivor.applies(moving) {
+		switch {
+		case a.Metadata.Name == interrupted:
+			require.NotEqual(t, "Succeeded", a.Status.Phase, "the interrupted apply is not counted as done")
+		case a.Status.Phase == "Succeeded" && a.Status.StartTime.After(cut):
+			succeeded++
+		}
+	}
+	require.Equal(t, 1, succeeded, "the change was applied once more, once")
+
+	// Healed, the victim gets its share back.
+	for j := range 3 {
+		if j != victim {
+			proxies[victim][j].setCut(false)
+			proxies[j][victim].setCut(false)
+		}
+	}
+	healed := time.Now()
+	victimHolder := ""
+	for h := range perReplica {
+		if index(h) == victim {
+			victimHolder = h
+		}
+	}
+	survivor.eventually(3*time.Minute, "the healed replica works tenants again", func() bool {
+		return replicaTenants(survivor)[victimHolder] > 0
+	})
+	t.Logf("healed: the replica works tenants again %s after", time.Since(healed).Round(time.Millisecond))
+
+	// A survivor is SIGKILLed: its tenant's next change is applied by another.
+	killedIdx := (victim + 1) % 3
+	var orphan string
+	for _, tn := range tenants {
+		if tn != moving && index(ranOn[tn]) == killedIdx {
+			orphan = tn
+			break
+		}
+	}
+	if orphan == "" {
+		t.Logf("replica %d ran none of the first applies; no SIGKILL move to see", killedIdx)
+		return
+	}
+	other := ps[(killedIdx+1)%3]
+	require.NoError(t, ps[killedIdx].cmd.Process.Signal(syscall.SIGKILL))
+	<-ps[killedIdx].done
+	killed := time.Now()
+	other.eventually(time.Minute, "a write accepted after the kill", func() bool {
+		code, _ := other.do(http.MethodPost, "/api/v1/tenants/"+orphan+"/nodegroups",
+			`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated"}}`)
+		return code == http.StatusCreated
+	})
+	other.settled(orphan, 2)
+	as := other.applies(orphan)
+	last := as[len(as)-1]
+	require.NotEqual(t, killedIdx, index(last.Status.Replica))
+	t.Logf("SIGKILL: %s's change was applied by a survivor, its apply started %s after the kill",
+		orphan, last.Status.StartTime.Sub(killed).Round(time.Millisecond))
+}
