@@ -44,11 +44,12 @@ type Replica struct {
 	Seen      time.Time `json:"seen"`
 	// ID names this run of the replica (a new one at each start), so a
 	// replica restarted under the same holder is a new member: tenants
-	// claimed by the old run are not the new one's (TenantClaims). Absent
-	// from releases before 0.4.0.
+	// claimed by the old run are not the new one's (controller.Tenants).
+	// Absent from builds before tenant sharing (0.2.0): a replica without
+	// it makes the others run tenants by their controllers' leases only.
 	ID string `json:"id,omitempty"`
-	// Tenants is how many tenants it works (TenantClaims); absent from
-	// releases before 0.4.0.
+	// Tenants is how many tenants it works (controller.Tenants); 0 from
+	// builds before tenant sharing.
 	Tenants int `json:"tenants"`
 }
 

@@ -52,7 +52,7 @@ func (a *API) listReplicas(c echo.Context) error {
 }
 
 // replicaOf is a heartbeat as the API shows it. A heartbeat without an ID
-// comes from a release before 0.4.0, which does not count its tenants: its
+// comes from a release before 0.2.0, which does not count its tenants: its
 // zero is "not said", not "none".
 func replicaOf(r eventstore.Replica) domain.Replica {
 	out := domain.Replica{Holder: r.Holder, ID: r.ID, Version: r.Version, StartedAt: r.StartedAt, Seen: r.Seen,

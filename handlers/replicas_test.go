@@ -65,7 +65,7 @@ func TestReplicasAndSchemaLevels(t *testing.T) {
 	require.Equal(t, []domain.Replica{
 		{Holder: "a-1", Version: "0.2.0", SchemaLevel: 2, NATSServer: "n1", StartedAt: start, Seen: start.Add(time.Hour)},
 		{Holder: "b-1", ID: "run-b", Version: "0.4.0", SchemaLevel: 2, NATSServer: "n2", StartedAt: start, Seen: start.Add(time.Hour), Tenants: &seven},
-	}, list.Items, "by holder; a release before 0.4.0 does not say how many tenants it works")
+	}, list.Items, "by holder; a release before 0.2.0 does not say how many tenants it works")
 	require.Contains(t, body, `"seen":"2026-05-01T11:00:00Z"`)
 	require.NotContains(t, body, `"tenants":0`)
 

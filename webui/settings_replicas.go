@@ -19,7 +19,7 @@ func (u *UI) replicasPage(c echo.Context) error {
 	return render(c, http.StatusOK, ReplicasPage(u, viewerOf(c), *l))
 }
 
-// replicaTenants is a replica's tenant count; a release before 0.4.0 does
+// replicaTenants is a replica's tenant count; a release before 0.2.0 does
 // not say, which is not the same as none.
 func replicaTenants(r domain.Replica) string {
 	if r.Tenants == nil {
@@ -32,7 +32,7 @@ func replicaTenants(r domain.Replica) string {
 // same holder.
 func replicaRun(r domain.Replica) string {
 	if r.ID == "" {
-		return "a release before 0.4.0: no run ID"
+		return "a release before 0.2.0: no run ID"
 	}
 	return "run " + r.ID
 }
