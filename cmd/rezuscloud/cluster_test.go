@@ -30,6 +30,7 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T) *testCluster {
+	oneClusterAtATime(t)
 	c := &testCluster{key: writeClusterKey(t)}
 	for i := range 3 {
 		c.routes[i], c.dirs[i] = freePort(t), t.TempDir()
