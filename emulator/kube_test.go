@@ -121,10 +121,16 @@ func TestRealControlPlane(t *testing.T) {
 	v, err := k.Discovery().ServerVersion()
 	require.NoError(t, err)
 	require.Equal(t, "v"+kubeTestVersion, v.GitVersion)
-	n, err := k.CoreV1().Nodes().Get(ctx, "cp-1", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Contains(t, n.Labels, "node-role.kubernetes.io/control-plane")
-	require.Contains(t, fmt.Sprint(n.Spec.Taints), "node-role.kubernetes.io/control-plane")
+	// Talos labels and taints a control plane's Node once it registered
+	// (its kubelet does not), as the emulator does: Ready may come first.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := k.CoreV1().Nodes().Get(ctx, "cp-1", metav1.GetOptions{})
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Contains(c, n.Labels, "node-role.kubernetes.io/control-plane")
+		assert.Contains(c, fmt.Sprint(n.Spec.Taints), "node-role.kubernetes.io/control-plane")
+	}, time.Minute, 250*time.Millisecond, "cp-1 labelled and tainted as a control plane")
 
 	// The Talos etcd calls answer from the real etcd: one member, learner
 	// no more, with etcd's own id (not the light mode's hash of the name).
