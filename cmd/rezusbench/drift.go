@@ -40,8 +40,21 @@ func cpuTicks(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	return statTicks(string(b))
+}
+
+// statTicks sums utime, stime, cutime and cstime of a /proc/<pid>/stat
+// line. The command name, in parentheses, may hold spaces and parentheses:
+// the fields are counted from the last ')'.
+func statTicks(s string) (int64, error) {
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("not a /proc stat line: %q", s)
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("a /proc stat line of %d fields after the command", len(f))
+	}
 	var sum int64
 	for _, i := range []int{11, 12, 13, 14} { // fields 14-17 of stat, after pid and comm
 		v, err := strconv.ParseInt(f[i], 10, 64)

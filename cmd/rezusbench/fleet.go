@@ -26,7 +26,10 @@ func fleetCommand() *cli.Command {
 			"(--sweep-concurrency at a time), then creates a Rollout of --to over all of them (--waves,\n" +
 			"--parallel tenants at once, --soak) and waits until it succeeds. It reports the time of each\n" +
 			"phase, the rollout's wall clock against what the emulator's delays make the least it can take,\n" +
-			"and the server's RSS (with the in-process emulator) and CPU seconds (with its tofu children).",
+			"and the server's RSS (with the in-process emulator) and CPU seconds (with its tofu children).\n" +
+			"With --cluster N > 1 it starts N replicas in one embedded NATS cluster (as `rezusbench api\n" +
+			"--cluster`), runs the emulator in rezusbench, spreads its requests round robin, and reports\n" +
+			"each replica's share: tenants, applies and CPU seconds; CPU figures are then the replicas' sum.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "tenants", Value: 1000, Usage: "tenants to build"},
 			&cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per tenant (each has one control plane too)"},
@@ -37,6 +40,7 @@ func fleetCommand() *cli.Command {
 			&cli.IntFlag{Name: "apply-concurrency", Value: 4, Usage: "the server's --apply-concurrency"},
 			&cli.IntFlag{Name: "sweep-concurrency", Value: 16, Usage: "tenants probed at once in the health sweep"},
 			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Hour, Usage: "give up after this long"},
+			&cli.IntFlag{Name: "cluster", Value: 1, Usage: "replicas in one embedded NATS cluster (streams at min(3, n) replicas); 1 is one process with the emulator in it"},
 			&cli.StringFlag{Name: "profile", Usage: "write the server's CPU and heap profiles to `PREFIX`.cpu and PREFIX.heap"},
 			&cli.StringFlag{Name: "tofu", EnvVars: []string{"REZUSCLOUD_TOFU"}, Value: ".tools/bin/tofu", Usage: "the tofu binary"},
 			&cli.StringFlag{Name: "provider-mirror", EnvVars: []string{"REZUSCLOUD_PROVIDER_MIRROR"}, Value: ".tools/mirror", Usage: "the provider mirror"},
@@ -68,7 +72,14 @@ func runBenchFleet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	env, stop, err := startBenchServer(ctx, exe, dir, c.String("profile"), "", "--with-emulator", "--emulator-kube", "off",
+	replicas := c.Int("cluster")
+	var emu *fleetEmulator
+	if replicas > 1 {
+		if emu, err = startFleetEmulator(ctx, dir); err != nil {
+			return err
+		}
+	}
+	env, stop, err := startBenchCluster(ctx, exe, dir, replicas, c.String("profile"), "", "--with-emulator", "--emulator-kube", "off",
 		"--tofu", c.String("tofu"), "--provider-mirror", c.String("provider-mirror"), "--apply-debounce", "500ms", "--resync", "0",
 		"--drift-interval", "0", "--apply-concurrency", strconv.Itoa(c.Int("apply-concurrency")),
 		"--upgrade-concurrency", strconv.Itoa(parallel), "--rollout-interval", "2s")
@@ -76,6 +87,11 @@ func runBenchFleet(c *cli.Context) error {
 		return err
 	}
 	defer stop()
+	if emu != nil {
+		if err := emu.takeOver(ctx, env, dir, replicas); err != nil {
+			return err
+		}
+	}
 	if err := env.waitFor(ctx, 60*time.Second, func() (bool, error) {
 		code, _, err := env.request(ctx, http.MethodGet, "/api/v1/providers/emulated", "", "")
 		return code == http.StatusOK, err
@@ -83,8 +99,13 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("the emulated provider was not registered: %w", err)
 	}
 	machines := n * (1 + workers)
-	fmt.Printf("fleet: %d tenants x (1 control plane + %d workers) = %d machines, light emulator in-process, %d CPUs\n", n, workers, machines, runtime.NumCPU())
-	cpu0, _ := cpuTicks(env.pid)
+	where := "light emulator in-process"
+	if replicas > 1 {
+		where = fmt.Sprintf("%d replicas in one embedded NATS cluster, light emulator in rezusbench; CPU is the replicas' sum, RSS the first's", replicas)
+	}
+	fmt.Printf("fleet: %d tenants x (1 control plane + %d workers) = %d machines, %s, %d CPUs\n", n, workers, machines, where, runtime.NumCPU())
+	each0 := env.cpuEach()
+	cpu0 := sumTicks(each0)
 
 	// Build.
 	start := time.Now()
@@ -116,7 +137,13 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("building the fleet: %w", err)
 	}
 	built := time.Since(start)
-	cpu1, _ := cpuTicks(env.pid)
+	if emu != nil {
+		if err := emu.built(machines); err != nil {
+			return err
+		}
+	}
+	each1 := env.cpuEach()
+	cpu1 := sumTicks(each1)
 	rss, hwm := procRSS(env.pid)
 	fmt.Printf("  built: %d machines running %s after the first create (the %d creates took %s)\n", machines, built.Round(time.Second), 3*n, created.Round(time.Millisecond))
 	fmt.Printf("    server CPU %.0f s (with tofu), RSS %d MiB (peak %d MiB)\n", float64(cpu1-cpu0)/clockTicks, rss>>20, hwm>>20)
@@ -136,7 +163,7 @@ func runBenchFleet(c *cli.Context) error {
 	// The rollout.
 	spec := domain.RolloutSpec{Change: domain.RolloutChange{TalosVersion: c.String("to")}, TenantSelector: "fleet=bench", Waves: waves, Soak: c.Duration("soak").String()}
 	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "fleet-bench"}, "spec": spec})
-	cpu2, _ := cpuTicks(env.pid)
+	cpu2 := env.cpuTicks()
 	rolloutStart := time.Now()
 	if err := env.expect(ctx, http.StatusCreated, "/api/v1/rollouts", string(raw)); err != nil {
 		return err
@@ -164,14 +191,18 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("rolling out: %w", err)
 	}
 	rollout := time.Since(rolloutStart)
-	cpu3, _ := cpuTicks(env.pid)
+	cpu3 := env.cpuTicks()
 	rss, hwm = procRSS(env.pid)
 	least := fleetLeast(&spec, n, 1+workers, c.Duration("soak"))
 	fmt.Printf("  rollout: %s to %d tenants in %s (%d waves: %s); the emulator's delays make at least %s (%d machines a tenant one after another, %s each), overhead %s (%.0f%%)\n",
 		spec.Change.Description(), ro.Status.Counts.Done, rollout.Round(time.Second), len(waves), domain.FormatWaves(waves),
 		least.Round(time.Second), 1+workers, fleetEmulatedDelay, (rollout - least).Round(time.Second), 100*float64(rollout-least)/float64(least))
-	fmt.Printf("    server CPU %.0f s during the rollout; RSS %d MiB (peak %d MiB over the whole run, emulator included)\n",
-		float64(cpu3-cpu2)/clockTicks, rss>>20, hwm>>20)
+	included := "emulator included"
+	if emu != nil {
+		included = "the first replica's"
+	}
+	fmt.Printf("    server CPU %.0f s during the rollout; RSS %d MiB (peak %d MiB over the whole run, %s)\n",
+		float64(cpu3-cpu2)/clockTicks, rss>>20, hwm>>20, included)
 	running, _, err := fleetMachinesAt(ctx, env, c.String("to"))
 	if err != nil {
 		return err
@@ -194,10 +225,14 @@ func runBenchFleet(c *cli.Context) error {
 	}); err != nil {
 		return fmt.Errorf("settling: %w", err)
 	}
-	cpu4, _ := cpuTicks(env.pid)
+	each4 := env.cpuEach()
+	cpu4 := sumTicks(each4)
 	fmt.Printf("  settled: the applies of the version written back ran %s after the rollout (%d applies in all, %.1f a tenant); server CPU %.0f s\n",
 		time.Since(settleStart).Round(time.Second), applies, float64(applies)/float64(n), float64(cpu4-cpu3)/clockTicks)
 	fmt.Printf("  in all: %.0f CPU-s of the server and its tofu processes\n", float64(cpu4-cpu0)/clockTicks)
+	if replicas > 1 {
+		return printReplicaShares(ctx, env, each0, each1, each4)
+	}
 	return nil
 }
 

@@ -107,6 +107,9 @@ func startBenchCluster(ctx context.Context, exe, dir string, nodes int, profile,
 		env.urls = append(env.urls, "http://"+httpAddrs[i])
 	}
 	env.pid = cmds[0].Process.Pid
+	for _, cmd := range cmds {
+		env.pids = append(env.pids, cmd.Process.Pid)
+	}
 	deadline := time.Now().Add(30 * time.Second * time.Duration(nodes))
 	for _, url := range env.urls {
 		for {
@@ -172,6 +175,8 @@ type benchEnv struct {
 	js       jetstream.JetStream
 	nc       *nats.Conn
 	pid      int
+	// pids are every replica's process, in the order of urls.
+	pids []int
 	// created[prefix][client] is how many tenants that client created, so
 	// updates touch only tenants that exist.
 	created map[string][]int
