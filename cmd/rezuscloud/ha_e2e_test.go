@@ -52,6 +52,17 @@ func startTestEmulator(t *testing.T) (url, token string) {
 	return "http://" + ln.Addr().String(), emu.APIToken()
 }
 
+// addEmulatedProvider stores the emulator's token as credentials (sealed,
+// named by credentialsRef) and adds the Provider "emulated" on it.
+func addEmulatedProvider(t *testing.T, p *proc, emu, emuToken string) {
+	t.Helper()
+	code, body := p.do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = p.do(http.MethodPost, "/api/v1/providers",
+		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
+	require.Equal(t, http.StatusCreated, code, body)
+}
+
 // watchEvent is one event of a watch: its type and the object's name and
 // resourceVersion.
 type watchEvent struct {
@@ -173,12 +184,7 @@ func TestThreeReplicasSurviveTheLossOfTheApplyingOne(t *testing.T) {
 	for i, p := range ps {
 		p.waitReady(c.dirs[i])
 	}
-	// The emulator's token as any Provider's credentials: sealed, named by credentialsRef.
-	code, body := ps[0].do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
-	require.Equal(t, http.StatusCreated, code, body)
-	code, body = ps[0].do(http.MethodPost, "/api/v1/providers",
-		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
-	require.Equal(t, http.StatusCreated, code, body)
+	addEmulatedProvider(t, ps[0], emu, emuToken)
 
 	// Writes through all three: providers (cheap, no apply), each
 	// acknowledged one recorded.

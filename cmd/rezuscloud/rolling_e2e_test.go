@@ -248,11 +248,7 @@ func TestRollingUpgradeFromTheLastRelease(t *testing.T) {
 		t.Logf("0.1.0 replica %d ready %s after the three started together", i, readyWithin(rs.at(i), began).Round(time.Millisecond))
 	}
 	p := rs.at(0)
-	code, body := p.do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
-	require.Equal(t, http.StatusCreated, code, body)
-	code, body = p.do(http.MethodPost, "/api/v1/providers",
-		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
-	require.Equal(t, http.StatusCreated, code, body)
+	addEmulatedProvider(t, p, emu, emuToken)
 
 	// A tenant to upgrade, built on 0.1.0.
 	createCluster(t, p, "phoenix", 1)

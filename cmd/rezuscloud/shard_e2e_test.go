@@ -204,11 +204,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	for i, p := range ps {
 		p.waitReady(c.dirs[i])
 	}
-	code, body := ps[0].do(http.MethodPut, "/api/v1/credentials/emulator", fmt.Sprintf(`{"data":{"EMULATOR_TOKEN":%q}}`, emuToken))
-	require.Equal(t, http.StatusCreated, code, body)
-	code, body = ps[0].do(http.MethodPost, "/api/v1/providers",
-		fmt.Sprintf(`{"metadata":{"name":"emulated"},"spec":{"type":"emulated","config":{"endpoint":%q},"credentialsRef":{"name":"emulator"}}}`, emu))
-	require.Equal(t, http.StatusCreated, code, body)
+	addEmulatedProvider(t, ps[0], emu, emuToken)
 
 	// 12 tenants of one machine each, written through all three.
 	var tenants []string
@@ -271,7 +267,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 		}
 	}
 	survivor := ps[(victim+1)%3]
-	code, body = survivor.do(http.MethodPost, "/api/v1/tenants/"+moving+"/nodegroups",
+	code, body := survivor.do(http.MethodPost, "/api/v1/tenants/"+moving+"/nodegroups",
 		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated"}}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	var interrupted string
