@@ -66,7 +66,15 @@ func (t *Tenants) Run(ctx context.Context) error {
 // heartbeats and runs change, until ctx ends or the watch does (a cluster
 // that lost its quorum, say: Run watches again).
 func (t *Tenants) follow(ctx context.Context, watch jetstream.KeyWatcher, stale **time.Timer, releases *sync.WaitGroup, released chan releaseDone) {
+	var last time.Time
 	for {
+		// A step looks at every tenant: steps are paced, so that a burst
+		// of claims (each of this replica's own writes comes back on the
+		// watch) or of new tenants costs a step per gap, not one each.
+		if !t.pace(ctx, watch, last.Add(minStepGap), released) {
+			return
+		}
+		last = time.Now()
 		var staleC <-chan time.Time
 		if deadline := t.step(ctx, releases, released); !deadline.IsZero() {
 			if *stale == nil {
@@ -101,6 +109,35 @@ func (t *Tenants) follow(ctx context.Context, watch jetstream.KeyWatcher, stale 
 					more = false
 				}
 			}
+		}
+	}
+}
+
+// minStepGap is the least time between two steps of the claims.
+const minStepGap = 200 * time.Millisecond
+
+// pace waits until next, taking in the claims' changes and the releases
+// that end meanwhile; false when ctx or the watch ended.
+func (t *Tenants) pace(ctx context.Context, watch jetstream.KeyWatcher, next time.Time, released chan releaseDone) bool {
+	wait := time.Until(next)
+	if wait <= 0 {
+		return true
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case d := <-released:
+			t.releaseEnded(d)
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return false
+			}
+			t.noteClaim(e)
 		}
 	}
 }
