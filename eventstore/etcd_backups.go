@@ -50,7 +50,15 @@ func OpenEtcdBackups(ctx context.Context, s *Store, secrets *SealedSecrets) (*Et
 	if err != nil {
 		return nil, fmt.Errorf("provisioning bucket %s: %w", EtcdBackupBucket, err)
 	}
+	// A cluster still placing the bucket's stream may not know it on this
+	// node for a moment after the create: CI saw a replica stop on that.
 	stream, err := s.JetStream().Stream(ctx, "OBJ_"+EtcdBackupBucket)
+	for i := 0; errors.Is(err, jetstream.ErrStreamNotFound) && i < 50; i++ {
+		if sleepCtx(ctx, 200*time.Millisecond) != nil {
+			break
+		}
+		stream, err = s.JetStream().Stream(ctx, "OBJ_"+EtcdBackupBucket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the stream of bucket %s: %w", EtcdBackupBucket, err)
 	}

@@ -244,8 +244,31 @@ func (r *Runtime) Run(ctx context.Context) error {
 			return r.lead(ctx, q)
 		})
 	})
-	g.Go(func() error { return r.schedule(gctx, q, changed) })
+	g.Go(func() error { return r.scheduleUntilDone(gctx, q, changed) })
 	return g.Wait()
+}
+
+// scheduleUntilDone runs the scheduler until ctx ends, starting it again
+// when it stops early: its watch of the queue failed or ended, as it does
+// while the cluster has no quorum. Every replica schedules, leading or not,
+// so an error here must not end the server.
+func (r *Runtime) scheduleUntilDone(ctx context.Context, q *Queue, changed <-chan struct{}) error {
+	for {
+		err := r.schedule(ctx, q, changed)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			r.cfg.Log.Warn("scheduler stopped; starting it again", "queue", r.cfg.Queue, "err", err)
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func (r *Runtime) lead(ctx context.Context, q *Queue) error {
