@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,9 +120,29 @@ func (p *Projector) followCheckpoint(ctx context.Context, last uint64) error {
 	if err != nil {
 		return fmt.Errorf("projector: %w", err)
 	}
+	// A watch that ends (its consumer lost with a node, in a rolling
+	// upgrade) is opened again: returning would leave this replica never
+	// caught up, and its /readyz 503 for good (CI saw one stay at
+	// "projections catching up" for two minutes after a lame duck).
+	for ctx.Err() == nil {
+		if err := p.watchCheckpoint(ctx, kv, last); err != nil && ctx.Err() == nil {
+			slog.Warn("projector: watching the checkpoint; again in a second", "err", err)
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// watchCheckpoint follows the checkpoint key until the watch or ctx ends.
+func (p *Projector) watchCheckpoint(ctx context.Context, kv jetstream.KeyValue, last uint64) error {
 	w, err := kv.Watch(ctx, "checkpoint")
 	if err != nil {
-		return fmt.Errorf("projector: watching checkpoint: %w", err)
+		return fmt.Errorf("watching checkpoint: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
 	for {

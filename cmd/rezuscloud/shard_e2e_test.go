@@ -141,20 +141,30 @@ func markedBy(pid int) []int {
 	return out
 }
 
-// replicaTenants are the tenants each replica says it works (its heartbeat).
-func replicaTenants(p *proc) map[string]int {
-	var l struct {
-		Items []struct {
-			Holder  string `json:"holder"`
-			Tenants int    `json:"tenants"`
-		} `json:"items"`
-	}
-	if json.Unmarshal(p.raw("/api/v1/replicas"), &l) != nil {
+// appliesNow is p.applies, or nil while p answers something else than 200
+// (a 503 "the read model is catching up; retry" in cluster mode): for
+// polling loops, which try again.
+func appliesNow(p *proc, tenant string) []apply {
+	code, _ := p.do(http.MethodGet, "/api/v1/tenants/"+tenant+"/applies", "")
+	if code != http.StatusOK {
 		return nil
 	}
+	return p.applies(tenant)
+}
+
+// replicaTenants are the tenants each replica says it works (its heartbeat).
+func replicaTenants(p *proc) map[string]int {
+	code, body := p.do(http.MethodGet, "/api/v1/replicas", "")
+	if code != http.StatusOK {
+		return nil // a 503 while the read model catches up: polled again
+	}
 	out := map[string]int{}
-	for _, it := range l.Items {
-		out[it.Holder] = it.Tenants
+	items, _ := body["items"].([]any)
+	for _, it := range items {
+		m, _ := it.(map[string]any)
+		holder, _ := m["holder"].(string)
+		n, _ := m["tenants"].(float64)
+		out[holder] = int(n)
 	}
 	return out
 }
@@ -272,7 +282,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, body)
 	var interrupted string
 	ps[victim].eventually(2*time.Minute, "the victim applies "+moving, func() bool {
-		for _, a := range ps[victim].applies(moving) {
+		for _, a := range appliesNow(ps[victim], moving) {
 			if a.Status.Phase == "Applying" && index(a.Status.Replica) == victim {
 				interrupted = a.Metadata.Name
 				return true
@@ -296,7 +306,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 		if len(markedBy(victimPid)) > 0 {
 			lastTofu = time.Now()
 		}
-		for _, a := range survivor.applies(moving) {
+		for _, a := range appliesNow(survivor, moving) {
 			if a.Metadata.Name != interrupted && a.Status.Phase == "Succeeded" && a.Status.StartTime != nil && a.Status.StartTime.After(cut) {
 				rerun = a
 				return true
