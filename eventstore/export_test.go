@@ -2,6 +2,8 @@ package eventstore
 
 import (
 	"context"
+	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +31,13 @@ func SetRestoreBeforeSend(t interface{ Cleanup(func()) }, f func(stream string))
 // LeaderLastMsg is leaderLastMsg.
 func LeaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	return leaderLastMsg(ctx, nc, stream, subject)
+}
+
+// SetLeaderGetTimeout sets leaderGetTimeout for t.
+func SetLeaderGetTimeout(t *testing.T, d time.Duration) {
+	old := leaderGetTimeout
+	leaderGetTimeout = d
+	t.Cleanup(func() { leaderGetTimeout = old })
 }
 
 // RoutePassword is the route credential derived from secret: what the

@@ -10,16 +10,30 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// leaderGetTimeout bounds leaderLastMsg when its caller set no deadline.
+var leaderGetTimeout = 5 * time.Second // a variable for its test
+
 // leaderLastMsg reads a stream's newest message on subject from the
 // stream's leader. nats.go reads a stream that allows direct gets through
 // the direct-get API, which a follower answers too once it is 90 %
 // synchronised: a read right after another replica's write, or after a
 // failover, can come back one write old. A state or lock that decides
 // what a run does must be the leader's.
+//
+// A stream without a leader (just created, or electing one) leaves the
+// request unanswered: every server listens on the API subject, so there is
+// no "no responders" either. Without a deadline of the caller's the wait
+// is bounded by leaderGetTimeout, nats.go's own API timeout, and ends in
+// context.DeadlineExceeded, which ClusterNotReady retries.
 func leaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
+		defer cancel()
 	}
 	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {

@@ -1,0 +1,47 @@
+package eventstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/eventstore"
+)
+
+// A stream without a leader leaves a leader read unanswered: every server
+// listens on the API subject, so there is no "no responders" either. A
+// caller without a deadline (the data-format check at start) waited for
+// good: a replica of a fresh three-node cluster hung there for its whole
+// 2-minute start (CI, TestThreeReplicasSurviveTheLossOfTheApplyingOne).
+// The read ends with a deadline error, which ClusterNotReady retries.
+func TestLeaderReadWithoutALeaderEnds(t *testing.T) {
+	eventstore.SetLeaderGetTimeout(t, 200*time.Millisecond)
+	srv, err := server.NewServer(&server.Options{DontListen: true, NoSigs: true})
+	require.NoError(t, err)
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	// What a server does while the stream has no leader: hears, never answers.
+	heard := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("$JS.API.STREAM.MSG.GET.KV_x", func(*nats.Msg) {
+		select {
+		case heard <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, nc.Flush())
+
+	_, err = eventstore.LeaderLastMsg(context.Background(), nc, "KV_x", "$KV.x.k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, eventstore.ClusterNotReady(err), "retried as a cluster not ready yet: %v", err)
+	<-heard
+}
