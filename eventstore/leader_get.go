@@ -10,6 +10,22 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// NoLeaderError is a leader read no leader answered in time: the stream
+// is electing one. Nothing was read and nothing written, so the caller may
+// retry; it is nats.ErrTimeout to the retry rules (temporarilyUnavailable)
+// and a 503 with Retry-After to an API client.
+type NoLeaderError struct {
+	Stream string
+	Waited time.Duration
+}
+
+func (e *NoLeaderError) Error() string {
+	return fmt.Sprintf("no answer from the leader of stream %s in %s (electing one?)", e.Stream, e.Waited)
+}
+
+// Unwrap makes it a nats.ErrTimeout.
+func (e *NoLeaderError) Unwrap() error { return nats.ErrTimeout }
+
 // leaderGetTimeout bounds leaderLastMsg when its caller set no deadline.
 var leaderGetTimeout = 5 * time.Second // a variable for its test
 
@@ -24,19 +40,23 @@ var leaderGetTimeout = 5 * time.Second // a variable for its test
 // request unanswered: every server listens on the API subject, so there is
 // no "no responders" either. Without a deadline of the caller's the wait
 // is bounded by leaderGetTimeout, nats.go's own API timeout, and ends in
-// context.DeadlineExceeded, which ClusterNotReady retries.
+// a NoLeaderError, which Load and ClusterNotReady retry.
 func leaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return nil, err
 	}
+	rctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
+		rctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
 		defer cancel()
 	}
-	resp, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	resp, err := nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
+		if rctx.Err() != nil && ctx.Err() == nil {
+			return nil, &NoLeaderError{Stream: stream, Waited: leaderGetTimeout}
+		}
 		return nil, err
 	}
 	var r struct {

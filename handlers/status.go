@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rezuscloud/rezuscloud/domain"
+	"github.com/rezuscloud/rezuscloud/eventstore"
 )
 
 // errorHandler is echo's HTTPErrorHandler and the one place an error becomes
@@ -62,6 +63,13 @@ func toDomainError(err error) *domain.Error {
 	if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionDraining) {
 		return &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 1,
 			Message: "this replica is stopping; retry (another replica answers)"}
+	}
+	// A read found the stream without a leader (an election during a
+	// rolling restart): nothing was written, the client retries.
+	var noLeader *eventstore.NoLeaderError
+	if errors.As(err, &noLeader) {
+		return &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 1,
+			Message: "the data store is electing a leader; retry"}
 	}
 	return domain.NewInternal(err)
 }
