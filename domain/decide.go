@@ -106,7 +106,9 @@ func decideCreate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 		return nil, NewAlreadyExists(kind.Kind, cmd.Ref.Name)
 	}
 	if kind.CreateSpec != nil {
-		spec = kind.CreateSpec(spec)
+		if spec, causes = kind.CreateSpec(spec); len(causes) > 0 {
+			return nil, invalid(kind, cmd.Ref.Name, causes)
+		}
 	}
 	now := cmd.Now.UTC()
 	obj := &Object{
@@ -143,7 +145,9 @@ func decideUpdate(kind *KindInfo, state *Object, cmd Command) ([]Event, error) {
 		return nil, NewConflict(kind.Kind, cmd.Ref.Name, "the uid does not match: the object was deleted and created again")
 	}
 	if kind.UpdateSpec != nil {
-		spec = kind.UpdateSpec(state.Spec, spec)
+		if spec, causes = kind.UpdateSpec(state.Spec, spec); len(causes) > 0 {
+			return nil, invalid(kind, cmd.Ref.Name, causes)
+		}
 	}
 	next := state.DeepCopy()
 	next.Metadata.ResourceVersion = ""

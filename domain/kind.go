@@ -26,12 +26,13 @@ type KindInfo struct {
 	NormalizeStatus func(raw json.RawMessage) (json.RawMessage, []Cause)
 	// CreateSpec, when set, fills in what only a new object gets by default
 	// (a new tenant's backup schedule), given the normalised spec; it must
-	// return canonical JSON. Optional.
-	CreateSpec func(spec json.RawMessage) json.RawMessage
+	// return canonical JSON, or the causes of a refusal. Optional.
+	CreateSpec func(spec json.RawMessage) (json.RawMessage, []Cause)
 	// UpdateSpec, when set, carries over from the current spec what an
 	// update that leaves a field out keeps (a tenant's backup schedule),
-	// given both normalised specs; it must return canonical JSON. Optional.
-	UpdateSpec func(current, next json.RawMessage) json.RawMessage
+	// given both normalised specs; it must return canonical JSON, or the
+	// causes of a refusal (node groups' members). Optional.
+	UpdateSpec func(current, next json.RawMessage) (json.RawMessage, []Cause)
 	// InitialStatus is the status of a freshly created object (may be nil).
 	InitialStatus func() json.RawMessage
 	// SpecEvent names the event for a spec change from old to new, when the kind

@@ -24,7 +24,9 @@ var NodeGroupKind = register(&KindInfo{
 	NormalizeStatus: func(raw json.RawMessage) (json.RawMessage, []Cause) {
 		return normalizeAs[NodeGroupStatus](raw, "status")
 	},
-	SpecEvent: nodeGroupSpecEvent,
+	SpecEvent:  nodeGroupSpecEvent,
+	CreateSpec: func(spec json.RawMessage) (json.RawMessage, []Cause) { return nodeGroupSpecMembers(nil, spec) },
+	UpdateSpec: nodeGroupSpecMembers,
 })
 
 // NodeGroup is the typed view of a NodeGroup object.
@@ -69,6 +71,15 @@ type NodeGroupSpec struct {
 	// the tenant's. A change re-images the machines in place through the
 	// upgrade saga. It cannot go with providerConfig.installImage.
 	Schematic *Schematic `json:"schematic,omitempty"`
+	// Autoscaling, when set, lets the cluster-autoscaler size the group
+	// within its bounds (RezusCloud's externalgrpc service); spec.count must
+	// stay within them. Worker groups only.
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	// Members lists the group's machines by index once the group has
+	// autoscaled or lost a named machine; absent, they are 0..count-1.
+	// RezusCloud keeps it: an update that leaves it out or sends it back
+	// unchanged has it follow spec.count (DecideMembers).
+	Members *Members `json:"members,omitempty"`
 }
 
 // DefaultDrainTimeout is a node group's drainTimeout when it names none.
@@ -119,6 +130,9 @@ func (s *NodeGroupSpec) Default() {
 	}
 	if s.Schematic != nil {
 		s.Schematic.Default()
+	}
+	if s.Members != nil {
+		s.Members.defaultMembers()
 	}
 }
 
@@ -178,6 +192,7 @@ func (s *NodeGroupSpec) Validate(root string) []Cause {
 	if s.Remediation != nil {
 		causes = append(causes, s.Remediation.Validate(f.Child("remediation"))...)
 	}
+	causes = append(causes, s.validateAutoscaling(f)...)
 	mp := s.UpdateStrategy.MaxParallelism
 	switch {
 	case mp < 1 || mp > MaxNodeGroupCount:
@@ -212,14 +227,15 @@ func (s *NodeGroupStatus) Validate(root string) []Cause {
 	return causes
 }
 
-// nodeGroupSpecEvent names a change that only moved the count NodeGroupScaled,
+// nodeGroupSpecEvent names a change that only moved the count (and the
+// members with it) NodeGroupScaled,
 // because the apply worker and audit readers care about scaling on its own.
 func nodeGroupSpecEvent(old, new json.RawMessage) string {
 	var a, b NodeGroupSpec
 	if json.Unmarshal(old, &a) != nil || json.Unmarshal(new, &b) != nil || a.Count == b.Count {
 		return ""
 	}
-	a.Count = b.Count
+	a.Count, a.Members = b.Count, b.Members // a named removal is a scale too
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	if string(x) == string(y) {

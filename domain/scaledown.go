@@ -159,10 +159,17 @@ func machineIndex(group, name string) (int, bool) {
 // metal machines), and of machines with other names (registered metal
 // machines a selector picks) those after the first count, by name.
 func GroupGoing(group string, count int, names []string) []string {
+	return GroupGoingOf(group, &NodeGroupSpec{Count: count}, names)
+}
+
+// GroupGoingOf is GroupGoing for a group's spec: a machine named
+// <group>-<index> goes when the spec does not keep it (its members, or
+// 0..count-1 without them).
+func GroupGoingOf(group string, spec *NodeGroupSpec, names []string) []string {
 	var going, other []string
 	for _, n := range names {
 		if _, ok := machineIndex(group, n); ok {
-			if !GroupKeeps(group, count, n) {
+			if !spec.Keeps(group, n) {
 				going = append(going, n)
 			}
 			continue
@@ -170,8 +177,8 @@ func GroupGoing(group string, count int, names []string) []string {
 		other = append(other, n)
 	}
 	slices.Sort(other)
-	if len(other) > count {
-		going = append(going, other[count:]...)
+	if len(other) > spec.Count {
+		going = append(going, other[spec.Count:]...)
 	}
 	return going
 }

@@ -9,6 +9,7 @@ package domain
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // SchemaLevel is the newest storage schema level this build reads and writes.
@@ -18,7 +19,8 @@ import (
 //
 //   - 1: what 0.1.0 wrote; such records carry no level.
 //   - 2: 0.2.0: issue 43's waits and deadlines, Provider spec.versions;
-//     issue 47's status.replica of Apply, Upgrade steps and Remediation.
+//     issue 47's status.replica of Apply, Upgrade steps and Remediation;
+//     issue 48's NodeGroup spec.autoscaling and spec.members.
 const SchemaLevel = 2
 
 // MinSchemaLevel is the oldest level this build reads: every level since the
@@ -46,24 +48,30 @@ type levelField struct {
 	// path is the field's path in part; "[]" steps into every element of an
 	// array, e.g. machines[].wait.
 	path []string
+	// refuse says the field cannot be dropped (which machines a group has):
+	// a record holding it is not written below its level at all.
+	refuse bool
 }
 
 // levelFields are, by the level that added them, the fields a lower level
 // does not know.
 var levelFields = map[int][]levelField{
 	2: {
-		{UpgradeKind.Kind, "spec", []string{"deadlines"}},
-		{UpgradeKind.Kind, "status", []string{"machines", "[]", "wait"}},
-		{MachineKind.Kind, "status", []string{"configWait"}},
-		{RestoreKind.Kind, "spec", []string{"deadlines"}},
-		{RestoreKind.Kind, "status", []string{"wait"}},
-		{RemediationKind.Kind, "status", []string{"wait"}},
-		{RolloutKind.Kind, "spec", []string{"progressDeadline"}},
-		{RolloutKind.Kind, "status", []string{"waves", "[]", "wait"}},
-		{ProviderKind.Kind, "spec", []string{"versions"}},
-		{ApplyKind.Kind, "status", []string{"replica"}},
-		{UpgradeKind.Kind, "status", []string{"machines", "[]", "replica"}},
-		{RemediationKind.Kind, "status", []string{"replica"}},
+		{UpgradeKind.Kind, "spec", []string{"deadlines"}, false},
+		{UpgradeKind.Kind, "status", []string{"machines", "[]", "wait"}, false},
+		{MachineKind.Kind, "status", []string{"configWait"}, false},
+		{RestoreKind.Kind, "spec", []string{"deadlines"}, false},
+		{RestoreKind.Kind, "status", []string{"wait"}, false},
+		{RemediationKind.Kind, "status", []string{"wait"}, false},
+		{RolloutKind.Kind, "spec", []string{"progressDeadline"}, false},
+		{RolloutKind.Kind, "status", []string{"waves", "[]", "wait"}, false},
+		{ProviderKind.Kind, "spec", []string{"versions"}, false},
+		{ApplyKind.Kind, "status", []string{"replica"}, false},
+		{UpgradeKind.Kind, "status", []string{"machines", "[]", "replica"}, false},
+		{RemediationKind.Kind, "status", []string{"replica"}, false},
+		// Issue 48: a level-1 rewrite would bring removed machines back.
+		{NodeGroupKind.Kind, "spec", []string{"autoscaling"}, true},
+		{NodeGroupKind.Kind, "spec", []string{"members"}, true},
 	},
 }
 
@@ -131,6 +139,9 @@ func DownConvert(kind string, obj *Object, to int) (*Object, error) {
 			if !changed {
 				continue
 			}
+			if f.refuse {
+				return nil, NewNeedsSchema(kind, obj.Metadata.Name, f.part+"."+fieldPath(f.path), l)
+			}
 			if out == obj {
 				out = obj.DeepCopy()
 			}
@@ -191,6 +202,17 @@ func NewNewerSchema(kind, name string, level int, release string) *Error {
 	e.Causes = []Cause{{Field: newerSchemaField, Type: CauseNotSupported,
 		Message: fmt.Sprintf("schema level %d is newer than %d", level, SchemaLevel)}}
 	return e
+}
+
+// NewNeedsSchema refuses to write an object holding field (a field that
+// cannot be dropped) at a level below level: a replica of an older release
+// still runs. A 503 with Retry-After: the write goes through once the
+// rolling upgrade is done.
+func NewNeedsSchema(kind, name, field string, level int) *Error {
+	return &Error{Reason: ReasonServiceUnavailable, Kind: kind, Name: name, RetryAfterSeconds: 5,
+		Message: fmt.Sprintf("%s %q: %s needs every replica to read schema level %d; a replica of an older release runs: retry once the rolling upgrade is done",
+			strings.ToLower(kind), name, field, level),
+		Causes: []Cause{{Field: field, Type: CauseNotSupported, Message: fmt.Sprintf("needs schema level %d on every replica", level)}}}
 }
 
 // IsNewerSchema reports whether err is NewNewerSchema's.

@@ -256,3 +256,28 @@ func TestNewNewerSchema(t *testing.T) {
 	require.Equal(t, 409, st.Code)
 	require.Equal(t, "schema", st.Details.Causes[0].Field)
 }
+
+// A node group's list of machines cannot be dropped by a rewrite at level
+// 1 (a 0.1.0 replica still runs): a removed machine would come back, and
+// the next would take a used name. The write is refused with a 503 naming
+// the field, until every replica reads level 2; a group without the
+// fields is written at level 1 as it is.
+func TestDownConvertRefusesNodeGroupMembers(t *testing.T) {
+	k := MustKind("NodeGroup")
+	in := schemaFixture(t, "NodeGroup.level2.json")
+	canonical(t, k, "spec", in.Spec)
+	canonical(t, k, "status", in.Status)
+	_, err := DownConvert("NodeGroup", in, 1)
+	var de *Error
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, ReasonServiceUnavailable, de.Reason)
+	require.Positive(t, de.RetryAfterSeconds)
+	require.Equal(t, "spec.autoscaling", de.Causes[0].Field)
+
+	plain := in.DeepCopy()
+	plain.Spec = json.RawMessage(`{"role":"worker","count":2,"provider":"emu","updateStrategy":{"maxParallelism":1}}`)
+	out, err := DownConvert("NodeGroup", plain, 1)
+	require.NoError(t, err)
+	require.Same(t, plain, out)
+	require.Equal(t, []string{"spec.autoscaling", "spec.members"}, NewerSchemaFields("NodeGroup", 1))
+}

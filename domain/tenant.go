@@ -123,32 +123,32 @@ func (s *TenantSpec) Default() {
 // out, so that writing back a tenant spec written before schedules existed
 // (or by a client that does not know them) neither turns the schedule off
 // nor on; {} turns it off.
-func tenantUpdateSpec(current, next json.RawMessage) json.RawMessage {
+func tenantUpdateSpec(current, next json.RawMessage) (json.RawMessage, []Cause) {
 	var cur, s TenantSpec
 	if json.Unmarshal(current, &cur) != nil || json.Unmarshal(next, &s) != nil || s.EtcdBackup != nil || cur.EtcdBackup == nil {
-		return next
+		return next, nil
 	}
 	s.EtcdBackup = cur.EtcdBackup
 	out, err := json.Marshal(&s)
 	if err != nil {
-		return next
+		return next, nil
 	}
-	return out
+	return out, nil
 }
 
 // tenantCreateSpec gives a new tenant the default backup schedule unless
 // its spec says otherwise.
-func tenantCreateSpec(spec json.RawMessage) json.RawMessage {
+func tenantCreateSpec(spec json.RawMessage) (json.RawMessage, []Cause) {
 	var s TenantSpec
 	if json.Unmarshal(spec, &s) != nil || s.EtcdBackup != nil {
-		return spec
+		return spec, nil
 	}
 	s.EtcdBackup = &EtcdBackupSchedule{Interval: DefaultBackupInterval, Keep: DefaultBackupKeep}
 	out, err := json.Marshal(&s)
 	if err != nil {
-		return spec
+		return spec, nil
 	}
-	return out
+	return out, nil
 }
 
 // Validate reports every bad field.

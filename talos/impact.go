@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -85,7 +84,7 @@ func (s *Service) Impact(ctx context.Context, tenant string, ch Change, nodes Dr
 		ng, ngNext := now[m.Spec.NodeGroup], next[m.Spec.NodeGroup]
 		wanted := func(g *domain.NodeGroup) bool {
 			return g != nil && g.Metadata.DeletionTimestamp == nil &&
-				!slices.Contains(domain.GroupGoing(g.Metadata.Name, g.Spec.Count, byGroup[m.Spec.NodeGroup]), m.Metadata.Name)
+				!slices.Contains(domain.GroupGoingOf(g.Metadata.Name, &g.Spec, byGroup[m.Spec.NodeGroup]), m.Metadata.Name)
 		}
 		if !wanted(ng) {
 			continue // going already, whatever the change: not its doing
@@ -166,17 +165,14 @@ func (s *Service) Impact(ctx context.Context, tenant string, ch Change, nodes Dr
 	return domain.ChangeImpact{Summary: domain.ImpactSummary(out), Machines: out}, ctx.Err()
 }
 
-// missingMachines are the machines a node group of its count wants that do
-// not exist yet: the lowest <group>-<index> names free, as many as the
-// count exceeds the machines it keeps.
+// missingMachines are the machines a node group wants that do not exist
+// yet: of its members (the indexes spec.members lists, or 0..count-1) those
+// not built.
 func missingMachines(ng *domain.NodeGroup, have []string) []string {
-	name := ng.Metadata.Name
-	missing := ng.Spec.Count - (len(have) - len(domain.GroupGoing(name, ng.Spec.Count, have)))
 	var out []string
-	for i := 0; missing > 0 && i < ng.Spec.Count; i++ {
-		if mn := name + "-" + strconv.Itoa(i); !slices.Contains(have, mn) {
+	for _, mn := range ng.Spec.MachineNames(ng.Metadata.Name) {
+		if !slices.Contains(have, mn) {
 			out = append(out, mn)
-			missing--
 		}
 	}
 	return out

@@ -239,9 +239,12 @@ func diffDocument(k kind, tenant string, d document, live *domain.Object) (strin
 		}
 		switch {
 		case live == nil && info.CreateSpec != nil:
-			spec = info.CreateSpec(spec)
+			spec, causes = info.CreateSpec(spec)
 		case live != nil && info.UpdateSpec != nil && len(live.Spec) > 0:
-			spec = info.UpdateSpec(live.Spec, spec)
+			spec, causes = info.UpdateSpec(live.Spec, spec)
+		}
+		if len(causes) > 0 {
+			return "", domain.NewInvalid(k.Kind, d.Name, causes)
 		}
 		merged.Spec = spec
 	}

@@ -94,7 +94,7 @@ func (w *Worker) inputsWith(ctx context.Context, tenant string, t *domain.Tenant
 		}
 		in.Providers[ng.Spec.Provider] = byProvider[ng.Spec.Provider]
 		g := providers.GroupInput{NodeGroup: ng}
-		for idx := 0; idx < ng.Spec.Count; idx++ {
+		for _, idx := range ng.Spec.MachineIndexes() {
 			mname := providers.MachineName(ng.Metadata.Name, idx)
 			m := byName[mname]
 			if m == nil {
