@@ -3,6 +3,8 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 
@@ -27,7 +29,16 @@ type Autoscaling struct {
 	MinCount int `json:"minCount"`
 	// MaxCount is the most machines, MinCount..MaxAutoscaledCount.
 	MaxCount int `json:"maxCount"`
+	// Capacity is what one machine of the group offers (cpu, memory,
+	// pods, ephemeral-storage, extended resources), as Kubernetes
+	// quantities: the template the autoscaler simulates a new Node with,
+	// so that the group can scale from zero. Absent, the provider type's
+	// own (the emulator's 4 CPUs and 8Gi), else a running Node's.
+	Capacity map[string]string `json:"capacity,omitempty"`
 }
+
+// quantity is the shape of a Kubernetes resource quantity this accepts.
+var quantity = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|Pi|Ei|M|G|T|P|E)?$`)
 
 // Members are a node group's machines by index, when the group has ever
 // autoscaled or lost one named machine.
@@ -92,10 +103,24 @@ func (s *NodeGroupSpec) validateAutoscaling(f *field.Path) []Cause {
 		case a.MaxCount < 1 || a.MaxCount > MaxAutoscaledCount:
 			causes = append(causes, Cause{Field: p.Child("maxCount").String(), Type: CauseInvalid,
 				Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxAutoscaledCount, a.MaxCount)})
+		case len(a.Capacity) > 16:
+			causes = append(causes, Cause{Field: p.Child("capacity").String(), Type: CauseTooLong, Message: "at most 16 resources"})
 		case s.Count < a.MinCount || s.Count > a.MaxCount:
 			causes = append(causes, Cause{Field: f.Child("count").String(), Type: CauseInvalid,
 				Message: fmt.Sprintf("the autoscaler owns the size of this group within %d..%d: a count of %d is outside them (change spec.autoscaling first)",
 					a.MinCount, a.MaxCount, s.Count)})
+		}
+	}
+	if a := s.Autoscaling; a != nil {
+		for _, k := range slices.Sorted(maps.Keys(a.Capacity)) {
+			p := f.Child("autoscaling", "capacity").Key(k)
+			if probs := labelKeyProblems(k); len(probs) > 0 {
+				causes = append(causes, labelCause(p, "resource name", probs))
+			}
+			if !quantity.MatchString(a.Capacity[k]) {
+				causes = append(causes, Cause{Field: p.String(), Type: CauseInvalid,
+					Message: fmt.Sprintf("%q is not a quantity such as 4, 500m or 8Gi", a.Capacity[k])})
+			}
 		}
 	}
 	if m := s.Members; m != nil {

@@ -166,3 +166,16 @@ func TestGroupGoingOfMembers(t *testing.T) {
 	require.False(t, listed.Keeps("w", "x-3"))
 	require.Equal(t, []int{0, 1}, plain.MachineIndexes())
 }
+
+func TestAutoscalingCapacity(t *testing.T) {
+	ok := domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 0, Provider: "emu", UpdateStrategy: domain.UpdateStrategy{MaxParallelism: 1},
+		Autoscaling: &domain.Autoscaling{MinCount: 0, MaxCount: 2, Capacity: map[string]string{"cpu": "3500m", "memory": "8Gi", "nvidia.com/gpu": "1"}}}
+	require.Empty(t, ok.Validate("spec"))
+	bad := ok
+	bad.Autoscaling = &domain.Autoscaling{MaxCount: 2, Capacity: map[string]string{"cpu": "lots", "Bad Key": "1"}}
+	var fields []string
+	for _, c := range bad.Validate("spec") {
+		fields = append(fields, c.Field)
+	}
+	require.Equal(t, []string{"spec.autoscaling.capacity[Bad Key]", "spec.autoscaling.capacity[cpu]"}, fields)
+}

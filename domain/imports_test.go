@@ -28,6 +28,9 @@ var allowedLayers = map[string][]string{
 	"eventstore":  {"domain"},
 	"projections": {"domain", "eventstore"},
 	"identity":    {"domain", "eventstore", "projections"},
+	// The cluster-autoscaler's externalgrpc service: reads the read model,
+	// writes node groups, keeps its CA in the sealed secrets.
+	"autoscaling": {"domain", "eventstore", "projections"},
 	"webui":       {"domain", "projections", "handlers", "identity", "providers"},
 	// The controller runtime sits right above the event store: every
 	// long-running consumer builds on it, so it builds on nothing of theirs.
