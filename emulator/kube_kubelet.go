@@ -63,8 +63,13 @@ func (k *kubeSupervisor) startKubelet(ctx context.Context, r *kubeRunner, run *n
 			{Name: "kube-scheduler", Image: c.Scheduler().Image()},
 		}
 	}
+	// The kubelet's --provider-id, as machine.kubelet.extraArgs gives it.
+	var providerID string
+	if ids := v.cfg.Machine().Kubelet().ExtraArgs()["provider-id"]; len(ids) > 0 {
+		providerID = ids[0]
+	}
 	kl, err := kubelet.New(kubelet.Config{
-		NodeName: r.name, Address: ip, Client: cs, Version: w.kubeletVersion, StaticPods: static,
+		NodeName: r.name, Address: ip, Client: cs, Version: w.kubeletVersion, StaticPods: static, ProviderID: providerID,
 		OSImage: "Talos (" + v.st.Version + ")",
 		Logf: func(format string, args ...any) {
 			k.e.cfg.Logf("node %s: kubelet: %s", r.name, fmt.Sprintf(format, args...))

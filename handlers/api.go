@@ -219,6 +219,8 @@ type API struct {
 
 	// replicas are the heartbeats (Deps.Replicas); nil: this replica alone.
 	replicas ReplicaViewer
+	// autoscaler is Deps.Autoscaler.
+	autoscaler AutoscalerCertificates
 }
 
 // New builds the API and its routes on d, which the caller has checked with
@@ -231,7 +233,7 @@ func New(cfg Config, d Deps) *API {
 	a := &API{cfg: cfg, store: d.Store, cache: d.Cache, projector: d.Projector, finalizer: d.Finalizer,
 		auth: d.Auth, identity: d.Identity, audit: d.Audit, automation: d.Automation, log: d.Log, talos: d.Talos, dryRunner: d.ConfigDryRun, planChange: d.PlanChange, dryRunRoutes: map[string]bool{},
 		applyLogs: d.ApplyLogs, cancelRun: d.CancelApply, state: d.State, health: d.Health,
-		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess, replicas: d.Replicas}
+		machineLog: d.MachineLogs, backup: d.Backup, etcdBackups: d.EtcdBackups, kubeAccess: d.KubeAccess, replicas: d.Replicas, autoscaler: d.Autoscaler}
 	if d.Identity != nil {
 		a.auth = d.Identity
 	}
@@ -295,6 +297,7 @@ func (a *API) routes() {
 	a.backupRoutes(g)
 	a.etcdBackupRoutes(g)
 	a.replicaRoutes(g)
+	a.autoscalerRoutes(g)
 	for _, k := range domain.Kinds() {
 		r := &resource{api: a, kind: k, hooks: a.hooksFor(k)}
 		var coll, item string

@@ -33,10 +33,13 @@ const (
 	// CredentialKubeconfigBreakGlass is the global admin's long-lived
 	// system:masters kubeconfig.
 	CredentialKubeconfigBreakGlass = "KubeconfigBreakGlass"
+	// CredentialAutoscaler is a cluster-autoscaler client certificate of a
+	// tenant (issued and revoked).
+	CredentialAutoscaler = "AutoscalerCertificate"
 )
 
 var credentialKinds = []string{CredentialKubeconfig, CredentialTalosconfig, CredentialMachineConfig, CredentialMachineConfigSecrets, CredentialEtcdSnapshot,
-	CredentialKubernetes, CredentialKubeconfigBreakGlass}
+	CredentialKubernetes, CredentialKubeconfigBreakGlass, CredentialAutoscaler}
 
 // credentialKind returns the credential kind named by s (any case), or "".
 func credentialKind(s string) string {

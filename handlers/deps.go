@@ -74,6 +74,10 @@ type Deps struct {
 	// Replicas says which replicas run and at which schema levels, for
 	// /version and /api/v1/replicas; nil: this replica alone.
 	Replicas ReplicaViewer
+	// Autoscaler issues, lists and revokes the cluster-autoscaler's client
+	// certificates of a tenant (/tenants/{t}/autoscaler/...); nil answers
+	// those routes with ServiceUnavailable (no --autoscaler-listen).
+	Autoscaler AutoscalerCertificates
 }
 
 // KubeAccess keeps the access RBAC of a tenant's cluster.

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rezuscloud/rezuscloud/autoscaling"
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/eventstore"
 	"github.com/rezuscloud/rezuscloud/handlers"
@@ -50,7 +51,8 @@ func newTalosStack(t *testing.T) *talosStack {
 	s.srv.Close()
 	s.api.StopWatches()
 	s.api = handlers.New(handlers.Config{}, handlers.Deps{Store: s.env.Store, Cache: s.cache, Projector: s.projector,
-		Identity: s.identity, Audit: audit, Talos: svc, ConfigDryRun: labelsInPlace{}, Backup: handlers.BackupFunc(func(ctx context.Context, w io.Writer) error {
+		Identity: s.identity, Audit: audit, Talos: svc, ConfigDryRun: labelsInPlace{},
+		Autoscaler: handlers.NewAutoscalerCertificates(autoscaling.NewPKI(sealed, nil), "autoscaler.example:8086"), Backup: handlers.BackupFunc(func(ctx context.Context, w io.Writer) error {
 			_, err := eventstore.WriteBackup(ctx, s.env.Conn, w, eventstore.BackupConfig{Mode: "online"})
 			return err
 		})})

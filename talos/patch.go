@@ -70,12 +70,20 @@ func applyJSON6902(cfg config.Provider, p jsonpatch.Patch) (config.Provider, err
 	return container.New(append(loaded.Documents(), others...)...)
 }
 
-// nodeGroupPatch gives the group's node labels and taints as a strategic patch.
-func nodeGroupPatch(ng *domain.NodeGroup) (configpatcher.Patch, error) {
-	if len(ng.Spec.Labels) == 0 && len(ng.Spec.Taints) == 0 {
+// nodeGroupPatch gives the group's node labels and taints as a strategic
+// patch, and a machine of an autoscaled group its provider ID
+// (domain.AutoscalerProviderID): its kubelet registers the Node with it,
+// which is how the cluster-autoscaler tells the group's Nodes from the
+// instances RezusCloud lists, on every infrastructure alike.
+func nodeGroupPatch(ng *domain.NodeGroup, tenant, machineName string) (configpatcher.Patch, error) {
+	providerID := ng.Spec.Autoscaling != nil && machineName != "" && tenant != ""
+	if len(ng.Spec.Labels) == 0 && len(ng.Spec.Taints) == 0 && !providerID {
 		return nil, nil
 	}
 	m := map[string]any{}
+	if providerID {
+		m["kubelet"] = map[string]any{"extraArgs": map[string]string{"provider-id": domain.AutoscalerProviderID(tenant, machineName)}}
+	}
 	if len(ng.Spec.Labels) > 0 {
 		m["nodeLabels"] = ng.Spec.Labels
 	}

@@ -174,15 +174,15 @@ func render(in RenderInput) (config.Provider, error) {
 			return nil, fmt.Errorf("setting the hostname: %w", err)
 		}
 	}
-	patches := []configpatcher.Patch{}
-	if p, err := nodeGroupPatch(in.NodeGroup); err != nil {
-		return nil, err
-	} else if p != nil {
-		patches = append(patches, p)
-	}
 	machineName := ""
 	if in.Machine != nil {
 		machineName = in.Machine.Metadata.Name
+	}
+	patches := []configpatcher.Patch{}
+	if p, err := nodeGroupPatch(in.NodeGroup, in.Tenant.Metadata.Name, machineName); err != nil {
+		return nil, err
+	} else if p != nil {
+		patches = append(patches, p)
 	}
 	for _, cp := range SelectPatches(in.Patches, role, in.NodeGroup.Metadata.Name, machineName) {
 		p, err := LoadPatch(cp.Spec)

@@ -334,3 +334,24 @@ func TestRenderHostnameAndKubernetesVersion(t *testing.T) {
 		})
 	}
 }
+
+// A machine of an autoscaled group registers its Node with the provider
+// ID the autoscaler service lists it under; a fixed group's does not, and
+// the group's template (no machine) has none to give.
+func TestRenderAutoscaledProviderID(t *testing.T) {
+	b := fixedBundle(t, "v1.13.0")
+	_, workers := nodeGroups()
+	workers.Spec.ProviderConfig = nil
+	w1 := &domain.Machine{Metadata: domain.ObjectMeta{Name: "workers-1", Tenant: "acme"}, Spec: domain.MachineSpec{NodeGroup: "workers", Role: domain.RoleWorker}}
+	providerID := func(ng *domain.NodeGroup, m *domain.Machine) string {
+		got, err := talos.Render(talos.RenderInput{Tenant: tenant("v1.13.0"), NodeGroup: ng, Machine: m, ControlPlaneAddress: "10.0.0.10", Bundle: b})
+		require.NoError(t, err)
+		cfg, err := configloader.NewFromBytes(got)
+		require.NoError(t, err)
+		return strings.Join(cfg.Machine().Kubelet().ExtraArgs()["provider-id"], ",")
+	}
+	require.Empty(t, providerID(workers, w1))
+	workers.Spec.Autoscaling = &domain.Autoscaling{MinCount: 1, MaxCount: 3}
+	require.Equal(t, "rezuscloud://acme/workers-1", providerID(workers, w1))
+	require.Empty(t, providerID(workers, nil))
+}

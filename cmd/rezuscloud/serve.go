@@ -60,7 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "shutdown-grace", Value: DefaultShutdownGrace, EnvVars: []string{"REZUSCLOUD_SHUTDOWN_GRACE"}, Usage: "how long a shutdown (SIGTERM) may take as a lame duck: not ready, leases handed over, watches ended resumably, in-flight requests finished, the NATS node stopped"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile to this file until shutdown (for benchmarking)"},
 			&cli.StringFlag{Name: "mem-profile", Usage: "write a heap profile to this file at shutdown (for benchmarking)"},
-		}, append(infraFlags(), clusterFlags()...)...),
+		}, append(append(infraFlags(), clusterFlags()...), autoscalerFlags()...)...),
 		Action: func(c *cli.Context) error {
 			log, err := newLogger(c.String("log-level"))
 			if err != nil {
@@ -120,6 +120,7 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		AutomationMaxConsumers: c.Int("automation-max-consumers"),
 		Infra:                  infraConfigFrom(c),
 		SSO:                    ssoConfigFrom(c),
+		Autoscaler:             autoscalerConfigFrom(c),
 	}
 	for _, p := range splitList(c.String("trusted-proxies")) {
 		_, n, err := net.ParseCIDR(p)
@@ -187,6 +188,8 @@ type serveConfig struct {
 	Infra infraConfig
 	// SSO configures single sign-on and password login.
 	SSO ssoConfig
+	// Autoscaler is the cluster-autoscaler's service (--autoscaler-listen).
+	Autoscaler autoscalerConfig
 	// ready, when set, receives the bound HTTP address once the server listens.
 	ready func(addr string)
 }

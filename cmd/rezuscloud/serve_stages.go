@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rezuscloud/rezuscloud/autoscaling"
 	applyworker "github.com/rezuscloud/rezuscloud/controllers/apply"
 	"github.com/rezuscloud/rezuscloud/controllers/backup"
 	"github.com/rezuscloud/rezuscloud/controllers/configsync"
@@ -84,18 +85,20 @@ type serveRun struct {
 	ids       *identity.Service
 
 	// buildServices
-	pki         *talos.PKI
-	talosSvc    *talos.Service
-	kubeClients *kubeclient.Clients
-	healthSvc   *health.Service
-	upgrades    *upgrade.Saga
-	schematics  *schematicRegistrar
-	modules     providers.ModuleChecker
-	sandbox     *tofu.Sandbox
-	workDir     string
-	api         *handlers.API
-	ui          *webui.UI
-	worker      *applyworker.Worker
+	pki *talos.PKI
+	// autoscalerPKI issues the cluster-autoscaler's certificates; nil without --autoscaler-listen.
+	autoscalerPKI *autoscaling.PKI
+	talosSvc      *talos.Service
+	kubeClients   *kubeclient.Clients
+	healthSvc     *health.Service
+	upgrades      *upgrade.Saga
+	schematics    *schematicRegistrar
+	modules       providers.ModuleChecker
+	sandbox       *tofu.Sandbox
+	workDir       string
+	api           *handlers.API
+	ui            *webui.UI
+	worker        *applyworker.Worker
 
 	// startWorkers
 	stopSampler func()
@@ -307,6 +310,11 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		}
 	}
 	nc, emb := s.nc, s.emb
+	var autoscalerCerts handlers.AutoscalerCertificates
+	if cfg.Autoscaler.Listen != "" {
+		s.autoscalerPKI = autoscaling.NewPKI(s.sealed, nil)
+		autoscalerCerts = handlers.NewAutoscalerCertificates(s.autoscalerPKI, cfg.Autoscaler.Endpoint)
+	}
 	apiDeps := handlers.Deps{
 		Store: s.store, Cache: s.cache, Projector: s.projector, Finalizer: s.finalizer, Identity: s.ids, Audit: s.audit, Automation: s.automation,
 		Talos: s.talosSvc, Log: log, State: s.stateStore, ApplyLogs: s.applyLogs, Health: s.healthSvc,
@@ -315,6 +323,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 		Backup:      handlers.BackupFunc(onlineBackup(nc, emb, cfg.DataDir)),
 		EtcdBackups: s.etcdBackups,
 		Replicas:    s.replicas,
+		Autoscaler:  autoscalerCerts,
 		KubeAccess:  kubeAccess{clients: s.kubeClients, noKube: noKube(drainSkip(cfg.Infra))},
 		// The apply worker is made by startWorkers, before the server
 		// answers any request.
@@ -374,6 +383,15 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	goLeased(s.tenants.Run)
 	g.Go(func() error { return s.finalizer.Run(gctx) })
 	g.Go(func() error { return s.pki.Run(gctx) })
+	if s.autoscalerPKI != nil {
+		svc, err := autoscaling.NewService(autoscaling.Config{Cache: s.cache, Store: s.store, PKI: s.autoscalerPKI, Log: log})
+		if err != nil {
+			return err
+		}
+		if err := startAutoscaler(gctx, g, log, cfg.Autoscaler, svc, s.autoscalerPKI); err != nil {
+			return err
+		}
+	}
 	s.ids.ExpectBootstrap()
 	g.Go(func() error { return bootstrapAdmin(gctx, log, s.cache, s.ids, cfg) })
 	var backendCA string

@@ -71,6 +71,9 @@ type Config struct {
 	// BootID identifies this boot; default random, so every Kubelet (a reboot
 	// makes a new one) reports a new boot, as a real node does.
 	BootID string
+	// ProviderID is spec.providerID of the Node it registers (the
+	// kubelet's --provider-id); empty leaves it for a cloud controller.
+	ProviderID string
 	// Capacity is status.capacity; keys it lacks of cpu (4), memory (8Gi),
 	// pods (110) and ephemeral-storage (100Gi) take those defaults.
 	// status.allocatable is the same: no resources are reserved.

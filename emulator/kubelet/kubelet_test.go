@@ -121,7 +121,9 @@ func readyCondition(n *corev1.Node) corev1.NodeCondition {
 func TestKubeletRegistersNodeRenewsLeaseAndShutsDown(t *testing.T) {
 	c := newCluster(t)
 	ctx := t.Context()
-	k := start(t, c.config(t, "reg-1", "10.5.0.11"))
+	cfg := c.config(t, "reg-1", "10.5.0.11")
+	cfg.ProviderID = "rezuscloud://acme/reg-1" // --provider-id, through the Node authorizer and NodeRestriction
+	k := start(t, cfg)
 
 	var node *corev1.Node
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -140,6 +142,7 @@ func TestKubeletRegistersNodeRenewsLeaseAndShutsDown(t *testing.T) {
 	assert.Equal(t, "linux", node.Labels[corev1.LabelOSStable])
 	assert.NotContains(t, node.Labels, "node-role.kubernetes.io/control-plane")
 	assert.EqualValues(t, 10250, node.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	assert.Equal(t, "rezuscloud://acme/reg-1", node.Spec.ProviderID)
 
 	var first *coordinationv1.Lease
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {

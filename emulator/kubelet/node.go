@@ -47,7 +47,7 @@ func (k *Kubelet) registerOnce(ctx context.Context) error {
 		Name:        k.cfg.NodeName,
 		Labels:      k.nodeLabels(),
 		Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
-	}}
+	}, Spec: corev1.NodeSpec{ProviderID: k.cfg.ProviderID}}
 	node, err := nodes.Create(ctx, want, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		node, err = k.adopt(ctx, want)
