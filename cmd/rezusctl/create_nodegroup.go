@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -81,4 +82,16 @@ func (r *rezusctl) createNodeGroup(c *cli.Context) error {
 	}
 	fmt.Fprintf(r.env.Stdout, "%s/%s created\n", k.Singular, c.Args().First())
 	return nil
+}
+
+// autoscalingCell is a MIN or MAX cell of get nodegroups: a bound of
+// spec.autoscaling, or "-" for a group that does not autoscale (its size is
+// spec.count alone), as kubectl shows an absent value.
+func autoscalingCell(path string) func(*domain.Object, time.Time) string {
+	return func(o *domain.Object, _ time.Time) string {
+		if v := lookup(o, path); v != "" {
+			return v
+		}
+		return "-"
+	}
 }

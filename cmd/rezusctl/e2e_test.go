@@ -151,8 +151,8 @@ func TestEndToEnd(t *testing.T) {
 		assert.Equal(t, "no tenants\n", r.stderr)
 
 		all := tc.ok("get", "ng", "-A")
-		assert.Equal(t, []string{"TENANT", "NAME", "ROLE", "COUNT", "PROVIDER", "AGE"}, strings.Fields(strings.Split(all, "\n")[0]))
-		assert.Equal(t, []string{"acme", "workers", "worker", "2", "emu"}, strings.Fields(strings.Split(all, "\n")[1])[:5])
+		assert.Equal(t, []string{"TENANT", "NAME", "ROLE", "COUNT", "MIN", "MAX", "TARGET", "PROVIDER", "AGE"}, strings.Fields(strings.Split(all, "\n")[0]))
+		assert.Equal(t, []string{"acme", "workers", "worker", "2", "-", "-", "2", "emu"}, strings.Fields(strings.Split(all, "\n")[1])[:8])
 
 		// Pagination against the real server: more tenants than one page.
 		for _, n := range []string{"page-a", "page-b", "page-c"} {

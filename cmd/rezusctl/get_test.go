@@ -23,8 +23,8 @@ func TestGetScopes(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, "error: nodegroups are tenant-scoped: give --tenant/-t (or set a tenant on the context), or -A for all tenants\n", r.stderr)
 
-	assert.Equal(t, "NAME      ROLE     COUNT   PROVIDER   AGE\nworkers   worker   2       emu        60m\n", tc.ok("get", "ng", "-t", "acme"))
-	assert.Equal(t, "TENANT   NAME      ROLE     COUNT   PROVIDER   AGE\nacme     workers   worker   2       emu        60m\n", tc.ok("get", "nodegroups", "-A"))
+	assert.Equal(t, "NAME      ROLE     COUNT   MIN   MAX   TARGET   PROVIDER   AGE\nworkers   worker   2       -     -     2        emu        60m\n", tc.ok("get", "ng", "-t", "acme"))
+	assert.Equal(t, "TENANT   NAME      ROLE     COUNT   MIN   MAX   TARGET   PROVIDER   AGE\nacme     workers   worker   2       -     -     2        emu        60m\n", tc.ok("get", "nodegroups", "-A"))
 	assert.Equal(t, "nodegroup/workers\n", tc.ok("get", "nodegroup", "workers", "-t", "acme", "-o", "name"))
 	assert.Equal(t, []string{
 		"GET /api/v1/tenants/acme/nodegroups", "GET /api/v1/nodegroups", "GET /api/v1/tenants/acme/nodegroups/workers",

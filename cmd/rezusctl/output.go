@@ -118,6 +118,9 @@ var kindColumns = map[string][]column{
 	"NodeGroup": {
 		{"ROLE", field("spec.role")},
 		{"COUNT", field("spec.count")},
+		{"MIN", autoscalingCell("spec.autoscaling.minCount")},
+		{"MAX", autoscalingCell("spec.autoscaling.maxCount")},
+		{"TARGET", field("spec.count")},
 		{"PROVIDER", field("spec.provider")},
 	},
 	"Machine": {

@@ -42,6 +42,7 @@ func sampleObjects() map[string][]*item {
 		"nodegroups": {
 			mk("NodeGroup", "acme", "cp", `{"role":"controlplane","count":3,"provider":"emu"}`, ``, nil),
 			mk("NodeGroup", "beta", "workers", `{"role":"worker","count":10,"provider":"oci-fra"}`, ``, map[string]string{"pool": "a"}),
+			mk("NodeGroup", "beta", "burst", `{"role":"worker","count":3,"provider":"oci-fra","autoscaling":{"minCount":0,"maxCount":5},"members":{"indexes":[0,2,4],"next":5}}`, ``, nil),
 		},
 		"machines": {
 			mk("Machine", "acme", "cp-0", `{"nodeGroup":"cp","role":"controlplane","address":"10.0.0.10"}`, `{"stage":"Running","ready":true,"talosVersion":"v1.13.0","configUpToDate":true,"node":"Ready","lastSeen":"2026-05-01T11:59:30Z"}`, nil),

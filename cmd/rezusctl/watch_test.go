@@ -87,11 +87,11 @@ func TestGetWatchResumesAfterDrop(t *testing.T) {
 	}
 	assert.Equal(t, 0, stop(), "ending a watch (Ctrl-C) is not an error")
 	assert.Equal(t, ""+
-		"EVENT      NAME   ROLE     COUNT   PROVIDER   AGE\n"+
-		"ADDED      a      worker   1       emu        60m\n"+
-		"MODIFIED   a      worker   2       emu        60m\n"+
-		"ADDED      b      worker   1       emu        60m\n"+
-		"DELETED    a      worker   2       emu        60m\n", out.String())
+		"EVENT      NAME   ROLE     COUNT   MIN   MAX   TARGET   PROVIDER   AGE\n"+
+		"ADDED      a      worker   1       -     -     1        emu        60m\n"+
+		"MODIFIED   a      worker   2       -     -     2        emu        60m\n"+
+		"ADDED      b      worker   1       -     -     1        emu        60m\n"+
+		"DELETED    a      worker   2       -     -     2        emu        60m\n", out.String())
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{
