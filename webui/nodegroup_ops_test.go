@@ -3,6 +3,7 @@ package webui
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,30 @@ func TestNodeGroupTaints(t *testing.T) {
 	p = edit.hx(http.MethodPost, "/ui/tenants/acme/nodegroups/workers", form(""))
 	require.Equal(t, http.StatusOK, p.Code, p.Body)
 	require.Empty(t, s.nodeGroup("acme", "workers").Spec.Taints)
+}
+
+// An autoscaled group shows its bounds and target; its count is the
+// autoscaler's, so the scale buttons are disabled and say why, and the
+// edit form's count field says who owns it.
+func TestNodeGroupAutoscaledView(t *testing.T) {
+	v := viewer{access: domain.GlobalAccess(domain.RoleEdit)}
+	tn := domain.Tenant{Metadata: domain.ObjectMeta{Name: "acme"}}
+	ngs := []domain.NodeGroup{
+		{Metadata: domain.ObjectMeta{Name: "burst"}, Spec: domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 3,
+			Autoscaling: &domain.Autoscaling{MinCount: 1, MaxCount: 5}}},
+		{Metadata: domain.ObjectMeta{Name: "fixed"}, Spec: domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 2}},
+	}
+	var b strings.Builder
+	require.NoError(t, nodeGroupTable(v, tn, ngs).Render(t.Context(), &b))
+	burst, fixed, ok := strings.Cut(b.String(), `data-nodegroup="fixed"`)
+	require.True(t, ok)
+	require.Regexp(t, `data-testid="nodegroup-count">3<span[^>]*>\s*autoscaled 1–5, target 3\s*</span>`, burst)
+	require.Equal(t, 2, strings.Count(burst, `disabled title="The cluster-autoscaler sets this group&#39;s count`), "both scale buttons")
+	require.Contains(t, fixed, `data-testid="nodegroup-count">2</td>`)
+	require.NotContains(t, fixed, "autoscale")
+	require.NotRegexp(t, `\sdisabled[\s>]`, fixed, "a group of 2 scales both ways by hand")
+
+	b.Reset()
+	require.NoError(t, nodeGroupEditFormView(v, editFormOf("acme", &ngs[0])).Render(t.Context(), &b))
+	require.Contains(t, b.String(), "Owned by the cluster-autoscaler, within 1–5")
 }

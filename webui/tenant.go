@@ -358,6 +358,9 @@ type nodeGroupEditForm struct {
 	// refused with a conflict when the group changed since.
 	ResourceVersion                                             string
 	Count, TalosVersion, Labels, MaxParallelism, ProviderConfig string
+	// Autoscaling is the group's bounds (nil: it does not autoscale): the
+	// count field says the autoscaler owns the count.
+	Autoscaling *domain.Autoscaling
 	// Taints are one a line, key=value:Effect.
 	Taints string
 	// Extensions (one a line) and KernelArgs make the group's schematic.
@@ -386,7 +389,7 @@ func editFormOf(tenant string, ng *domain.NodeGroup) nodeGroupEditForm {
 		Extensions: exts, KernelArgs: args,
 		ResourceVersion: ng.Metadata.ResourceVersion, Count: strconv.Itoa(ng.Spec.Count), TalosVersion: ng.Spec.TalosVersion,
 		Labels: labelString(ng.Spec.Labels), MaxParallelism: strconv.Itoa(ng.Spec.UpdateStrategy.MaxParallelism), ProviderConfig: pc,
-		Taints: taintString(ng.Spec.Taints)}
+		Taints: taintString(ng.Spec.Taints), Autoscaling: ng.Spec.Autoscaling}
 }
 
 func (u *UI) editNodeGroupPage(c echo.Context) error {
@@ -419,7 +422,7 @@ func (u *UI) updateNodeGroup(c echo.Context) error {
 	if err != nil {
 		return u.fail(c, err)
 	}
-	f.Role, f.Provider = ng.Spec.Role, ng.Spec.Provider
+	f.Role, f.Provider, f.Autoscaling = ng.Spec.Role, ng.Spec.Provider, ng.Spec.Autoscaling
 	again := func(err error) error {
 		f.Errors = toFormErrors(err, nodeGroupEditFields...)
 		if domain.ReasonOf(err) == domain.ReasonConflict {
