@@ -136,6 +136,15 @@ type Replicas struct {
 	lastBeat atomic.Int64
 	// changed is signalled after every read of the heartbeats.
 	changed chan struct{}
+	// beatSeen is, for each NATS node, when a heartbeat last named it
+	// and whose it was (beat's goroutine only).
+	beatSeen map[string]seenBeat
+}
+
+// seenBeat is when a NATS node's replica was last seen beating.
+type seenBeat struct {
+	at     time.Time
+	holder string
 }
 
 // NewReplicas returns the heartbeats of this replica. Until Start has
@@ -145,7 +154,7 @@ func NewReplicas(cfg ReplicasConfig) (*Replicas, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	r := &Replicas{cfg: cfg, started: cfg.Now().UTC(), id: uuid.NewString(), changed: make(chan struct{}, 1)}
+	r := &Replicas{cfg: cfg, started: cfg.Now().UTC(), id: uuid.NewString(), changed: make(chan struct{}, 1), beatSeen: map[string]seenBeat{}}
 	r.level.Store(domain.MinSchemaLevel)
 	r.view.Store(&ReplicaView{ClusterLevel: domain.MinSchemaLevel, WriteLevel: domain.MinSchemaLevel})
 	return r, nil
@@ -184,18 +193,36 @@ func (r *Replicas) LastBeat() time.Time {
 // read of its heartbeat, not of the last view, so a replica that started
 // after this one's last read is not taken for gone.
 func (r *Replicas) Alive(ctx context.Context, holder, id string) (bool, error) {
-	e, err := r.kv.Get(ctx, holder)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return false, nil
-	}
+	b, found, err := r.get(ctx, holder)
 	if err != nil {
 		return false, fmt.Errorf("reading the heartbeat of %s: %w", holder, err)
 	}
-	var b Replica
-	if err := json.Unmarshal(e.Value(), &b); err != nil {
-		return false, nil
+	return found && b.ID == id, nil
+}
+
+// get reads one heartbeat from the bucket's stream leader. A KV get is a
+// direct get any follower answers: a lagging one, under load, answered
+// with a copy in which live replicas' beats had expired, which made them
+// look gone (CI: the tenants of every replica handed back and forth
+// every few seconds while one replica was cut off).
+func (r *Replicas) get(ctx context.Context, key string) (Replica, bool, error) {
+	m, err := leaderLastMsg(ctx, r.store.nc, "KV_"+ReplicasBucket, "$KV."+ReplicasBucket+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Replica{}, false, nil
 	}
-	return b.ID == id, nil
+	if err != nil {
+		return Replica{}, false, err
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return Replica{}, false, nil
+	}
+	var b Replica
+	if err := json.Unmarshal(m.Data, &b); err != nil || b.Holder == "" {
+		// Counted as the lowest level: whoever wrote it, this build
+		// cannot tell what it reads.
+		b = Replica{Holder: key, Version: "unknown", SchemaLevel: domain.MinSchemaLevel}
+	}
+	return b, true, nil
 }
 
 // Changed is signalled after each read of the heartbeats (a view that may
@@ -272,7 +299,8 @@ func (r *Replicas) beat(ctx context.Context) error {
 	}
 	var peers []string
 	if r.cfg.Peers != nil {
-		peers = r.cfg.Peers()
+		r.forgetStopped(ctx, beats)
+		peers = r.peersWithoutGrace(r.cfg.Peers(), beats)
 	}
 	r.set(DecideClusterLevel(beats, peers, r.cfg.WriteLevel))
 	select {
@@ -302,22 +330,69 @@ func (r *Replicas) read(ctx context.Context) ([]Replica, error) {
 	}
 	var out []Replica
 	for key := range keys.Keys() {
-		e, err := r.kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // expired or gone between the listing and now
-		}
+		b, found, err := r.get(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("reading heartbeat %s: %w", key, err)
 		}
-		var b Replica
-		if err := json.Unmarshal(e.Value(), &b); err != nil || b.Holder == "" {
-			// Counted as the lowest level: whoever wrote it, this
-			// build cannot tell what it reads.
-			b = Replica{Holder: key, Version: "unknown", SchemaLevel: domain.MinSchemaLevel}
+		if found { // else expired or gone between the listing and now
+			out = append(out, b)
 		}
-		out = append(out, b)
 	}
 	return out, nil
+}
+
+// peersWithoutGrace are the NATS peers to check against the heartbeats:
+// a node whose replica was seen beating within the last TTL is left out
+// (its beat may be missing from one read, or it was just cut off and its
+// beat expires anyway), unless that replica stopped and took its beat out
+// (forgetStopped). A node never seen beating (a replica of a release
+// before heartbeats, or one not started yet) counts at once. Without the
+// grace, one read missing a live replica's beat sent every replica into
+// the legacy mode and back (its tenants handed over each time).
+func (r *Replicas) peersWithoutGrace(peers []string, beats []Replica) []string {
+	now := r.cfg.Now()
+	for _, b := range beats {
+		if b.NATSServer != "" {
+			r.beatSeen[b.NATSServer] = seenBeat{at: now, holder: b.Holder}
+		}
+	}
+	out := make([]string, 0, len(peers))
+	for _, p := range peers {
+		if seen, ok := r.beatSeen[p]; ok && now.Sub(seen.at) < r.TTL() {
+			continue
+		}
+		out = append(out, p)
+	}
+	// Forget nodes long gone, so the map stays the size of the cluster.
+	for p, seen := range r.beatSeen {
+		if now.Sub(seen.at) > 10*r.TTL() {
+			delete(r.beatSeen, p)
+		}
+	}
+	return out
+}
+
+// forgetStopped drops the grace of the nodes whose replica is missing
+// from beats because it stopped: its last record is the delete Run makes
+// on the way out (a replica of another release may start on that node
+// next).
+func (r *Replicas) forgetStopped(ctx context.Context, beats []Replica) {
+	present := map[string]bool{}
+	for _, b := range beats {
+		present[b.NATSServer] = true
+	}
+	for node, seen := range r.beatSeen {
+		if present[node] {
+			continue
+		}
+		m, err := leaderLastMsg(ctx, r.store.nc, "KV_"+ReplicasBucket, "$KV."+ReplicasBucket+"."+seen.holder)
+		if err != nil {
+			continue // gone (expired) or unreadable: the grace runs out on its own
+		}
+		if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			delete(r.beatSeen, node)
+		}
+	}
 }
 
 // DecideClusterLevel is the cluster's schema level from the heartbeats:
