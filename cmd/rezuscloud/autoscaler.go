@@ -26,8 +26,9 @@ type autoscalerConfig struct {
 	// Hosts are the names and addresses in the service's certificate.
 	Hosts []string
 	// Endpoint is the address autoscalers dial (the cloud-config's
-	// address); default Listen.
-	Endpoint string
+	// address); EndpointDefault says it was not given: the bound address.
+	Endpoint        string
+	EndpointDefault bool
 }
 
 func autoscalerFlags() []cli.Flag {
@@ -40,9 +41,7 @@ func autoscalerFlags() []cli.Flag {
 
 func autoscalerConfigFrom(c *cli.Context) autoscalerConfig {
 	cfg := autoscalerConfig{Listen: c.String("autoscaler-listen"), Hosts: splitList(c.String("autoscaler-hosts")), Endpoint: c.String("autoscaler-endpoint")}
-	if cfg.Endpoint == "" {
-		cfg.Endpoint = cfg.Listen
-	}
+	cfg.EndpointDefault = cfg.Endpoint == ""
 	if len(cfg.Hosts) == 0 && cfg.Listen != "" {
 		cfg.Hosts = []string{"localhost", "127.0.0.1"}
 		if h, err := os.Hostname(); err == nil {
@@ -58,14 +57,11 @@ func autoscalerConfigFrom(c *cli.Context) autoscalerConfig {
 // startAutoscaler serves the externalgrpc service in g until ctx ends
 // (every replica serves it: each answers from its read model and writes
 // through the store).
-func startAutoscaler(ctx context.Context, g *errgroup.Group, log *slog.Logger, cfg autoscalerConfig, svc *autoscaling.Service, pki *autoscaling.PKI) error {
+func startAutoscaler(ctx context.Context, g *errgroup.Group, log *slog.Logger, cfg autoscalerConfig, ln net.Listener, svc *autoscaling.Service, pki *autoscaling.PKI) error {
 	tlsCfg, err := pki.ServerTLS(ctx, cfg.Hosts)
 	if err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("the autoscaler service's certificate: %w", err)
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--autoscaler-listen: %w", err)
 	}
 	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)), grpc.MaxRecvMsgSize(1<<20),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 15 * time.Minute}))

@@ -88,6 +88,7 @@ type serveRun struct {
 	pki *talos.PKI
 	// autoscalerPKI issues the cluster-autoscaler's certificates; nil without --autoscaler-listen.
 	autoscalerPKI *autoscaling.PKI
+	autoscalerLn  net.Listener
 	talosSvc      *talos.Service
 	kubeClients   *kubeclient.Clients
 	healthSvc     *health.Service
@@ -312,8 +313,19 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	nc, emb := s.nc, s.emb
 	var autoscalerCerts handlers.AutoscalerCertificates
 	if cfg.Autoscaler.Listen != "" {
+		// Open now: the endpoint the certificates' answers name is the
+		// bound address when the flag's port is 0.
+		ln, err := net.Listen("tcp", cfg.Autoscaler.Listen)
+		if err != nil {
+			return fmt.Errorf("--autoscaler-listen: %w", err)
+		}
+		endpoint := cfg.Autoscaler.Endpoint
+		if cfg.Autoscaler.EndpointDefault {
+			endpoint = ln.Addr().String()
+		}
+		s.autoscalerLn = ln
 		s.autoscalerPKI = autoscaling.NewPKI(s.sealed, nil)
-		autoscalerCerts = handlers.NewAutoscalerCertificates(s.autoscalerPKI, cfg.Autoscaler.Endpoint)
+		autoscalerCerts = handlers.NewAutoscalerCertificates(s.autoscalerPKI, endpoint)
 	}
 	apiDeps := handlers.Deps{
 		Store: s.store, Cache: s.cache, Projector: s.projector, Finalizer: s.finalizer, Identity: s.ids, Audit: s.audit, Automation: s.automation,
@@ -388,7 +400,7 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 		if err != nil {
 			return err
 		}
-		if err := startAutoscaler(gctx, g, log, cfg.Autoscaler, svc, s.autoscalerPKI); err != nil {
+		if err := startAutoscaler(gctx, g, log, cfg.Autoscaler, s.autoscalerLn, svc, s.autoscalerPKI); err != nil {
 			return err
 		}
 	}

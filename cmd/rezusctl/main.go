@@ -186,6 +186,7 @@ func (r *rezusctl) app() *cli.App {
 			r.logsCommand(),
 			r.cancelCommand(),
 			r.stateCommand(),
+			r.autoscalerCommand(),
 		},
 	}
 	for _, c := range app.Commands {
