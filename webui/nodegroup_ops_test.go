@@ -84,7 +84,7 @@ func TestNodeGroupAutoscaledView(t *testing.T) {
 		{Metadata: domain.ObjectMeta{Name: "fixed"}, Spec: domain.NodeGroupSpec{Role: domain.RoleWorker, Count: 2}},
 	}
 	var b strings.Builder
-	require.NoError(t, nodeGroupTable(v, tn, ngs).Render(t.Context(), &b))
+	require.NoError(t, nodeGroupTable(v, tn, ngs, nil).Render(t.Context(), &b))
 	burst, fixed, ok := strings.Cut(b.String(), `data-nodegroup="fixed"`)
 	require.True(t, ok)
 	require.Regexp(t, `data-testid="nodegroup-count">3<span[^>]*>\s*autoscaled 1–5, target 3\s*</span>`, burst)

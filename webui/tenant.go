@@ -79,7 +79,7 @@ func (u *UI) tenantFragments(tenant string) []fragment {
 		}),
 		guard("nodegroups", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
 			ngs, err := listOf[domain.NodeGroup](u, c.Request(), "/tenants/"+tenant+"/nodegroups")
-			return nodeGroupTable(viewerOf(c), *t, ngs), err
+			return nodeGroupTable(viewerOf(c), *t, ngs, u.autoscalerDecisionsOf(c.Request(), tenant, ngs)), err
 		}),
 		guard("machines", func(c echo.Context, t *domain.Tenant) (templ.Component, error) {
 			ms, err := listOf[domain.Machine](u, c.Request(), "/tenants/"+tenant+"/machines")
