@@ -1,0 +1,266 @@
+//go:build e2e
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rezuscloud/rezuscloud/internal/tofutest"
+)
+
+// autoscalerVersion is the cluster-autoscaler hack/autoscaler.sh builds.
+const autoscalerVersion = "1.33.0"
+
+// startClusterAutoscaler runs the real cluster-autoscaler against the
+// tenant's real kube-apiserver (the break-glass kubeconfig) and
+// RezusCloud's externalgrpc service (a certificate issued through the
+// API, the files rezusctl autoscaler config writes), until the test ends.
+func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *bytes.Buffer {
+	t.Helper()
+	tools, err := tofutest.ToolsDir()
+	require.NoError(t, err)
+	bin := filepath.Join(tools, "autoscaler", autoscalerVersion, "cluster-autoscaler")
+	_, err = os.Stat(bin)
+	require.NoError(t, err, "the cluster-autoscaler is not built: run `go tool task tools`")
+	dir := t.TempDir()
+	code, creds := p.do(http.MethodPost, "/api/v1/tenants/"+tenant+"/autoscaler/certificates", `{"validity":"2h"}`)
+	require.Equal(t, http.StatusCreated, code, creds)
+	files := map[string]string{
+		"tls.crt": creds["certificate"].(string), "tls.key": creds["key"].(string), "ca.crt": creds["ca"].(string),
+		"kubeconfig": string(p.raw("/api/v1/tenants/" + tenant + "/kubeconfig/admin")),
+		"cloud-config": fmt.Sprintf("address: %q\ncert: %q\nkey: %q\ncacert: %q\ngrpc_timeout: 10s\n", creds["endpoint"],
+			filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")),
+	}
+	for name, content := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin,
+		"--cloud-provider=externalgrpc", "--cloud-config="+filepath.Join(dir, "cloud-config"),
+		"--kubeconfig="+filepath.Join(dir, "kubeconfig"), "--namespace=kube-system", "--leader-elect=false",
+		"--address=127.0.0.1:0", "--scan-interval=2s", "--expander=random",
+		"--scale-down-unneeded-time=15s", "--scale-down-delay-after-add=10s", "--scale-down-delay-after-delete=0s",
+		"--scale-down-delay-after-failure=10s", "--max-node-provision-time=4m", "--new-pod-scale-up-delay=0s",
+		"--skip-nodes-with-system-pods=false", "--skip-nodes-with-local-storage=false", "--max-graceful-termination-sec=5",
+		"--v=2")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if t.Failed() {
+			t.Logf("cluster-autoscaler log (tail):\n%s", tail(out.String(), 80))
+		}
+	})
+	return &out.Buffer
+}
+
+// syncBuffer is a bytes.Buffer the autoscaler's output goroutines share.
+type syncBuffer struct {
+	mu sync.Mutex
+	bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.Buffer.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// hungry is a Deployment of replicas pods asking 3 CPUs each, on the
+// autoscaled group's Nodes only: one fits a 4-CPU Node.
+func hungry(t *testing.T, k kubernetes.Interface, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": "hungry"}
+	grace := int64(1)
+	_, err := k.AppsV1().Deployments("default").Create(t.Context(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "hungry"},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, NodeSelector: map[string]string{"pool": "auto"},
+					Containers: []corev1.Container{{Name: "hungry", Image: "registry.example/hungry:1",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// podPhases counts the hungry pods by phase.
+func podPhases(ctx context.Context, k kubernetes.Interface) map[corev1.PodPhase]int {
+	pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=hungry"})
+	out := map[corev1.PodPhase]int{}
+	if err != nil {
+		return out
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Status.Phase]++
+		}
+	}
+	return out
+}
+
+// The unmodified cluster-autoscaler sizes a node group through
+// RezusCloud: 4 pods of 3 CPUs on 4-CPU Nodes grow a group of 1..3 to 3
+// (never 4), 3 pods Running and 1 Pending; without the load the group
+// goes back to 1, the removed machines' Nodes leave the API, and no
+// machine is built again.
+func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
+	t.Parallel()
+	p := startRealKubeServer(t, t.TempDir(), "--autoscaler-listen", "127.0.0.1:0")
+	const tenant = "auto"
+	code, body := p.do(http.MethodPost, "/api/v1/tenants", `{"metadata":{"name":"`+tenant+`"},"spec":{}}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, g := range []string{
+		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated","labels":{"pool":"auto"},"autoscaling":{"minCount":1,"maxCount":3}}}`,
+	} {
+		code, body = p.do(http.MethodPost, "/api/v1/tenants/"+tenant+"/nodegroups", g)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	code, body = p.do(http.MethodPatch, "/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"count":4}}`)
+	require.NotEqual(t, http.StatusOK, code, "a count above maxCount is refused: %v", body)
+	p.settled(tenant, 2)
+	k := tenantKube(t, p, tenant)
+	requireNodesReady(t, k, 2, realKubeFrom)
+	ctx := t.Context()
+	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, n := range nodes.Items {
+		if n.Labels["pool"] == "auto" {
+			require.Equal(t, "rezuscloud://"+tenant+"/workers-0", n.Spec.ProviderID, "the kubelet registered with its provider ID")
+		}
+	}
+
+	startClusterAutoscaler(t, p, tenant)
+	began := time.Now()
+	hungry(t, k, 4)
+	p.eventually(6*time.Minute, "3 hungry pods Running on 3 workers, 1 Pending", func() bool {
+		ph := podPhases(ctx, k)
+		return ph[corev1.PodRunning] == 3 && ph[corev1.PodPending] == 1
+	})
+	up := time.Since(began)
+	require.Equal(t, 3, p.nodeGroupCount(tenant, "workers"))
+
+	// Without the load, back to 1.
+	require.NoError(t, k.AppsV1().Deployments("default").Delete(ctx, "hungry", metav1.DeleteOptions{}))
+	began = time.Now()
+	p.eventually(6*time.Minute, "the group back at 1 machine and 2 Nodes left", func() bool {
+		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err == nil && len(nodes.Items) == 2 && p.nodeGroupCount(tenant, "workers") == 1 && len(p.machines(tenant)) == 2
+	})
+	down := time.Since(began)
+	p.settled(tenant, 2)
+
+	// The history: the autoscaler's changes, the count never above 3, and
+	// no removed machine built again after it went.
+	counts, actors := p.nodeGroupHistory(tenant, "workers")
+	for _, c := range counts {
+		require.LessOrEqual(t, c, 3, "counts over time: %v", counts)
+	}
+	require.Contains(t, actors, "system:autoscaler:"+tenant)
+	created, deleted := p.machineHistory(tenant)
+	for name, gone := range deleted {
+		for _, at := range created[name] {
+			require.False(t, at > gone, "%s was built again after it was removed", name)
+		}
+	}
+	require.Len(t, deleted, 2, "two machines removed: %v", deleted)
+	t.Logf("figures: pending pods to 3 Running on 1->3 workers %s; load gone to 1 worker %s (unneeded time 15s); counts %v",
+		up.Round(time.Second), down.Round(time.Second), counts)
+}
+
+// nodeGroupCount is a node group's spec.count.
+func (p *proc) nodeGroupCount(tenant, name string) int {
+	var g struct {
+		Spec struct {
+			Count int `json:"count"`
+		} `json:"spec"`
+	}
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/tenants/"+tenant+"/nodegroups/"+name), &g))
+	return g.Spec.Count
+}
+
+// nodeGroupHistory is the node group's count after each of its events,
+// and who made them.
+func (p *proc) nodeGroupHistory(tenant, name string) ([]int, []string) {
+	var hist struct {
+		Items []struct {
+			Actor  string `json:"actor"`
+			Object struct {
+				Spec struct {
+					Count int `json:"count"`
+				} `json:"spec"`
+			} `json:"object"`
+		} `json:"items"`
+	}
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/events?kind=NodeGroup&tenant="+tenant+"&name="+name+"&since=0&limit=10000"), &hist))
+	var counts []int
+	var actors []string
+	for _, ev := range hist.Items {
+		counts = append(counts, ev.Object.Spec.Count)
+		actors = append(actors, ev.Actor)
+	}
+	return counts, actors
+}
+
+// machineHistory is, by machine, the sequences of its MachineCreated
+// events and of its last MachineDeleted one.
+func (p *proc) machineHistory(tenant string) (map[string][]uint64, map[string]uint64) {
+	var hist struct {
+		Items []struct {
+			Seq    uint64 `json:"seq"`
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			} `json:"object"`
+		} `json:"items"`
+	}
+	require.NoError(p.t, json.Unmarshal(p.raw("/api/v1/events?kind=Machine&tenant="+tenant+"&since=0&limit=10000"), &hist))
+	created, deleted := map[string][]uint64{}, map[string]uint64{}
+	for _, ev := range hist.Items {
+		switch ev.Type {
+		case "MachineCreated":
+			created[ev.Object.Metadata.Name] = append(created[ev.Object.Metadata.Name], ev.Seq)
+		case "MachineDeleted":
+			deleted[ev.Object.Metadata.Name] = ev.Seq
+		}
+	}
+	return created, deleted
+}
