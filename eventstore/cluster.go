@@ -49,10 +49,11 @@ type ClusterConfig struct {
 	// Secret is the material every node shares (ClusterSecret); the seeds
 	// and the route credentials are derived from it. Required.
 	Secret []byte
-	// NoAdvertise keeps this node's route listener from being gossiped to
-	// the others, which then reach it only at their Peers addresses (nodes
-	// behind proxies or NAT).
-	NoAdvertise bool
+	// Advertise is the route address the other nodes learn for this node
+	// (gossiped with its routes) and reconnect to when a route drops;
+	// empty: Listen. Nodes behind NAT or proxies advertise what the others
+	// reach. (NATS's cluster no_advertise is about client URLs, not this.)
+	Advertise string
 }
 
 // Validate reports a configuration that cannot form a cluster. Errors name
@@ -217,7 +218,7 @@ func clusterOptions(opts *server.Options, c ClusterConfig) error {
 		return err
 	}
 	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port, Username: routeUser, Password: pass,
-		TLSConfig: tlsCfg, TLSTimeout: 5, NoAdvertise: c.NoAdvertise}
+		TLSConfig: tlsCfg, TLSTimeout: 5, Advertise: c.Advertise}
 	for _, p := range c.Peers {
 		opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", User: url.UserPassword(routeUser, pass), Host: p})
 	}

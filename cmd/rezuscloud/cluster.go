@@ -21,7 +21,7 @@ func clusterFlags() []cli.Flag {
 		&cli.StringFlag{Name: "cluster-name", Value: "rezuscloud", EnvVars: []string{"REZUSCLOUD_CLUSTER_NAME"}, Usage: "the embedded NATS cluster's name, the same on every replica (with --cluster-listen)"},
 		&cli.StringFlag{Name: "cluster-listen", EnvVars: []string{"REZUSCLOUD_CLUSTER_LISTEN"}, Usage: "make the embedded NATS server one node of a cluster: its route listener (host:port, e.g. 0.0.0.0:6222); needs --peers and a shared --secrets-key-file or REZUSCLOUD_SECRETS_PASSPHRASE"},
 		&cli.StringFlag{Name: "peers", EnvVars: []string{"REZUSCLOUD_PEERS"}, Usage: "the other replicas' route addresses, comma-separated host:port (with --cluster-listen)"},
-		&cli.BoolFlag{Name: "cluster-no-advertise", EnvVars: []string{"REZUSCLOUD_CLUSTER_NO_ADVERTISE"}, Usage: "do not tell the other nodes this node's route listener: they reach it only at the addresses of their --peers (replicas behind proxies or NAT)"},
+		&cli.StringFlag{Name: "cluster-advertise", EnvVars: []string{"REZUSCLOUD_CLUSTER_ADVERTISE"}, Usage: "the route address (host:port) the other nodes learn for this node and reconnect to when a route drops; default --cluster-listen's. Behind NAT or proxies, the address they can reach"},
 		&cli.StringFlag{Name: "node-name", EnvVars: []string{"REZUSCLOUD_NODE_NAME"}, Usage: "this replica's NATS server name, unique in the cluster and stable across restarts; default <host name>-<route port>"},
 		allPeersFlag(),
 	}
@@ -31,7 +31,7 @@ func clusterFlags() []cli.Flag {
 type clusterFlagsConfig struct {
 	Name, Listen, NodeName string
 	Peers                  []string
-	NoAdvertise            bool
+	Advertise              string
 }
 
 func clusterFlagsFrom(c *cli.Context) clusterFlagsConfig {
@@ -41,7 +41,7 @@ func clusterFlagsFrom(c *cli.Context) clusterFlagsConfig {
 		peers = append(peers, withoutSelf(all, host)...)
 	}
 	return clusterFlagsConfig{Name: c.String("cluster-name"), Listen: c.String("cluster-listen"), NodeName: c.String("node-name"), Peers: peers,
-		NoAdvertise: c.Bool("cluster-no-advertise")}
+		Advertise: c.String("cluster-advertise")}
 }
 
 // checkCluster refuses contradicting flags and sets the replica count: with
@@ -89,7 +89,7 @@ func embeddedCluster(cfg serveConfig) (*eventstore.ClusterConfig, error) {
 			"create it once (head -c 32 /dev/urandom > key && chmod 600 key) and give every replica a copy", err)
 	}
 	return &eventstore.ClusterConfig{Name: cfg.Cluster.Name, Listen: cfg.Cluster.Listen, Peers: cfg.Cluster.Peers, Secret: secret,
-		NoAdvertise: cfg.Cluster.NoAdvertise}, nil
+		Advertise: cfg.Cluster.Advertise}, nil
 }
 
 // errStopped says the server was asked to stop before it was ready.

@@ -25,22 +25,26 @@ import (
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
 
-// routeProxy carries one replica's NATS route connections to another's
-// route listener, until cut: the test's way to cut a replica off from the
-// others without a network namespace.
+// routeProxy carries NATS route connections to one replica's route
+// listener: every way to reach that replica (its --peers entry at the
+// others, and its --cluster-advertise address, which NATS gossips and
+// dials for pooled routes and reconnects). The test cuts a replica off
+// without a network namespace: its own proxy refuses everyone, and the
+// others' proxies refuse the connections that replica's process makes.
 type routeProxy struct {
 	ln net.Listener
 	to string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
+	mu      sync.Mutex
+	cut     bool
+	blocked int                   // a process whose connections are refused; 0: none
+	conns   map[net.Conn]net.Conn // accepted -> dialled
 }
 
 func newRouteProxy(t *testing.T, to string) *routeProxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &routeProxy{ln: ln, to: to, conns: map[net.Conn]bool{}}
+	p := &routeProxy{ln: ln, to: to, conns: map[net.Conn]net.Conn{}}
 	go p.serve()
 	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
 	return p
@@ -53,9 +57,9 @@ func (p *routeProxy) serve() {
 			return
 		}
 		p.mu.Lock()
-		cut := p.cut
+		refuse := p.cut || (p.blocked != 0 && p.from(in, p.blocked))
 		p.mu.Unlock()
-		if cut {
+		if refuse {
 			_ = in.Close()
 			continue
 		}
@@ -65,19 +69,22 @@ func (p *routeProxy) serve() {
 			continue
 		}
 		p.mu.Lock()
-		if p.cut {
+		if p.cut || (p.blocked != 0 && p.from(in, p.blocked)) {
 			// Cut while it dialled: the cut closed what it knew of.
 			p.mu.Unlock()
 			_ = in.Close()
 			_ = out.Close()
 			continue
 		}
-		p.conns[in], p.conns[out] = true, true
+		p.conns[in] = out
 		p.mu.Unlock()
 		pipe := func(dst, src net.Conn) {
 			_, _ = io.Copy(dst, src)
 			_ = dst.Close()
 			_ = src.Close()
+			p.mu.Lock()
+			delete(p.conns, in)
+			p.mu.Unlock()
 		}
 		go pipe(out, in)
 		go pipe(in, out)
@@ -90,11 +97,64 @@ func (p *routeProxy) setCut(cut bool) {
 	defer p.mu.Unlock()
 	p.cut = cut
 	if cut {
-		for c := range p.conns {
-			_ = c.Close()
+		for in, out := range p.conns {
+			_ = in.Close()
+			_ = out.Close()
 		}
 		clear(p.conns)
 	}
+}
+
+// block refuses (closing what is open) the connections process pid makes
+// through the proxy; 0 lets every process through again.
+func (p *routeProxy) block(pid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blocked = pid
+	if pid == 0 {
+		return
+	}
+	for in, out := range p.conns {
+		if p.from(in, pid) {
+			_ = in.Close()
+			_ = out.Close()
+			delete(p.conns, in)
+		}
+	}
+}
+
+// from reports whether the accepted connection in was made by process
+// pid: its peer socket (127.0.0.1:<in's remote port> to the proxy's port)
+// is an open file of pid (/proc/net/tcp gives the socket's inode).
+func (p *routeProxy) from(in net.Conn, pid int) bool {
+	peer, ok := in.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	self := p.ln.Addr().(*net.TCPAddr).Port
+	raw, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	want := fmt.Sprintf("0100007F:%04X 0100007F:%04X", peer.Port, self)
+	inode := ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1]+" "+f[2] == want {
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && l == "socket:["+inode+"]" {
+			return true
+		}
+	}
+	return false
 }
 
 // logTime is when the first line of a replica's log written after since
@@ -184,12 +244,21 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	tofu, mirror := tofutest.Tools(t)
 	emu, emuToken := startTestEmulator(t)
 	c := newTestCluster(t)
-	// proxies[i][j] carries i's routes to j.
-	var proxies [3][3]*routeProxy
+	// inbound[i] is the only way to reach i's route listener.
+	var inbound [3]*routeProxy
 	for i := range 3 {
+		inbound[i] = newRouteProxy(t, c.routes[i])
+	}
+	// isolate cuts replica i (process pid) off, or heals it.
+	isolate := func(i, pid int, off bool) {
+		inbound[i].setCut(off)
 		for j := range 3 {
-			if i != j {
-				proxies[i][j] = newRouteProxy(t, c.routes[j])
+			if j != i {
+				if off {
+					inbound[j].block(pid)
+				} else {
+					inbound[j].block(0)
+				}
 			}
 		}
 	}
@@ -198,11 +267,12 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 		var peers []string
 		for j := range 3 {
 			if j != i {
-				peers = append(peers, proxies[i][j].ln.Addr().String())
+				peers = append(peers, inbound[j].ln.Addr().String())
 			}
 		}
+		advertise := inbound[i].ln.Addr().String()
 		flags := append([]string{"--cluster-name", "rz", "--cluster-listen", c.routes[i], "--peers", strings.Join(peers, ","),
-			"--cluster-no-advertise", "--secrets-key-file", c.key}, infra...)
+			"--cluster-advertise", advertise, "--secrets-key-file", c.key}, infra...)
 		p := launchServer(t, c.dirs[i], flags...)
 		p.waitAddress()
 		return p
@@ -309,12 +379,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	})
 	victimPid := ps[victim].cmd.Process.Pid
 	cut := time.Now()
-	for j := range 3 {
-		if j != victim {
-			proxies[victim][j].setCut(true)
-			proxies[j][victim].setCut(true)
-		}
-	}
+	isolate(victim, victimPid, true)
 	// While cut off: when did the victim's tofu go, and when did a survivor
 	// start the tenant's next apply?
 	var lastTofu time.Time
@@ -358,12 +423,7 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	require.Equal(t, 1, succeeded, "the change was applied once more, once")
 
 	// Healed, the victim gets its share back.
-	for j := range 3 {
-		if j != victim {
-			proxies[victim][j].setCut(false)
-			proxies[j][victim].setCut(false)
-		}
-	}
+	isolate(victim, victimPid, false)
 	healed := time.Now()
 	victimHolder := ""
 	for h := range perReplica {
