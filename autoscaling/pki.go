@@ -145,11 +145,7 @@ func (p *PKI) Issue(ctx context.Context, tenant, actor string, validity time.Dur
 		return Credentials{}, err
 	}
 	now := p.now().UTC().Truncate(time.Second)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Credentials{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	key, serial, err := newKey()
 	if err != nil {
 		return Credentials{}, err
 	}
@@ -245,11 +241,7 @@ func (p *PKI) ServerTLS(ctx context.Context, hosts []string) (*tls.Config, error
 	if err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -276,13 +268,22 @@ func (p *PKI) ServerTLS(ctx context.Context, hosts []string) (*tls.Config, error
 	}, nil
 }
 
-// newCA makes the CA: ECDSA P-256, ten years; cert and key PEM together.
-func newCA(now time.Time) ([]byte, error) {
+// newKey makes an ECDSA P-256 key and a random 127-bit serial.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, serial, nil
+}
+
+// newCA makes the CA: ECDSA P-256, ten years; cert and key PEM together.
+func newCA(now time.Time) ([]byte, error) {
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}

@@ -142,9 +142,9 @@ func (s *Service) NodeGroups(ctx context.Context, _ *protos.NodeGroupsRequest) (
 // machineOf finds the tenant's Machine a Node is: by its provider ID, or
 // by its name (the machine's hostname or name).
 func (s *Service) machineOf(tenant string, n *protos.ExternalGrpcNode) (*domain.Machine, error) {
-	ms, err := projections.List[domain.Machine](s.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
+	ms, err := s.built(tenant)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, err
 	}
 	name := n.GetName()
 	if t, m, ok := domain.ParseAutoscalerProviderID(n.GetProviderID()); ok {
@@ -153,9 +153,11 @@ func (s *Service) machineOf(tenant string, n *protos.ExternalGrpcNode) (*domain.
 		}
 		name = m
 	}
-	for i := range ms {
-		m := &ms[i]
-		if m.Metadata.Name == name || (m.Spec.Hostname != "" && m.Spec.Hostname == name) {
+	if m, ok := ms[name]; ok {
+		return m, nil
+	}
+	for _, m := range ms {
+		if m.Spec.Hostname != "" && m.Spec.Hostname == name {
 			return m, nil
 		}
 	}

@@ -110,6 +110,11 @@ func DecideDeleteNodes(group string, s NodeGroupSpec, machines []string) (NodeGr
 	if s.Count-len(drop) < a.MinCount {
 		return s, refuse(true, "node group %s: removing %d of %d machines goes below minCount %d", group, len(drop), s.Count, a.MinCount)
 	}
+	return without(s, m, drop), nil
+}
+
+// without is s without the machines of m that drop names.
+func without(s NodeGroupSpec, m *Members, drop map[int]bool) NodeGroupSpec {
 	next := s
 	next.Members = &Members{Next: m.Next}
 	for _, i := range m.Indexes {
@@ -118,7 +123,7 @@ func DecideDeleteNodes(group string, s NodeGroupSpec, machines []string) (NodeGr
 		}
 	}
 	next.Count = len(next.Members.Indexes)
-	return next, nil
+	return next
 }
 
 // DecideDecreaseTarget lowers the target by -delta machines that do not
@@ -147,15 +152,7 @@ func DecideDecreaseTarget(group string, s NodeGroupSpec, delta int, built func(m
 	for _, i := range unbuilt[len(unbuilt)+delta:] {
 		drop[i] = true
 	}
-	next := s
-	next.Members = &Members{Next: m.Next}
-	for _, i := range m.Indexes {
-		if !drop[i] {
-			next.Members.Indexes = append(next.Members.Indexes, i)
-		}
-	}
-	next.Count = len(next.Members.Indexes)
-	return next, nil
+	return without(s, m, drop), nil
 }
 
 // Instance states, as the autoscaler's externalgrpc protocol numbers them.
