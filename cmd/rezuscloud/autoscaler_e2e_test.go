@@ -70,7 +70,7 @@ func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *bytes.Buffer 
 		cancel()
 		<-done
 		if t.Failed() {
-			t.Logf("cluster-autoscaler log (tail):\n%s", tail(out.String(), 80))
+			t.Logf("cluster-autoscaler log (tail):\n%s", lastLines(out.String(), 80))
 		}
 	})
 	return &out.Buffer
@@ -94,7 +94,7 @@ func (b *syncBuffer) String() string {
 	return b.Buffer.String()
 }
 
-func tail(s string, n int) string {
+func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
