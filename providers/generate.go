@@ -300,8 +300,15 @@ func newTFBuilder(in GenerateInput) (*tfBuilder, error) {
 		}
 		g := &tfGroup{name: name, ng: ng, use: u, res: GroupResourceName(name), varName: userDataVar(name), cfg: cfg}
 		mseen := map[string]bool{}
+		// The group's machines in order: 0..count-1, or the indexes its
+		// spec.members lists (an autoscaler removed others).
+		names := ng.Spec.MachineNames(name)
 		for j, m := range gi.Machines {
-			if want := fmt.Sprintf("%s-%d", name, j); m.Name != want {
+			want := fmt.Sprintf("%s-%d", name, j)
+			if j < len(names) {
+				want = names[j]
+			}
+			if m.Name != want {
 				return nil, fmt.Errorf("generating: node group %s: machine %d is named %q, want %q", name, j, m.Name, want)
 			}
 			if mseen[m.Name] {

@@ -412,3 +412,22 @@ func TestProviderAlias(t *testing.T) {
 	_, ok := GroupFromResourceName("endpoint")
 	require.False(t, ok)
 }
+
+// A group whose spec.members lists machines 0 and 2 (an autoscaler removed
+// machine 1) is generated with exactly those; the order check follows the
+// list (CI: every apply after the autoscaler removed workers-0 and
+// workers-2 failed 'machine 0 is named "workers-1", want "workers-0"').
+func TestGenerateAGroupsListedMachines(t *testing.T) {
+	emu := map[string]*domain.Provider{"emulated": genProvider("emulated", domain.ProviderEmulated, cfgEmulated)}
+	tn := genTenant("demo", "")
+	cp := genGroup(tn, "cp", domain.RoleControlPlane, "emulated", 1, "")
+	w := genGroup(tn, "w", domain.RoleWorker, "emulated", 3, "")
+	w.NodeGroup.Spec.Count = 2
+	w.NodeGroup.Spec.Members = &domain.Members{Indexes: []int{0, 2}, Next: 3}
+	w.Machines = []MachineInput{w.Machines[0], w.Machines[2]}
+	mustGenerate(t, GenerateInput{Tenant: tn, PlaceholderEndpoint: true, Providers: emu, Groups: []GroupInput{cp, w}})
+
+	w.Machines = []MachineInput{w.Machines[1], w.Machines[0]}
+	_, err := Generate(GenerateInput{Tenant: tn, PlaceholderEndpoint: true, Providers: emu, Groups: []GroupInput{cp, w}})
+	require.ErrorContains(t, err, `machine 0 is named "w-2", want "w-0"`)
+}

@@ -339,12 +339,15 @@ func TestTenantsAreSharedOverThreeReplicas(t *testing.T) {
 	// the record has none (see below), from the run's line in the logs.
 	ranBy := func(a apply, since time.Time) int {
 		runner := -1
-		for i, p := range ps {
-			if !logTime(p, since, "apply worker: run succeeded", `"apply":"`+a.Metadata.Name+`"`).IsZero() {
-				runner = i
+		// The line follows the Succeeded status the caller saw.
+		ps[0].eventually(30*time.Second, "a replica logged the run of "+a.Metadata.Name, func() bool {
+			for i, p := range ps {
+				if !logTime(p, since, "apply worker: run succeeded", `"apply":"`+a.Metadata.Name+`"`).IsZero() {
+					runner = i
+				}
 			}
-		}
-		require.NotEqual(t, -1, runner, "a replica logged the run of %s", a.Metadata.Name)
+			return runner != -1
+		})
 		if a.Status.Replica != "" {
 			require.Equal(t, runner, index(a.Status.Replica), "status.replica names the replica that ran %s", a.Metadata.Name)
 		}
