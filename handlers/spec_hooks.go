@@ -125,6 +125,7 @@ func (a *API) nodeGroupHooks() kindHooks {
 		a.nodeGroupProviderCauses,
 		a.nodeGroupProviderVersionCauses,
 		a.nodeGroupAddressCauses,
+		a.nodeGroupMetalAutoscalingCauses,
 	}, deleteChecks: []func(domain.Ref, *domain.Object) []domain.Cause{
 		a.nodeGroupDeleteCauses,
 	}}

@@ -82,6 +82,25 @@ func (a *API) nodeGroupAddressCauses(ref domain.Ref, cur *domain.Object, next *d
 	return causes
 }
 
+// nodeGroupMetalAutoscalingCauses refuses spec.autoscaling and
+// spec.members on a metal group: its machines are the ones it lists or its
+// selector picks, not indexes an autoscaler can add and remove.
+func (a *API) nodeGroupMetalAutoscalingCauses(_ domain.Ref, _ *domain.Object, next *domain.NodeGroupSpec) []domain.Cause {
+	if next.Autoscaling == nil && next.Members == nil {
+		return nil
+	}
+	p, ok, err := projections.Get[domain.Provider](a.cache, domain.ObjectRef(domain.ProviderKind, "", next.Provider))
+	if err != nil || !ok || !providers.IsMetal(p) {
+		return nil
+	}
+	f := "spec.autoscaling"
+	if next.Autoscaling == nil {
+		f = "spec.members"
+	}
+	return []domain.Cause{{Field: f, Type: domain.CauseNotSupported,
+		Message: "metal groups do not autoscale yet: their machines are the ones providerConfig lists or selects"}}
+}
+
 // addressCauses refuses address at field when the metal address rule
 // refuses it or another object holds it (domain.ConflictingClaim).
 func (a *API) addressCauses(field, address string, self domain.AddressClaim) []domain.Cause {

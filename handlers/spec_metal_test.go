@@ -116,3 +116,13 @@ func requireFieldCause(t *testing.T, r response, field, msg string) {
 	}
 	require.Failf(t, "no cause on "+field, "%s", r.Body)
 }
+
+// A metal group does not autoscale: its machines are the ones it lists.
+func TestMetalGroupsDoNotAutoscale(t *testing.T) {
+	s := newStack(t)
+	s.mustCreate("/api/v1/providers", map[string]any{"metadata": map[string]any{"name": "rack"}, "spec": map[string]any{"type": "metal"}})
+	s.mustCreate("/api/v1/tenants", tenantBody("acme", nil))
+	body := metalGroupBody("workers", "10.0.0.4")
+	body["spec"].(map[string]any)["autoscaling"] = map[string]any{"minCount": 1, "maxCount": 2}
+	requireFieldCause(t, s.do(http.MethodPost, "/api/v1/tenants/acme/nodegroups", body), "spec.autoscaling", "metal groups do not autoscale")
+}
