@@ -367,7 +367,14 @@ func (r *Runtime) dequeue(ctx context.Context, q *Queue, queue map[string]queued
 			delete(queue, e.key)
 		}
 	case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err):
-		// Changed during the run: stays queued as the follow-up.
+		// Changed during the run: stays queued as the follow-up. Its put
+		// may not have come through the watch yet, and then the entry
+		// held is the run's own: dropped until the watch brings the newer
+		// one, or the follow-up would start at once from the old entry
+		// (CI, loaded: its sources ended at the first event, not the last).
+		if p, ok := queue[e.key]; ok && p.rev == e.rev {
+			delete(queue, e.key)
+		}
 	case ctx.Err() == nil:
 		r.cfg.Log.Warn("dequeuing", "queue", r.cfg.Queue, "key", e.key, "err", err)
 	}
