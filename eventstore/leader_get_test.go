@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,4 +48,14 @@ func TestLeaderReadWithoutALeaderEnds(t *testing.T) {
 	require.ErrorIs(t, err, nats.ErrTimeout, "retried by Load as a timeout")
 	require.True(t, eventstore.ClusterNotReady(err), "retried as a cluster not ready yet: %v", err)
 	<-heard
+}
+
+// The 503 of nats.go's own APIError (a KV watch's consumer returns it
+// while the cluster has no quorum) is a cluster not ready, which a lease's
+// work may end with without ending the server (CI: a replica cut off from
+// the others exited on its module validator's queue watch).
+func TestNATSAPIErrorUnavailableIsNotReady(t *testing.T) {
+	err := fmt.Errorf("watching queue q: %w", &nats.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"})
+	require.True(t, eventstore.ClusterNotReady(err))
+	require.False(t, eventstore.ClusterNotReady(fmt.Errorf("x: %w", &nats.APIError{Code: 400, ErrorCode: 10058, Description: "stream name already in use"})))
 }

@@ -481,7 +481,12 @@ func temporarilyUnavailable(err error) bool {
 	}
 	var apiErr *jetstream.APIError
 	var leaderErr *apiError // leaderLastMsg's
-	return (errors.As(err, &apiErr) && apiErr.Code == 503) || (errors.As(err, &leaderErr) && leaderErr.Code == 503)
+	// nats.go's own type, which a KV watch's ordered consumer returns
+	// ("nats: JetStream system temporarily unavailable" ended a replica
+	// cut off from its quorum: its module validator's queue watch).
+	var natsErr *nats.APIError
+	return (errors.As(err, &apiErr) && apiErr.Code == 503) || (errors.As(err, &leaderErr) && leaderErr.Code == 503) ||
+		(errors.As(err, &natsErr) && natsErr.Code == 503)
 }
 
 // Execute runs a domain command: load, Decide, append.
