@@ -102,7 +102,8 @@ func TestNoServeFlagLeavesARelativePath(t *testing.T) {
 			case "rel/listen", "rel/nats-url", "rel/nats-listen", "rel/log-level", "rel/admin-token",
 				"rel/cluster-name", "rel/cluster-listen", "rel/peers", "rel/all-peers", "rel/node-name",
 				"rel/emulator-listen", "rel/tofu-sandbox", "rel/emulator-kube", "rel/image-factory",
-				"rel/oidc-issuer", "rel/oidc-client-id", "rel/oidc-groups-claim", "rel/oidc-scopes", "rel/external-url":
+				"rel/oidc-issuer", "rel/oidc-client-id", "rel/oidc-groups-claim", "rel/oidc-scopes", "rel/external-url",
+				"rel/cluster-advertise", "rel/autoscaler-listen", "rel/autoscaler-hosts", "rel/autoscaler-endpoint":
 				return
 			}
 			t.Errorf("%s is %q: a path flag left relative", path, s)

@@ -30,7 +30,8 @@ func TestSandboxHidesEverySecretFile(t *testing.T) {
 		"tofu": "", "provider-mirror": "", "tofu-sandbox": "", "emulator-kube": "", "kube-tools": "",
 		"image-factory": "", "emulator-listen": "", "cluster-name": "", "cluster-listen": "", "peers": "",
 		"node-name": "", "all-peers": "", "oidc-issuer": "", "oidc-client-id": "", "oidc-groups-claim": "", "oidc-scopes": "",
-		"external-url": "", "metal-networks": "",
+		"external-url": "", "metal-networks": "", "cluster-advertise": "",
+		"autoscaler-listen": "", "autoscaler-hosts": "", "autoscaler-endpoint": "", // addresses; the CA key is in the sealed secrets
 	}
 	base := t.TempDir()
 	var args []string
