@@ -65,7 +65,19 @@ type Config struct {
 	// Release is this replica's release (e.g. "0.2.0"), named when a
 	// record written by a newer one is refused; default "this release".
 	Release string
+	// AsyncAckTimeout bounds the wait for the acknowledgement of an
+	// asynchronous publish (the projector's writes, backups' chunks); default
+	// DefaultAsyncAckTimeout. Without it nats.go waits for ever, and an ack
+	// lost while a stream changes leader (a rolling restart) stalled the
+	// projector with its lease held: every replica started after that stayed
+	// "projections catching up".
+	AsyncAckTimeout time.Duration
 }
+
+// DefaultAsyncAckTimeout is Config.AsyncAckTimeout's default: far above an
+// ack's usual milliseconds on a loaded machine, short of a readiness probe's
+// patience.
+const DefaultAsyncAckTimeout = 10 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.Replicas == 0 {
@@ -79,6 +91,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.AsyncAckTimeout == 0 {
+		c.AsyncAckTimeout = DefaultAsyncAckTimeout
 	}
 }
 
@@ -102,7 +117,7 @@ type Store struct {
 // configured consumer limit) on the connection and returns the store.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	cfg.setDefaults()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.AsyncAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("opening jetstream: %w", err)
 	}
@@ -476,7 +491,8 @@ func retry(ctx context.Context, op func() error, retryable func(error) bool) err
 }
 
 func temporarilyUnavailable(err error) bool {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
 		return true
 	}
 	var apiErr *jetstream.APIError

@@ -262,6 +262,10 @@ func (p *Projector) run(ctx context.Context) error {
 			continue
 		}
 		if err := p.settle(ctx, futures); err != nil {
+			// A write not acknowledged in time (a bucket changing leader)
+			// ends this run; the lease loop starts the next one from the
+			// checkpoint, and writing the same states again is harmless.
+			p.log.Warn("projector: writing the projections; resuming from the checkpoint", "checkpoint", p.checkpoint.Load(), "err", err)
 			return err
 		}
 		futures = futures[:0]

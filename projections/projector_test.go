@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -181,4 +182,51 @@ func TestCacheListsWithSelectorsAndPages(t *testing.T) {
 
 	_, err = cache.List("Tenant", projections.ListOptions{Continue: "garbage"})
 	require.ErrorIs(t, err, projections.ErrBadContinue)
+}
+
+// An acknowledgement that never comes (a bucket changing leader in a rolling
+// restart) must not stall the projector while it holds the lease: it gives
+// the write up, and a later run projects the event. Without the ack timeout
+// the projector waited for ever, and replicas started after that stayed
+// "projections catching up" (CI, TestRollingUpgradeFromTheLastRelease).
+func TestProjectorResumesAfterAnAckThatNeverCame(t *testing.T) {
+	env := eventstoretest.Start(t)
+	ctx := context.Background()
+	store, err := eventstore.Open(ctx, env.Conn, eventstore.Config{AsyncAckTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	p := projections.NewProjector(store, nil, "a")
+	run(t, p.Run)
+	exec(t, env.Store, domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: "Tenant", Name: "a"}, Object: obj("Tenant", "", "a", `{}`, nil)})
+	require.Eventually(t, func() bool { return p.Checkpoint() == 1 }, time.Minute, 5*time.Millisecond)
+
+	// The tenants bucket's stream is gone and a subscriber that never
+	// answers takes its subject: the projector's next write gets no ack.
+	bucket := projections.BucketName(domain.MustKind("Tenant"))
+	require.NoError(t, store.JetStream().DeleteKeyValue(ctx, bucket))
+	swallowed := make(chan struct{}, 16)
+	sub, err := env.Conn.Subscribe("$KV."+bucket+".>", func(*nats.Msg) {
+		select {
+		case swallowed <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, env.Conn.Flush())
+	exec(t, env.Store, domain.Command{Op: domain.OpCreate, Ref: domain.Ref{Kind: "Tenant", Name: "b"}, Object: obj("Tenant", "", "b", `{}`, nil)})
+	// The write went out twice: the first run gave it up and a second
+	// started from the checkpoint.
+	for range 2 {
+		select {
+		case <-swallowed:
+		case <-time.After(time.Minute):
+			t.Fatal("the projector did not write the event again after its ack never came")
+		}
+	}
+	require.Equal(t, uint64(1), p.Checkpoint(), "no write of event 2 was acknowledged")
+
+	// The bucket is back: a later run projects the event.
+	require.NoError(t, sub.Unsubscribe())
+	require.NoError(t, p.Provision(ctx))
+	require.Eventually(t, func() bool { return p.Checkpoint() == 2 }, time.Minute, 10*time.Millisecond)
+	require.Contains(t, snapshot(t, store.JetStream()), "rezus-tenants/_.b")
 }
