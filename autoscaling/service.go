@@ -224,6 +224,10 @@ func (s *Service) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGrou
 	if err != nil {
 		return nil, err
 	}
+	g, err := s.group(tenant, req.GetId())
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for _, n := range req.GetNodes() {
 		m, err := s.machineOf(tenant, n)
@@ -231,6 +235,14 @@ func (s *Service) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGrou
 			return nil, err
 		}
 		if m == nil {
+			// A member whose machine failed to be built: the autoscaler
+			// gives up on it by its instance ID (the provider ID we
+			// reported), as it does after an apply failed.
+			if pt, name, ok := domain.ParseAutoscalerProviderID(n.GetProviderID()); ok && pt == tenant &&
+				slices.Contains(g.Spec.MachineNames(g.Metadata.Name), name) {
+				names = append(names, name)
+				continue
+			}
 			return nil, status.Errorf(codes.NotFound, "node %s (%s) is no machine of tenant %s", n.GetName(), n.GetProviderID(), tenant)
 		}
 		if m.Spec.NodeGroup != req.GetId() {

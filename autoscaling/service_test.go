@@ -211,6 +211,25 @@ func TestServiceScalesOneTenantsGroups(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(2), target.TargetSize)
 
+	// A machine never built (its apply failed): the autoscaler gives it up
+	// by the instance ID NodeGroupNodes gave, with no Node behind it.
+	_, err = acme.NodeGroupIncreaseSize(ctx, &protos.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1})
+	require.NoError(t, err)
+	require.Equal(t, &domain.Members{Indexes: []int{0, 2, 4}, Next: 5}, e.group("acme", "workers").Members)
+	_, err = acme.NodeGroupDeleteNodes(ctx, &protos.NodeGroupDeleteNodesRequest{Id: "workers",
+		Nodes: []*protos.ExternalGrpcNode{{ProviderID: "rezuscloud://acme/workers-4", Name: "rezuscloud://acme/workers-4"}}})
+	require.NoError(t, err)
+	require.Equal(t, &domain.Members{Indexes: []int{0, 2}, Next: 5}, e.group("acme", "workers").Members)
+	rec, err = e.store.Load(ctx, domain.ObjectRef(domain.NodeGroupKind, "acme", "workers"))
+	require.NoError(t, err)
+	require.NoError(t, e.cache.WaitFor(ctx, rec.Seq))
+	// Not a member, or another tenant's: refused.
+	for _, id := range []string{"rezuscloud://acme/workers-3", "rezuscloud://acme/workers-9", "rezuscloud://blue/workers-4"} {
+		_, err = acme.NodeGroupDeleteNodes(ctx, &protos.NodeGroupDeleteNodesRequest{Id: "workers",
+			Nodes: []*protos.ExternalGrpcNode{{ProviderID: id, Name: id}}})
+		requireCode(t, codes.NotFound, err)
+	}
+
 	// The template: the emulated provider's capacity, the group's labels and taints.
 	tmpl, err := acme.NodeGroupTemplateNodeInfo(ctx, &protos.NodeGroupTemplateNodeInfoRequest{Id: "workers"})
 	require.NoError(t, err)

@@ -40,6 +40,10 @@ type Emulator struct {
 	etcd map[string]*etcdState
 	// schematics is the Image Factory catalogue by ID (schematics.go).
 	schematics map[string]domain.Schematic
+	// maxNodes, when above zero, is how many nodes the emulator holds at
+	// most: a create beyond it fails as a cloud out of capacity does
+	// (SetCapacity; not persisted).
+	maxNodes int
 	// closed is set once Run is stopping: nothing more is persisted.
 	closed bool
 
@@ -193,6 +197,11 @@ func (e *Emulator) Create(ctx context.Context, spec NodeSpec) (NodeStatus, error
 		e.mu.Unlock()
 		return NodeStatus{}, domain.NewAlreadyExists(kindNode, spec.Name)
 	}
+	if e.maxNodes > 0 && len(e.nodes) >= e.maxNodes {
+		e.mu.Unlock()
+		return NodeStatus{}, domain.NewForbidden(kindNode, spec.Name,
+			fmt.Sprintf("insufficient capacity: the emulator holds its maximum of %d nodes (PUT /v1/capacity)", e.maxNodes))
+	}
 	n = &node{em: e, st: NodeStatus{Name: spec.Name, Cluster: spec.Cluster, Version: e.cfg.TalosVersion}}
 	if len(spec.UserData) > 0 {
 		cfg, err := loadConfig(spec.UserData)
@@ -223,6 +232,33 @@ func (e *Emulator) Create(ctx context.Context, spec NodeSpec) (NodeStatus, error
 	}
 	e.persist(n)
 	return n.status(), nil
+}
+
+// Capacity is how many nodes the emulator holds at most; MaxNodes 0 is no
+// limit.
+type Capacity struct {
+	MaxNodes int `json:"maxNodes"`
+}
+
+// SetCapacity limits the nodes the emulator holds, so tests can make a
+// provider run out of capacity: a create beyond the limit fails with 403
+// "insufficient capacity" (nodes already running stay). It lasts until the
+// emulator stops.
+func (e *Emulator) SetCapacity(c Capacity) (Capacity, error) {
+	if c.MaxNodes < 0 {
+		return Capacity{}, domain.NewInvalid("Capacity", "", []domain.Cause{{Field: "maxNodes", Type: domain.CauseInvalid, Message: "must be 0 (no limit) or more"}})
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.maxNodes = c.MaxNodes
+	return c, nil
+}
+
+// GetCapacity is the limit SetCapacity set.
+func (e *Emulator) GetCapacity() Capacity {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Capacity{MaxNodes: e.maxNodes}
 }
 
 // bootOnlyPhaseLocked sets the phase of a node whose server was just started

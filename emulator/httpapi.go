@@ -39,6 +39,10 @@ import (
 //	                                plane does not start while its config names that Kubernetes version;
 //	                                kubeletDown: its kubelet stops)
 //	                                ({} heals the node)
+//	GET    /v1/capacity             the node limit         200 Capacity: {"maxNodes":0} (0: no limit)
+//	PUT    /v1/capacity             set it                 200 Capacity; body Capacity: a create beyond maxNodes answers
+//	                                                       403 "insufficient capacity" (a cloud out of capacity); not kept
+//	                                                       across restarts
 //	GET    /v1/addresses            list reservations      200 {"items":[Address…]}
 //	POST   /v1/addresses            reserve an IP          201 Address: {"name":"cp","address":"127.0.1.7"}
 //	                                body AddressSpec: {"name":"cp"} (403 in ports mode)
@@ -149,6 +153,22 @@ func (e *Emulator) Handler() http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("GET /v1/capacity", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, e.GetCapacity())
+	})
+	mux.HandleFunc("PUT /v1/capacity", func(w http.ResponseWriter, r *http.Request) {
+		var c Capacity
+		if err := decode(r, &c); err != nil {
+			writeError(w, err)
+			return
+		}
+		got, err := e.SetCapacity(c)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, got)
 	})
 	mux.HandleFunc("GET /v1/addresses", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"items": e.ListAddresses()})

@@ -74,6 +74,23 @@ func TestHTTPAPI(t *testing.T) {
 	require.Equal(t, domain.ReasonNotFound, st.Reason)
 	call(http.MethodDelete, "/v1/nodes/n1", nil, http.StatusNotFound, nil)
 	call(http.MethodPut, "/v1/nodes/n1/faults", Faults{}, http.StatusNotFound, nil)
+
+	// A cloud out of capacity: creates beyond maxNodes fail with a message
+	// the autoscaler's error class reads as out of resources.
+	var c Capacity
+	call(http.MethodGet, "/v1/capacity", nil, http.StatusOK, &c)
+	require.Zero(t, c.MaxNodes)
+	call(http.MethodPut, "/v1/capacity", Capacity{MaxNodes: -1}, http.StatusUnprocessableEntity, &st)
+	require.Equal(t, "maxNodes", st.Details.Causes[0].Field)
+	call(http.MethodPut, "/v1/capacity", Capacity{MaxNodes: 1}, http.StatusOK, &c)
+	require.Equal(t, 1, c.MaxNodes)
+	call(http.MethodPost, "/v1/nodes", NodeSpec{Name: "n3", Cluster: "c"}, http.StatusCreated, &created)
+	call(http.MethodPost, "/v1/nodes", NodeSpec{Name: "n4", Cluster: "c"}, http.StatusForbidden, &st)
+	require.Contains(t, st.Message, "insufficient capacity")
+	call(http.MethodGet, "/v1/nodes", nil, http.StatusOK, &list)
+	require.Len(t, list.Items, 1, "the refused node was not made")
+	call(http.MethodPut, "/v1/capacity", Capacity{}, http.StatusOK, &c)
+	call(http.MethodPost, "/v1/nodes", NodeSpec{Name: "n4", Cluster: "c"}, http.StatusCreated, &created)
 }
 
 // TestHTTPEtcd drives a cluster's etcd through the HTTP API: keys (with a
@@ -176,6 +193,7 @@ func TestHTTPAPIToken(t *testing.T) {
 			{http.MethodDelete, "/v1/nodes/n1", ""},
 			{http.MethodPost, "/v1/addresses", `{"name":"a"}`},
 			{http.MethodDelete, "/v1/clusters/c/etcd", ""},
+			{http.MethodPut, "/v1/capacity", `{"maxNodes":1}`},
 			{http.MethodGet, "/v1/", ""},
 		} {
 			code, body := call(r.method, r.path, auth, r.body)
