@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ const autoscalerVersion = "1.33.0"
 // tenant's real kube-apiserver (the break-glass kubeconfig) and
 // RezusCloud's externalgrpc service (a certificate issued through the
 // API, the files rezusctl autoscaler config writes), until the test ends.
-func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *bytes.Buffer {
+func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *syncBuffer {
 	t.Helper()
 	tools, err := tofutest.ToolsDir()
 	require.NoError(t, err)
@@ -73,7 +74,7 @@ func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *bytes.Buffer 
 			t.Logf("cluster-autoscaler log (tail):\n%s", lastLines(out.String(), 80))
 		}
 	})
-	return &out.Buffer
+	return out
 }
 
 // syncBuffer is a bytes.Buffer the autoscaler's output goroutines share.
@@ -106,22 +107,33 @@ func lastLines(s string, n int) string {
 // autoscaled group's Nodes only: one fits a 4-CPU Node.
 func hungry(t *testing.T, k kubernetes.Interface, replicas int32) {
 	t.Helper()
-	labels := map[string]string{"app": "hungry"}
+	demand(t, k, "hungry", replicas, "3", map[string]string{"pool": "auto"}, nil)
+}
+
+// demand is a Deployment of replicas pods asking cpu each, placed by
+// nodeSelector and tolerating tolerations.
+func demand(t *testing.T, k kubernetes.Interface, name string, replicas int32, cpu string, nodeSelector map[string]string, tolerations []corev1.Toleration) {
+	t.Helper()
+	labels := map[string]string{"app": name}
 	grace := int64(1)
 	_, err := k.AppsV1().Deployments("default").Create(t.Context(), &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "hungry"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, NodeSelector: map[string]string{"pool": "auto"},
-					Containers: []corev1.Container{{Name: "hungry", Image: "registry.example/hungry:1",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}}}},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, NodeSelector: nodeSelector, Tolerations: tolerations,
+					Containers: []corev1.Container{{Name: name, Image: "registry.example/" + name + ":1",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
 
-// podPhases counts the hungry pods by phase.
-func podPhases(ctx context.Context, k kubernetes.Interface) map[corev1.PodPhase]int {
-	pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=hungry"})
+// podPhases counts the pods of app (default: hungry) by phase.
+func podPhases(ctx context.Context, k kubernetes.Interface, app ...string) map[corev1.PodPhase]int {
+	name := "hungry"
+	if len(app) > 0 {
+		name = app[0]
+	}
+	pods, err := k.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 	out := map[corev1.PodPhase]int{}
 	if err != nil {
 		return out
@@ -134,11 +146,17 @@ func podPhases(ctx context.Context, k kubernetes.Interface) map[corev1.PodPhase]
 	return out
 }
 
-// The unmodified cluster-autoscaler sizes a node group through
-// RezusCloud: 4 pods of 3 CPUs on 4-CPU Nodes grow a group of 1..3 to 3
-// (never 4), 3 pods Running and 1 Pending; without the load the group
-// goes back to 1, the removed machines' Nodes leave the API, and no
-// machine is built again.
+// The unmodified cluster-autoscaler sizes node groups through
+// RezusCloud:
+//   - 4 pods of 3 CPUs on 4-CPU Nodes grow a group of 1..3 to 3 (never 4),
+//     3 pods Running and 1 Pending;
+//   - a pod tolerating a taint grows a group of 0..1 from zero: the
+//     template's labels and taint are the Node's;
+//   - a scale-up whose apply fails (the emulator out of capacity) is
+//     reported as out of resources: the autoscaler backs off and gives the
+//     machine up, and nothing is left behind;
+//   - without the load the groups go back to 1 and 0, the removed
+//     machines' Nodes leave the API, and no machine is built again.
 func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
 	t.Parallel()
 	p := startRealKubeServer(t, t.TempDir(), "--autoscaler-listen", "127.0.0.1:0")
@@ -148,6 +166,9 @@ func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
 	for _, g := range []string{
 		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
 		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated","labels":{"pool":"auto"},"autoscaling":{"minCount":1,"maxCount":3}}}`,
+		`{"metadata":{"name":"gpu"},"spec":{"role":"worker","count":0,"provider":"emulated","labels":{"pool":"gpu"},` +
+			`"taints":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"}],"autoscaling":{"minCount":0,"maxCount":1}}}`,
+		`{"metadata":{"name":"spot"},"spec":{"role":"worker","count":0,"provider":"emulated","labels":{"pool":"spot"},"autoscaling":{"minCount":0,"maxCount":2}}}`,
 	} {
 		code, body = p.do(http.MethodPost, "/api/v1/tenants/"+tenant+"/nodegroups", g)
 		require.Equal(t, http.StatusCreated, code, body)
@@ -166,42 +187,92 @@ func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
 		}
 	}
 
-	startClusterAutoscaler(t, p, tenant)
+	ca := startClusterAutoscaler(t, p, tenant)
 	began := time.Now()
 	hungry(t, k, 4)
-	p.eventually(6*time.Minute, "3 hungry pods Running on 3 workers, 1 Pending", func() bool {
+	demand(t, k, "gpu", 1, "1", map[string]string{"pool": "gpu"},
+		[]corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}})
+	p.eventually(6*time.Minute, "3 hungry pods Running on 3 workers, 1 Pending; the gpu pod Running", func() bool {
 		ph := podPhases(ctx, k)
-		return ph[corev1.PodRunning] == 3 && ph[corev1.PodPending] == 1
+		return ph[corev1.PodRunning] == 3 && ph[corev1.PodPending] == 1 && podPhases(ctx, k, "gpu")[corev1.PodRunning] == 1
 	})
 	up := time.Since(began)
 	require.Equal(t, 3, p.nodeGroupCount(tenant, "workers"))
+	require.Equal(t, 1, p.nodeGroupCount(tenant, "gpu"))
+	// The Node built from zero is what the template promised.
+	gpuNodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=gpu"})
+	require.NoError(t, err)
+	require.Len(t, gpuNodes.Items, 1)
+	require.Equal(t, "rezuscloud://"+tenant+"/gpu-0", gpuNodes.Items[0].Spec.ProviderID)
+	require.Contains(t, gpuNodes.Items[0].Spec.Taints, corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule})
 
-	// Without the load, back to 1.
-	require.NoError(t, k.AppsV1().Deployments("default").Delete(ctx, "hungry", metav1.DeleteOptions{}))
+	// The infrastructure is full: the spot group's scale-up fails, the
+	// autoscaler backs off and gives the machine up.
+	const full = 5 // cp, 3 workers, gpu
+	require.Len(t, p.emulatorNodes(), full)
+	p.emulatorCapacity(full)
+	demand(t, k, "spot", 1, "1", map[string]string{"pool": "spot"}, nil)
+	p.eventually(4*time.Minute, "the autoscaler backs the spot group off", func() bool {
+		return strings.Contains(ca.String(), "Disabling scale-up for node group spot")
+	})
+	p.eventually(2*time.Minute, "the failed machine given up: spot at 0 and the tenant applied", func() bool {
+		return p.nodeGroupCount(tenant, "spot") == 0 && p.reconciled(tenant)
+	})
+	spotCounts, spotActors := p.nodeGroupHistory(tenant, "spot")
+	require.Equal(t, []int{0, 1, 0}, slices.Compact(spotCounts), "spot's counts: %v by %v", spotCounts, spotActors)
+	var capacityError bool
+	for _, a := range p.applies(tenant) {
+		capacityError = capacityError || a.Status.Phase == "Failed" && strings.Contains(a.Status.Error, "insufficient capacity")
+	}
+	require.True(t, capacityError, "an apply failed for lack of capacity")
+	require.Len(t, p.machines(tenant), full, "no spot machine")
+	require.Len(t, p.emulatorNodes(), full, "nothing left behind")
+	require.Equal(t, 1, podPhases(ctx, k, "spot")[corev1.PodPending])
+	require.NoError(t, k.AppsV1().Deployments("default").Delete(ctx, "spot", metav1.DeleteOptions{}))
+	p.emulatorCapacity(0)
+
+	// Without the load, back to 1 worker and no gpu.
+	for _, d := range []string{"hungry", "gpu"} {
+		require.NoError(t, k.AppsV1().Deployments("default").Delete(ctx, d, metav1.DeleteOptions{}))
+	}
 	began = time.Now()
-	p.eventually(6*time.Minute, "the group back at 1 machine and 2 Nodes left", func() bool {
+	p.eventually(6*time.Minute, "the groups back at 1 and 0 machines and 2 Nodes left", func() bool {
 		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		return err == nil && len(nodes.Items) == 2 && p.nodeGroupCount(tenant, "workers") == 1 && len(p.machines(tenant)) == 2
+		return err == nil && len(nodes.Items) == 2 && p.nodeGroupCount(tenant, "workers") == 1 &&
+			p.nodeGroupCount(tenant, "gpu") == 0 && len(p.machines(tenant)) == 2
 	})
 	down := time.Since(began)
 	p.settled(tenant, 2)
 
-	// The history: the autoscaler's changes, the count never above 3, and
-	// no removed machine built again after it went.
+	// The history: the autoscaler's changes, the counts never above the
+	// bounds, and no removed machine built again after it went.
 	counts, actors := p.nodeGroupHistory(tenant, "workers")
 	for _, c := range counts {
 		require.LessOrEqual(t, c, 3, "counts over time: %v", counts)
 	}
 	require.Contains(t, actors, "system:autoscaler:"+tenant)
+	gpuCounts, _ := p.nodeGroupHistory(tenant, "gpu")
+	require.Equal(t, []int{0, 1, 0}, slices.Compact(gpuCounts))
 	created, deleted := p.machineHistory(tenant)
 	for name, gone := range deleted {
 		for _, at := range created[name] {
 			require.False(t, at > gone, "%s was built again after it was removed", name)
 		}
 	}
-	require.Len(t, deleted, 2, "two machines removed: %v", deleted)
-	t.Logf("figures: pending pods to 3 Running on 1->3 workers %s; load gone to 1 worker %s (unneeded time 15s); counts %v",
+	require.Len(t, deleted, 3, "two workers and the gpu machine removed: %v", deleted)
+	_, spotBuilt := created["spot-0"]
+	require.False(t, spotBuilt, "the spot machine was never built")
+	t.Logf("figures: pending pods to 3 Running on 1->3 workers and 0->1 gpu %s; load gone to 1 worker, 0 gpu %s (unneeded time 15s); counts %v",
 		up.Round(time.Second), down.Round(time.Second), counts)
+}
+
+// emulatorCapacity limits the emulator to maxNodes nodes (0: no limit).
+func (p *proc) emulatorCapacity(maxNodes int) {
+	p.t.Helper()
+	resp, err := http.DefaultClient.Do(p.emulatorRequest(http.MethodPut, "/v1/capacity", strings.NewReader(fmt.Sprintf(`{"maxNodes":%d}`, maxNodes))))
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	require.Equal(p.t, http.StatusOK, resp.StatusCode)
 }
 
 // nodeGroupCount is a node group's spec.count.
