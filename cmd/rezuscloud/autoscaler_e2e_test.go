@@ -165,7 +165,7 @@ func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, body)
 	for _, g := range []string{
 		`{"metadata":{"name":"cp"},"spec":{"role":"controlplane","count":1,"provider":"emulated"}}`,
-		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated","labels":{"pool":"auto"},"autoscaling":{"minCount":1,"maxCount":3}}}`,
+		`{"metadata":{"name":"workers"},"spec":{"role":"worker","count":1,"provider":"emulated","labels":{"pool":"auto"}}}`,
 		`{"metadata":{"name":"gpu"},"spec":{"role":"worker","count":0,"provider":"emulated","labels":{"pool":"gpu"},` +
 			`"taints":[{"key":"dedicated","value":"gpu","effect":"NoSchedule"}],"autoscaling":{"minCount":0,"maxCount":1}}}`,
 		`{"metadata":{"name":"spot"},"spec":{"role":"worker","count":0,"provider":"emulated","labels":{"pool":"spot"},"autoscaling":{"minCount":0,"maxCount":2}}}`,
@@ -173,19 +173,28 @@ func TestClusterAutoscalerScalesANodeGroup(t *testing.T) {
 		code, body = p.do(http.MethodPost, "/api/v1/tenants/"+tenant+"/nodegroups", g)
 		require.Equal(t, http.StatusCreated, code, body)
 	}
-	code, body = p.do(http.MethodPatch, "/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"count":4}}`)
-	require.NotEqual(t, http.StatusOK, code, "a count above maxCount is refused: %v", body)
 	p.settled(tenant, 2)
 	k := tenantKube(t, p, tenant)
 	requireNodesReady(t, k, 2, realKubeFrom)
 	ctx := t.Context()
-	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, n := range nodes.Items {
-		if n.Labels["pool"] == "auto" {
-			require.Equal(t, "rezuscloud://"+tenant+"/workers-0", n.Spec.ProviderID, "the kubelet registered with its provider ID")
-		}
+	// workers-0 registered its Node before its group autoscaled: without
+	// a provider ID the autoscaler would take the machine for one that
+	// never registered, and delete it. RezusCloud gives it one.
+	workerNode := func() *corev1.Node {
+		nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "pool=auto"})
+		require.NoError(t, err)
+		require.Len(t, nodes.Items, 1)
+		return &nodes.Items[0]
 	}
+	require.Empty(t, workerNode().Spec.ProviderID)
+	code, body = p.do(http.MethodPatch, "/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"autoscaling":{"minCount":1,"maxCount":3}}}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = p.do(http.MethodPatch, "/api/v1/tenants/"+tenant+"/nodegroups/workers", `{"spec":{"count":4}}`)
+	require.NotEqual(t, http.StatusOK, code, "a count above maxCount is refused: %v", body)
+	p.eventually(3*time.Minute, "workers-0's Node has its provider ID", func() bool {
+		return workerNode().Spec.ProviderID == "rezuscloud://"+tenant+"/workers-0"
+	})
+	p.settled(tenant, 2)
 
 	ca := startClusterAutoscaler(t, p, tenant)
 	began := time.Now()

@@ -126,6 +126,7 @@ func (c *Controller) reconcile(ctx context.Context, tenant string, attempt int) 
 		return controller.Retry()
 	}
 	p.sweepDrained(ctx, machines, pending)
+	p.sweepProviderIDs(ctx, machines)
 	for i, w := range waves {
 		if ctx.Err() != nil {
 			return controller.Retry()
