@@ -32,6 +32,7 @@ func newApp() *cli.App {
 			apiCommand(),
 			abCommand(),
 			appliesCommand(),
+			autoscaleCommand(),
 			driftCommand(),
 			fleetCommand(),
 		},
