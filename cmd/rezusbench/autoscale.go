@@ -708,6 +708,9 @@ func (r *autoscaleRun) startAutoscaler(ctx context.Context, bin string, scan, un
 		"--scale-down-unneeded-time="+unneeded.String(), "--scale-down-delay-after-add=10s", "--scale-down-delay-after-delete=0s",
 		"--scale-down-delay-after-failure=10s", "--max-node-provision-time=4m", "--new-pod-scale-up-delay=0s",
 		"--skip-nodes-with-system-pods=false", "--skip-nodes-with-local-storage=false", "--max-graceful-termination-sec=5",
+		// A node whose pods had nowhere to go (the gpu pod) is looked at
+		// again after this, not the default 5 minutes.
+		"--unremovable-node-recheck-timeout=10s",
 		"--v=2")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
