@@ -124,13 +124,10 @@ func (p *pass) sweepDrained(ctx context.Context, machines []domain.Machine, pend
 	if p.c.cfg.Kube == nil || len(machines) == 0 {
 		return
 	}
-	if skip := p.c.cfg.DrainSkip; skip != nil && skip(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: p.tenant}}) != "" {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
-	d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
-	if err != nil {
+	d := p.sweepDrainer(ctx)
+	if d == nil {
 		return
 	}
 	nodes, err := d.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelDrained})
@@ -153,4 +150,18 @@ func (p *pass) sweepDrained(ctx context.Context, machines []domain.Machine, pend
 		p.log.Info("config controller: uncordoning a node drained by an earlier pass", "node", n.Name, "machine", m.Metadata.Name)
 		p.release(ctx, d, n.Name)
 	}
+}
+
+// sweepDrainer is the tenant's cluster for a sweep of its Nodes; nil when
+// drains are skipped for the tenant (no Kubernetes API) or it cannot be
+// reached.
+func (p *pass) sweepDrainer(ctx context.Context) *drain.Drainer {
+	if skip := p.c.cfg.DrainSkip; skip != nil && skip(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: p.tenant}}) != "" {
+		return nil
+	}
+	d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
+	if err != nil {
+		return nil
+	}
+	return d
 }

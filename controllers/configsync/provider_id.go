@@ -62,13 +62,10 @@ func (p *pass) sweepProviderIDs(ctx context.Context, machines []domain.Machine) 
 	if !some {
 		return
 	}
-	if skip := p.c.cfg.DrainSkip; skip != nil && skip(&domain.NodeGroup{Metadata: domain.ObjectMeta{Tenant: p.tenant}}) != "" {
-		return
-	}
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
-	d, err := p.c.drains().Drainer(ctx, p.tenant, nil)
-	if err != nil {
+	d := p.sweepDrainer(ctx)
+	if d == nil {
 		return
 	}
 	nodes, err := d.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
