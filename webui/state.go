@@ -7,6 +7,7 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -224,12 +225,15 @@ func (u *UI) diffVersions(c echo.Context, tenant string, vs []stateVersion, from
 		}
 		return readStateResources(blob)
 	}
-	rf, err := read(f)
-	if err != nil {
-		return nil, err
-	}
-	rt, err := read(t)
-	if err != nil {
+	// Each encrypted version costs its pbkdf2 key derivation (OpenTofu's
+	// default 600,000 rounds): the two are read side by side. One after
+	// the other, the race-detector build of the browser test missed its
+	// 30 s page load on a loaded CI machine.
+	var rf, rt stateResources
+	g, _ := errgroup.WithContext(c.Request().Context())
+	g.Go(func() (err error) { rf, err = read(f); return err })
+	g.Go(func() (err error) { rt, err = read(t); return err })
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if rf.Encrypted || rt.Encrypted {
