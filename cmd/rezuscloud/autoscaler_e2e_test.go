@@ -80,22 +80,25 @@ func startClusterAutoscaler(t *testing.T, p *proc, tenant string) *syncBuffer {
 	return out
 }
 
-// syncBuffer is a bytes.Buffer the autoscaler's output goroutines share.
+// syncBuffer is a buffer the autoscaler's output goroutines share. The
+// bytes.Buffer is a field, not embedded: embedded, its ReadFrom was
+// promoted, and exec's copy wrote through it around the lock (a data race
+// the e2e suite reported while the test read the log).
 type syncBuffer struct {
-	mu sync.Mutex
-	bytes.Buffer
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
 
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.Buffer.String()
+	return b.buf.String()
 }
 
 func lastLines(s string, n int) string {
