@@ -53,13 +53,13 @@ type listedMachines struct {
 // nodeGroupAddressCauses checks the machines a metal group lists that its
 // stored spec did not.
 func (a *API) nodeGroupAddressCauses(ref domain.Ref, cur *domain.Object, next *domain.NodeGroupSpec) []domain.Cause {
+	var listed listedMachines
+	if len(next.ProviderConfig) == 0 || json.Unmarshal(next.ProviderConfig, &listed) != nil || len(listed.Machines) == 0 {
+		return nil // nothing listed (the provider type's validation reports a bad providerConfig)
+	}
 	p, ok, err := projections.Get[domain.Provider](a.cache, domain.ObjectRef(domain.ProviderKind, "", next.Provider))
 	if err != nil || !ok || !providers.IsMetal(p) {
 		return nil // another type lists no machines; a missing Provider is refused by nodeGroupProviderCauses
-	}
-	var listed listedMachines
-	if len(next.ProviderConfig) == 0 || json.Unmarshal(next.ProviderConfig, &listed) != nil {
-		return nil // the provider type's validation reports it
 	}
 	held := map[string]bool{}
 	if cur != nil {

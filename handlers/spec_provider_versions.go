@@ -59,6 +59,10 @@ func (a *API) tenantProviderVersionCauses(ref domain.Ref, cur *domain.Object, ne
 // The cause is on spec.talosVersion when the group declares its own, on
 // spec.provider otherwise (the versions are then the tenant's).
 func (a *API) nodeGroupProviderVersionCauses(ref domain.Ref, cur *domain.Object, next *domain.NodeGroupSpec) []domain.Cause {
+	versions := a.providerVersions(next.Provider)
+	if versions == nil {
+		return nil // the Provider runs any version: the tenant need not be read (every group create would decode it)
+	}
 	t, ok, err := projections.Get[domain.Tenant](a.cache, domain.TenantRef(ref.Tenant))
 	if err != nil || !ok {
 		return nil // the write answers a missing tenant itself
@@ -75,7 +79,6 @@ func (a *API) nodeGroupProviderVersionCauses(ref domain.Ref, cur *domain.Object,
 	if !talosChanges {
 		return nil
 	}
-	versions := a.providerVersions(next.Provider)
 	var causes []domain.Cause
 	if p := versions.KubernetesProblem(next.Provider, t.Spec.KubernetesVersion); p != "" && providerChanges {
 		causes = append(causes, domain.Cause{Field: "spec.provider", Type: domain.CauseNotSupported,
