@@ -3,7 +3,7 @@
 # bench:check`). It builds the server of the commit docs/benchmarks.json
 # records (its "commit") from a git worktree, and the server of the code under
 # test, then runs `rezusbench ab`: both are measured on this machine in this
-# run, in turns (A B A B A B), and the gate fails only when the code under
+# run, in turns (A B, B A, A B), and the gate fails only when the code under
 # test is clearly slower than that base (a write path's median ratio below
 # 0.75x the base's, confirmed by two more rounds). Figures recorded on another
 # machine or day are never a floor: hosts differ (issue 26).

@@ -20,7 +20,7 @@ func abCommand() *cli.Command {
 		Name:  "ab",
 		Usage: "the regression gate: measure a base server and the server under test in turns on this machine, and fail when the one under test is clearly slower",
 		Description: "Runs the write phases of `rezusbench api` (raw JetStream publishes, then API creates and updates\n" +
-			"at each --clients level) against --base and --server in turns, A B A B …, each run on a fresh\n" +
+			"at each --clients level) against --base and --server in turns, A B then B A alternately, each run on a fresh\n" +
 			"server and data dir, then compares the medians of each ratio (API over raw publish, b/a). It fails\n" +
 			"when a median of the server under test is below --floor times the base's. Both run on this machine\n" +
 			"in this run, so a slow or loaded host slows both: recorded figures from another machine are no floor.\n" +
@@ -62,17 +62,27 @@ func runAB(c *cli.Context) error {
 	machine := fmt.Sprintf("%d CPUs, GOMAXPROCS=%d, %s/%s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	fmt.Printf("# rezusbench ab\n\n%s, %s\n\nA (base): %s\nB (under test): %s\n\n", time.Now().UTC().Format(time.RFC3339), machine, base, cur)
 	var runs abRuns
+	type side struct {
+		name, exe string
+		into      *[]*figures
+	}
+	a, b := side{"A", base, &runs.base}, side{"B", cur, &runs.current}
 	round := func() error {
-		for _, side := range []struct {
-			name, exe string
-			into      *[]*figures
-		}{{"A", base, &runs.base}, {"B", cur, &runs.current}} {
-			fmt.Printf("### round %d, %s\n\n", len(runs.current)+1, side.name)
-			f, err := measureOnce(ctx, side.exe, levels, c.Duration("duration"))
+		// Every other round runs B first (A B, B A, A B, …): a machine that
+		// warms up or slows down within a round then favours neither side.
+		// With A always first, the same binary on both sides read 0.92×.
+		n := len(runs.current) + 1
+		order := []side{a, b}
+		if n%2 == 0 {
+			order = []side{b, a}
+		}
+		for _, s := range order {
+			fmt.Printf("### round %d, %s\n\n", n, s.name)
+			f, err := measureOnce(ctx, s.exe, levels, c.Duration("duration"))
 			if err != nil {
-				return fmt.Errorf("round %d, %s (%s): %w", len(runs.current)+1, side.name, side.exe, err)
+				return fmt.Errorf("round %d, %s (%s): %w", n, s.name, s.exe, err)
 			}
-			*side.into = append(*side.into, f)
+			*s.into = append(*s.into, f)
 			fmt.Println()
 		}
 		return nil
