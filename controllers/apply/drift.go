@@ -184,7 +184,7 @@ func (w *Worker) planDrift(ctx context.Context, tenant string, t *domain.Tenant)
 		return plan, err
 	}
 	defer x.cleanup()
-	if err := w.configure(ctx, x, &in); err != nil {
+	if _, err := w.configure(ctx, x, &in); err != nil {
 		return plan, err
 	}
 	ui := &tofu.UIWriter{Log: logw, SetPhase: func(string) {}}

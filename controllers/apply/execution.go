@@ -31,6 +31,8 @@ type execution struct {
 	spent *time.Duration
 	// revoke ends the run's state credentials.
 	revoke func()
+	// cli is the CLI configuration (TF_CLI_CONFIG_FILE's content).
+	cli []byte
 }
 
 // tofu runs tofu in the work dir with the run's environment, timing it.
@@ -44,7 +46,7 @@ func (x *execution) tofu(ctx context.Context, out io.Writer, args ...string) err
 // prepare makes the work dir and the environment of a run: nothing inherited
 // from the server's environment, only what tofu and the providers need.
 func (w *Worker) prepare(ctx context.Context, tenant, apply string, logw *tofu.LogWriter, spent *time.Duration) (x *execution, err error) {
-	return w.prepareIn(ctx, tenant, apply, filepath.Join(w.cfg.WorkDir, "tenants", tenant), true, logw, spent)
+	return w.prepareIn(ctx, tenant, apply, w.tenantDir(tenant), true, logw, spent)
 }
 
 // prepareIn is prepare in dir; a run that takes the state lock (owns) first
@@ -54,7 +56,7 @@ func (w *Worker) prepareIn(ctx context.Context, tenant, apply, dir string, owns 
 		return nil, err
 	}
 	home := filepath.Join(w.cfg.WorkDir, "home")
-	cache := filepath.Join(w.cfg.WorkDir, "plugin-cache")
+	cache := w.pluginCache()
 	for _, d := range []string{dir, home, cache} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -104,7 +106,7 @@ func (w *Worker) prepareIn(ctx context.Context, tenant, apply, dir string, owns 
 		return nil, err
 	}
 	env = append(env, creds...)
-	x = &execution{w: w, dir: dir, env: env, logw: logw, spent: spent, revoke: revoke}
+	x = &execution{w: w, dir: dir, env: env, logw: logw, spent: spent, revoke: revoke, cli: []byte(cli)}
 	if err := writeIfChanged(filepath.Join(dir, backendFile), w.backendConfig(tenant), 0o600); err != nil {
 		return nil, err
 	}

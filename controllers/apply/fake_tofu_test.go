@@ -32,6 +32,8 @@ type fakeTofu struct {
 	mu    sync.Mutex
 	calls []tofuCall
 	state []byte
+	// revision counts the writes of state (StateRevision; 0 before any).
+	revision uint64
 	// failApplies is how many applies still fail before one succeeds.
 	failApplies int
 	// block makes applies wait until their ctx ends.
@@ -112,9 +114,11 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 	f.mu.Lock()
 	if destroy {
 		f.state = nil
+		f.revision++
 		fmt.Fprintln(out, `{"@level":"info","@message":"Destroy complete! Resources: 1 destroyed.","type":"change_summary","changes":{"add":0,"change":0,"remove":1,"operation":"destroy"}}`)
 	} else {
 		f.state = f.stateAfter
+		f.revision++
 		fmt.Fprintln(out, `{"@level":"info","@message":"Apply complete! Resources: 1 added, 0 changed, 0 destroyed.","type":"change_summary","changes":{"add":1,"change":0,"remove":0,"operation":"apply"}}`)
 	}
 	f.mu.Unlock()
@@ -168,7 +172,17 @@ func (f *fakeTofu) DeleteState(_ context.Context, tenant string) error {
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, tenant)
 	f.state = nil
+	f.revision++
 	return nil
+}
+
+func (f *fakeTofu) StateRevision(context.Context, string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(strings.TrimSpace(string(f.state))) == 0 {
+		return 0, nil
+	}
+	return f.revision, nil
 }
 
 func (f *fakeTofu) HasState(context.Context, string) (bool, error) {

@@ -31,10 +31,10 @@ const managedByValue = domain.ManagedByTofu
 // hash it is created with (domain.AnnotationConfigHash) and recorded as
 // ConfigApplied=True reason Day0; from then on the config controller
 // (controllers/configsync) owns its config. The role comes from the node group.
-func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []providers.ObservedMachine, day0 map[string][]byte, logw *tofu.LogWriter) error {
+func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []providers.ObservedMachine, day0 map[string][]byte, logw *tofu.LogWriter) ([]machineKey, error) {
 	groups, err := projections.List[domain.NodeGroup](w.cfg.Cache, domain.NodeGroupKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	roles := map[string]string{}
 	for _, g := range groups {
@@ -42,7 +42,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 	}
 	existing, err := projections.List[domain.Machine](w.cfg.Cache, domain.MachineKind, projections.ListOptions{Tenant: tenant})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	current := map[string]domain.Machine{}
 	for _, m := range existing {
@@ -51,6 +51,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 	slices.SortFunc(observed, func(a, b providers.ObservedMachine) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
 	var created, updated, deleted int
+	var recorded []machineKey
 	for _, o := range observed {
 		seen[o.Name] = true
 		role, ok := roles[o.NodeGroup]
@@ -64,9 +65,10 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 		}
 		spec := domain.MachineSpec{NodeGroup: o.NodeGroup, Role: role, Address: o.Address,
 			ProviderID: o.ProviderID, Shape: o.Shape, Hostname: o.Hostname}
+		recorded = append(recorded, observedKeys([]providers.ObservedMachine{o})...)
 		rawSpec, err := json.Marshal(spec)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ref := domain.ObjectRef(domain.MachineKind, tenant, o.Name)
 		if m, had := current[o.Name]; had {
@@ -86,7 +88,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 				return domain.Decide(state, domain.Command{Op: domain.OpUpdate, Ref: ref, Object: next, Actor: WorkerActor, Now: w.cfg.Now()})
 			})
 			if err != nil {
-				return fmt.Errorf("machine %s: %w", o.Name, err)
+				return nil, fmt.Errorf("machine %s: %w", o.Name, err)
 			}
 			updated++
 			continue
@@ -103,11 +105,11 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 			Object: &domain.Object{Metadata: meta, Spec: rawSpec}},
 			eventstore.UpdateOptions{})
 		if err != nil && !domain.IsAlreadyExists(err) {
-			return fmt.Errorf("machine %s: %w", o.Name, err)
+			return nil, fmt.Errorf("machine %s: %w", o.Name, err)
 		}
 		if err == nil && known {
 			if err := w.configRecorder().Applied(ctx, ref, hash, talos.ReasonDay0, "booted with its config as user data"); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		created++
@@ -121,7 +123,7 @@ func (w *Worker) syncMachines(ctx context.Context, tenant string, observed []pro
 	}
 	logw.Printf("machines: %d created, %d updated, %d deleted, %d in state", created, updated, deleted, len(observed))
 	// The tenant's status counts machines from the read model: let it catch up.
-	return w.cfg.Cache.Sync(ctx)
+	return recorded, w.cfg.Cache.Sync(ctx)
 }
 
 // configRecorder records machine configs as the worker.

@@ -78,7 +78,7 @@ func (w *Worker) PlanChange(ctx context.Context, tenant string, ch talos.Change)
 		return nil, err
 	}
 	defer x.cleanup()
-	if err := w.configure(ctx, x, &in); err != nil {
+	if _, err := w.configure(ctx, x, &in); err != nil {
 		return nil, err
 	}
 	ui := &tofu.UIWriter{Log: logw, SetPhase: func(string) {}}

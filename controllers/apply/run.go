@@ -81,6 +81,20 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		}
 	}
 	destroy, spec := d.Action == runDestroy, d.Spec
+	if !destroy {
+		if skip, why := w.tofuUnchanged(ctx, tenant, t, drift != nil); skip {
+			w.updateTenantStatus(ctx, tenant, func(s *domain.TenantStatus, _ int64) {
+				tenantUnchanged(s, spec.Generation, why, w.cfg.Now())
+			})
+			log.Info("apply worker: no tofu run", "reason", why, "sources", entry.Sources)
+			w.mu.Lock()
+			w.unchanged++
+			w.mu.Unlock()
+			return true
+		} else if why != "" {
+			log.Info("apply worker: tofu runs", "reason", why)
+		}
+	}
 	name, err := w.createApply(ctx, tenant, spec)
 	if err != nil {
 		log.Warn("apply worker: recording the apply", "err", err)
@@ -132,6 +146,12 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		}
 		s.Machines = w.machineCounts(tenant)
 	})
+	if end == endSucceeded && !destroy && res.applied != nil {
+		res.applied.Generation = spec.Generation
+		if err := writeApplied(w.tenantDir(tenant), res.applied); err != nil {
+			log.Warn("apply worker: recording what the run applied (the next run runs tofu)", "err", err)
+		}
+	}
 	w.prune(wctx, tenant)
 	if err != nil {
 		log.Warn("apply worker: run failed", "operation", spec.Operation, "err", err, "canceled", end == endCanceled)
@@ -147,6 +167,9 @@ type runResult struct {
 	tofu time.Duration
 	// endpoint is the control-plane endpoint address the state holds ("" when none).
 	endpoint string
+	// applied is what the run's tofu apply left, recorded (appliedFile) when
+	// the whole run succeeds.
+	applied *appliedRecord
 }
 
 // apply renders, generates and applies the tenant's infrastructure, then
@@ -252,7 +275,17 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in provider
 		return err
 	}
 	defer x.cleanup()
-	if err := w.configure(ctx, x, &in); err != nil {
+	// Whatever follows may change the infrastructure: until this run
+	// succeeds, no record says what it is.
+	if err := forgetApplied(x.dir); err != nil {
+		return err
+	}
+	files, err := w.configure(ctx, x, &in)
+	if err != nil {
+		return err
+	}
+	inputs, err := inputsDigest(files, w.backendConfig(tenant), x.cli)
+	if err != nil {
 		return err
 	}
 	gone, err := w.scaleDownTofu(ctx, tenant, in, logw)
@@ -287,21 +320,42 @@ func (w *Worker) applyTofu(ctx context.Context, tenant, name string, in provider
 		return fmt.Errorf("reading the endpoint from the state: %w", err)
 	}
 	res.endpoint = endpoint
-	if err := w.syncMachines(ctx, tenant, observed, day0Configs(in, endpoint), logw); err != nil {
+	recorded, err := w.syncMachines(ctx, tenant, observed, day0Configs(in, endpoint), logw)
+	if err != nil {
 		return fmt.Errorf("updating machines: %w", err)
 	}
 	w.deleteNodes(ctx, tenant, gone, logw)
+	rev, err := w.cfg.State.StateRevision(ctx, tenant)
+	if err == nil {
+		res.applied = &appliedRecord{Inputs: inputs, StateRevision: rev, Machines: machinesDigest(recorded), Apply: name}
+	}
 	return nil
 }
 
 // configure writes the configuration of a run into its work dir (the
 // tenant's node groups, plus the providers and modules its state still
 // uses, which tofu needs to remove what they built) and inits tofu.
-func (w *Worker) configure(ctx context.Context, x *execution, in *providers.GenerateInput) error {
+func (w *Worker) configure(ctx context.Context, x *execution, in *providers.GenerateInput) (providers.Files, error) {
 	used, err := x.stateUses(ctx)
 	if err != nil {
-		return err
+		return providers.Files{}, err
 	}
+	if err := w.addStateUses(in, used); err != nil {
+		return providers.Files{}, err
+	}
+	files, err := providers.Generate(*in)
+	if err != nil {
+		return providers.Files{}, err
+	}
+	if err := x.writeConfig(files); err != nil {
+		return providers.Files{}, err
+	}
+	return files, x.init(ctx, files.Main)
+}
+
+// addStateUses adds to in the providers and modules the state still uses:
+// tofu needs them to remove what they built.
+func (w *Worker) addStateUses(in *providers.GenerateInput, used stateUses) error {
 	in.StateModules = used.Modules
 	in.Modules = w.cfg.Modules
 	for _, n := range used.Providers {
@@ -313,17 +367,7 @@ func (w *Worker) configure(ctx context.Context, x *execution, in *providers.Gene
 			in.Providers[n] = p
 		}
 	}
-	if err := domain.CheckModules(in.Providers); err != nil {
-		return err
-	}
-	files, err := providers.Generate(*in)
-	if err != nil {
-		return err
-	}
-	if err := x.writeConfig(files); err != nil {
-		return err
-	}
-	return x.init(ctx, files.Main)
+	return domain.CheckModules(in.Providers)
 }
 
 // destroy removes everything in the tenant's state. The node groups may be

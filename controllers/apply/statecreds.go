@@ -27,6 +27,17 @@ func (a storeState) DeleteState(ctx context.Context, tenant string) error {
 	return a.s.Purge(ctx, tenant)
 }
 
+func (a storeState) StateRevision(ctx context.Context, tenant string) (uint64, error) {
+	st, err := a.s.Get(ctx, tenant)
+	if errors.Is(err, eventstore.ErrStateNotFound) {
+		return 0, nil
+	}
+	if err != nil || st == nil {
+		return 0, err
+	}
+	return st.Version.Revision, nil
+}
+
 func (a storeState) HasState(ctx context.Context, tenant string) (bool, error) {
 	st, err := a.s.Get(ctx, tenant)
 	if errors.Is(err, eventstore.ErrStateNotFound) {

@@ -79,6 +79,9 @@ type StateStore interface {
 	DeleteState(ctx context.Context, tenant string) error
 	// HasState reports whether the tenant has a state.
 	HasState(ctx context.Context, tenant string) (bool, error)
+	// StateRevision is the revision of the tenant's state (0: none): it
+	// changes with every write of the state, by any writer.
+	StateRevision(ctx context.Context, tenant string) (uint64, error)
 }
 
 // SchematicRegistrar makes an Image Factory know a schematic (a
@@ -272,6 +275,8 @@ type Worker struct {
 	running map[string]*activeRun // by tenant
 	// applies counts runs started by this process (for tests and metrics).
 	applies int
+	// unchanged counts runs that found nothing for tofu to act on.
+	unchanged int
 }
 
 type activeRun struct {
@@ -298,6 +303,14 @@ func NewWorker(cfg Config) *Worker {
 		Clock: cfg.Clock, Log: cfg.Log, ReadModel: cfg.Cache,
 	}, applyController{w})
 	return w
+}
+
+// Unchanged is how many runs of this process found nothing for tofu to
+// act on and ran no tofu (no Apply).
+func (w *Worker) Unchanged() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unchanged
 }
 
 // Started is how many runs this process started.
