@@ -33,6 +33,8 @@ type execution struct {
 	revoke func()
 	// cli is the CLI configuration (TF_CLI_CONFIG_FILE's content).
 	cli []byte
+	// tenant is the tenant the run is of.
+	tenant string
 }
 
 // tofu runs tofu in the work dir with the run's environment, timing it.
@@ -106,7 +108,7 @@ func (w *Worker) prepareIn(ctx context.Context, tenant, apply, dir string, owns 
 		return nil, err
 	}
 	env = append(env, creds...)
-	x = &execution{w: w, dir: dir, env: env, logw: logw, spent: spent, revoke: revoke, cli: []byte(cli)}
+	x = &execution{w: w, dir: dir, env: env, logw: logw, spent: spent, revoke: revoke, cli: []byte(cli), tenant: tenant}
 	if err := writeIfChanged(filepath.Join(dir, backendFile), w.backendConfig(tenant), 0o600); err != nil {
 		return nil, err
 	}
@@ -237,7 +239,16 @@ func (x *execution) init(ctx context.Context, main []byte) error {
 		}
 		h.Write(top["terraform"])
 		h.Write(top["provider"])
-		h.Write(top["module"])
+		// Of the module calls, init installs the sources: their inputs (the
+		// machines of a group, a count) are no reason to init again.
+		var calls map[string]struct {
+			Source  string `json:"source"`
+			Version string `json:"version"`
+		}
+		_ = json.Unmarshal(top["module"], &calls)
+		for _, name := range slices.Sorted(maps.Keys(calls)) {
+			fmt.Fprintf(h, "module %s %s %s\n", name, calls[name].Source, calls[name].Version)
+		}
 		// A module's required_providers are installed by init too.
 		root := filepath.Join(x.dir, providers.ModulesDir)
 		dirs, _ := os.ReadDir(root)
@@ -306,6 +317,11 @@ func (x *execution) stateUses(ctx context.Context) (stateUses, error) {
 		if json.Unmarshal(b, &u) == nil {
 			return u, nil
 		}
+	}
+	// A tenant without a state (its first run) uses nothing: no init and
+	// no state pull to find that out.
+	if rev, err := x.w.cfg.State.StateRevision(ctx, x.tenant); err == nil && rev == 0 {
+		return stateUses{}, nil
 	}
 	_ = os.Remove(filepath.Join(x.dir, mainFile))
 	if err := x.init(ctx, nil); err != nil {

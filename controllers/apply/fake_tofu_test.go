@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -71,7 +73,8 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 	f.mu.Unlock()
 	switch args[0] {
 	case "init":
-		return nil
+		// As tofu does: the installed providers and modules go in .terraform.
+		return os.MkdirAll(filepath.Join(dir, ".terraform"), 0o700)
 	case "state":
 		_, _ = out.Write(state)
 		return nil

@@ -111,3 +111,25 @@ func TestTheRecordGoesBeforeTofuRuns(t *testing.T) {
 	require.NotNil(t, again, "the successful retry recorded")
 	require.NotEqual(t, first.Inputs, again.Inputs)
 }
+
+// TestInitOnlyWhenProvidersOrModulesChange: a run inits tofu when the
+// providers or modules it installs changed, not when a module's inputs did.
+func TestInitOnlyWhenProvidersOrModulesChange(t *testing.T) {
+	e := newRunEnv(t)
+	e.createTenant("a")
+	e.waitApplies("a", domain.ApplySucceeded)
+	require.Len(t, e.tofu.callsOf("init"), 1, "the first run inits")
+
+	// Two machines more: the module call's inputs change, its source does not.
+	e.updateSpec(domain.ObjectRef(domain.NodeGroupKind, "a", "cp"), `{"role":"controlplane","count":3,"provider":"emulated"}`)
+	e.waitApplies("a", domain.ApplySucceeded, domain.ApplySucceeded)
+	require.Len(t, e.tofu.callsOf("init"), 1, "no init for a module's new inputs")
+
+	// A node group on a second Provider: a second module call to install.
+	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.ProviderKind, "", "emulated-b"),
+		Object: &domain.Object{Spec: json.RawMessage(`{"type":"emulated","config":{"endpoint":"http://127.0.0.1:8090"}}`)}})
+	e.execute(domain.Command{Op: domain.OpCreate, Ref: domain.ObjectRef(domain.NodeGroupKind, "a", "w"),
+		Object: &domain.Object{Spec: json.RawMessage(`{"role":"worker","count":1,"provider":"emulated-b"}`)}})
+	e.waitApplies("a", domain.ApplySucceeded, domain.ApplySucceeded, domain.ApplySucceeded)
+	require.Len(t, e.tofu.callsOf("init"), 2, "a new module is installed")
+}
