@@ -46,6 +46,7 @@ func infraFlags() []cli.Flag {
 		&cli.StringFlag{Name: "emulator-kube", Value: "auto", EnvVars: []string{"REZUSCLOUD_EMULATOR_KUBE"}, Usage: "run a real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler) on emulated control planes and an emulated kubelet on every node: on, off, or auto (on when `go tool task tools` has built them into --kube-tools)"},
 		&cli.StringFlag{Name: "kube-tools", Value: ".tools", EnvVars: []string{"REZUSCLOUD_KUBE_TOOLS"}, Usage: "where hack/kube.sh built etcd and the Kubernetes binaries (kube/<version>/, etcd/<version>/), for --emulator-kube"},
 		&cli.StringFlag{Name: "image-factory", Value: domain.DefaultImageFactory, EnvVars: []string{"REZUSCLOUD_IMAGE_FACTORY"}, Usage: "the Talos Image Factory machines install from: installers are <its host>/metal-installer/<schematic>:<version>, and node groups' schematics are registered with it (POST /schematics) before machines install them; a self-hosted factory for air-gapped sites. With --with-emulator and no --image-factory, images keep the public factory's name and schematics go to the emulator's stand-in"},
+		&cli.StringFlag{Name: "emulator-env", EnvVars: []string{"REZUSCLOUD_EMULATOR_ENV"}, Usage: "build on a node emulator run apart (`rezuscloud emulator --data-dir D`): its D/emulator/api.env; registers the Provider `emulated` on it as --with-emulator does, without running it in this process"},
 		&cli.StringFlag{Name: "emulator-listen", Value: "127.0.0.1:0", EnvVars: []string{"REZUSCLOUD_EMULATOR_LISTEN"}, Usage: "the emulator's HTTP API address (with --with-emulator)"},
 	}
 }
@@ -66,6 +67,8 @@ type infraConfig struct {
 	UpgradeConcurrency int
 	WithEmulator       bool
 	EmulatorListen     string
+	// Apart is the emulator run apart (--emulator-env), nil without.
+	Apart *apartEmulator
 	// ImageFactory is the Image Factory URL (--image-factory);
 	// ImageFactorySet says it was given, not defaulted.
 	ImageFactory    string
@@ -88,7 +91,8 @@ func infraConfigFrom(c *cli.Context) infraConfig {
 		resync = -1
 	}
 	return infraConfig{
-		Tofu: c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
+		Apart: nil, // read by serveConfigFrom (--emulator-env)
+		Tofu:  c.String("tofu"), ProviderMirror: c.String("provider-mirror"),
 		ApplyConcurrency: c.Int("apply-concurrency"), ApplyDebounce: c.Duration("apply-debounce"),
 		ApplyTimeout: c.Duration("apply-timeout"), Resync: resync, RemediationInterval: c.Duration("remediation-interval"),
 		RolloutInterval: c.Duration("rollout-interval"), UpgradeConcurrency: c.Int("upgrade-concurrency"),
@@ -157,8 +161,7 @@ func startEmulator(ctx context.Context, log *slog.Logger, dataDir string, infra 
 		return emulatorAPI{}, ctx.Err()
 	}
 	api := emulatorAPI{URL: "http://" + ln.Addr().String(), Token: emu.APIToken(), Versions: emulatedVersions(kube)}
-	env := fmt.Sprintf("%s=%s\n%s=%s\n", providers.EmulatorEndpointEnv, api.URL, providers.EmulatorTokenEnv, api.Token)
-	if err := os.WriteFile(filepath.Join(dataDir, EmulatorAPIFile), []byte(env), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dataDir, EmulatorAPIFile), emulatorEnvFile(api, kube == nil), 0o600); err != nil {
 		return emulatorAPI{}, fmt.Errorf("emulator: %w", err)
 	}
 	log.Info("talos node emulator started", "api", api.URL, "dir", filepath.Join(dataDir, "emulator"),
@@ -204,16 +207,29 @@ func emulatedVersions(kube *emulator.KubeConfig) *domain.ProviderVersions {
 // is a test or demo setup whose machines (the emulated provider's, and module
 // providers' built on the emulator) run no kubelet and no API server.
 func drainSkip(infra infraConfig) func(ng *domain.NodeGroup) string {
-	if !infra.WithEmulator {
-		return nil
-	}
-	if kube, err := emulator.KubeFromMode(infra.EmulatorKube, infra.KubeTools); err != nil || kube != nil {
+	if !infra.lightNodes() {
 		return nil
 	}
 	// Every group: module providers in tests build on the emulator too.
 	return func(*domain.NodeGroup) string {
 		return "the server runs the emulator with light nodes: they run no Kubernetes (--emulator-kube)"
 	}
+}
+
+// emulated says the server builds on the emulator: run in-process
+// (--with-emulator) or apart (--emulator-env).
+func (infra infraConfig) emulated() bool { return infra.WithEmulator || infra.Apart != nil }
+
+// lightNodes says the emulator's nodes run no Kubernetes.
+func (infra infraConfig) lightNodes() bool {
+	if infra.Apart != nil {
+		return infra.Apart.Light
+	}
+	if !infra.WithEmulator {
+		return false
+	}
+	kube, err := emulator.KubeFromMode(infra.EmulatorKube, infra.KubeTools)
+	return err == nil && kube == nil
 }
 
 // noKube is drainSkip for a whole tenant: the health probe asks it whether

@@ -36,6 +36,7 @@ func newApp() *cli.App {
 			backupCommand(),
 			restoreCommand(),
 			natsCredsCommand(),
+			emulatorCommand(),
 		},
 	}
 }

@@ -129,7 +129,17 @@ func serveConfigFrom(c *cli.Context) (serveConfig, error) {
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, n)
 	}
-	metal, err := metalAddressPolicy(c.String("metal-networks"), cfg.Infra.WithEmulator)
+	if path := c.String("emulator-env"); path != "" {
+		if cfg.Infra.WithEmulator {
+			return serveConfig{}, errors.New("--emulator-env and --with-emulator: one emulator, either apart or in this process")
+		}
+		apart, err := readEmulatorEnv(path)
+		if err != nil {
+			return serveConfig{}, err
+		}
+		cfg.Infra.Apart = apart
+	}
+	metal, err := metalAddressPolicy(c.String("metal-networks"), cfg.Infra.emulated())
 	if err != nil {
 		return serveConfig{}, err
 	}

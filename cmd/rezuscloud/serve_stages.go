@@ -289,7 +289,7 @@ func (s *serveRun) buildServices(ctx context.Context) error {
 	s.pki = talos.NewPKI(talos.PKIConfig{Cache: s.cache, Secrets: s.sealed, Store: s.store, Log: log})
 	s.talosSvc = talos.NewService(s.cache, s.pki).WithImageFactory(cfg.Infra.ImageFactory)
 	s.schematics = &schematicRegistrar{}
-	if !cfg.Infra.WithEmulator || cfg.Infra.ImageFactorySet {
+	if !cfg.Infra.emulated() || cfg.Infra.ImageFactorySet {
 		s.schematics.set(factory.New(cfg.Infra.ImageFactory, nil))
 	}
 	s.kubeClients = kubeclient.New(s.talosSvc)
@@ -479,9 +479,12 @@ func (s *serveRun) startWorkers(gctx context.Context, g *errgroup.Group) error {
 	}
 	rollouts := rollout.New(rolloutCfg)
 	goLeased(rollouts.Run)
-	if cfg.Infra.WithEmulator {
-		api, err := startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go)
-		if err != nil {
+	if cfg.Infra.emulated() {
+		var api emulatorAPI
+		if a := cfg.Infra.Apart; a != nil {
+			api = a.API
+			log.Info("building on the node emulator run apart", "api", api.URL, "light", a.Light)
+		} else if api, err = startEmulator(gctx, log, cfg.DataDir, cfg.Infra, g.Go); err != nil {
 			return err
 		}
 		if !cfg.Infra.ImageFactorySet {
