@@ -3,6 +3,8 @@ package handlers_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -248,6 +250,29 @@ func TestStateAlwaysEncryptedWithTofu(t *testing.T) {
 		require.Equal(t, st.Version.Revision, st2.Version.Revision, "nothing plain was stored")
 	})
 
+	t.Run("state written under the earlier key derivation reads under today's", func(t *testing.T) {
+		// Before issue 49 a tenant's key went through OpenTofu's default
+		// PBKDF2 (600,000 rounds of SHA-512); the state records it, so the
+		// cheaper derivation of today decrypts it and rewrites it.
+		key, err := keys.StateKey(ctx, "initech")
+		require.NoError(t, err)
+		before, err := tofu.EncryptionConfig(hex.EncodeToString(key))
+		require.NoError(t, err)
+		tf := tofuWork(t, bin, s, "initech", "apply-old-kdf")
+		tf.mustRun([]string{"TF_ENCRYPTION=" + before}, "init", "-input=false", "-no-color")
+		tf.mustRun([]string{"TF_ENCRYPTION=" + before, "TF_VAR_marker=" + pem + "kdf-1"}, "apply", "-auto-approve", "-input=false", "-no-color")
+		old, err := s.state.Get(ctx, "initech")
+		require.NoError(t, err)
+		requireSealed(t, old, "kdf-1")
+		require.Equal(t, 600000, kdfIterations(t, old.Data))
+		out := tf.mustRun([]string{encryption("initech"), "TF_VAR_marker=" + pem + "kdf-2"}, "apply", "-auto-approve", "-input=false", "-no-color")
+		require.Contains(t, out, "Apply complete")
+		now, err := s.state.Get(ctx, "initech")
+		require.NoError(t, err)
+		requireSealed(t, now, "kdf-1", "kdf-2")
+		require.Equal(t, 200000, kdfIterations(t, now.Data))
+	})
+
 	t.Run("plain state migrates on the next apply", func(t *testing.T) {
 		// State from before keys: written plain (here with the local
 		// backend) and stored as it was.
@@ -273,4 +298,19 @@ func TestStateAlwaysEncryptedWithTofu(t *testing.T) {
 		pulled := tf.mustRun([]string{enc}, "state", "pull")
 		require.Contains(t, pulled, "new-2", "tofu reads it back with the key")
 	})
+}
+
+// kdfIterations is the PBKDF2 iteration count an encrypted state records
+// (its key provider's metadata: JSON, base64 in the state's "meta").
+func kdfIterations(t *testing.T, state []byte) int {
+	t.Helper()
+	var st struct {
+		Meta map[string][]byte `json:"meta"`
+	}
+	require.NoError(t, json.Unmarshal(state, &st))
+	var m struct {
+		Iterations int `json:"iterations"`
+	}
+	require.NoError(t, json.Unmarshal(st.Meta["key_provider.pbkdf2.rezus"], &m), "%s", state)
+	return m.Iterations
 }

@@ -1,6 +1,7 @@
 package tofu
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -42,6 +43,8 @@ type parsedEncryption struct {
 	planMethod    string
 	planFallback  bool
 	planEnforced  bool
+	// kdf are the key provider's settings besides the passphrase.
+	kdf map[string]string
 }
 
 func traversalString(t *testing.T, expr hcl.Expression) string {
@@ -69,10 +72,20 @@ func parseEncryption(t *testing.T, cfg string) parsedEncryption {
 		switch blk.Type {
 		case "key_provider":
 			require.Equal(t, []string{"pbkdf2", "rezus"}, blk.Labels)
-			require.Len(t, blk.Body.Attributes, 1)
-			v, diags := blk.Body.Attributes["passphrase"].Expr.Value(nil)
-			require.False(t, diags.HasErrors(), diags.Error())
-			out.passphrase = v.AsString()
+			out.kdf = map[string]string{}
+			for name, a := range blk.Body.Attributes {
+				v, diags := a.Expr.Value(nil)
+				require.False(t, diags.HasErrors(), diags.Error())
+				if name == "passphrase" {
+					out.passphrase = v.AsString()
+					continue
+				}
+				if v.Type().FriendlyName() == "number" {
+					out.kdf[name] = v.AsBigFloat().String()
+				} else {
+					out.kdf[name] = v.AsString()
+				}
+			}
 		case "method":
 			require.Len(t, blk.Labels, 2)
 			keys := ""
@@ -121,6 +134,7 @@ func TestEncryptionConfig(t *testing.T) {
 			require.NoError(t, err)
 			p := parseEncryption(t, cfg)
 			require.Equal(t, passphrase, p.passphrase, "the passphrase survives quoting exactly")
+			require.Empty(t, p.kdf, "a passphrase (chosen by a person) gets OpenTofu's default stretching")
 			require.Equal(t, map[string]string{
 				"aes_gcm.rezus":       "key_provider.pbkdf2.rezus",
 				"unencrypted.migrate": "",
@@ -133,4 +147,20 @@ func TestEncryptionConfig(t *testing.T) {
 			require.False(t, p.planFallback)
 		})
 	}
+}
+
+// TestKeyEncryptionConfig: a tenant's generated key (32 random bytes) gets
+// the least PBKDF2 work OpenTofu accepts, which is what every tofu command
+// spends on each state read and write (issue 49).
+func TestKeyEncryptionConfig(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	cfg, err := KeyEncryptionConfig(key)
+	require.NoError(t, err)
+	p := parseEncryption(t, cfg)
+	require.Equal(t, hex.EncodeToString(key), p.passphrase)
+	require.Equal(t, map[string]string{"iterations": "200000", "hash_function": "sha256"}, p.kdf)
+	require.Equal(t, "method.aes_gcm.rezus", p.stateMethod)
+	require.True(t, p.planEnforced)
+	_, err = KeyEncryptionConfig(key[:8])
+	require.Error(t, err)
 }
