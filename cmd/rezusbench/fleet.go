@@ -20,16 +20,17 @@ func fleetCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "fleet",
 		Usage: "build a fleet of tenants through the API and tofu, sweep its health once, and roll a Talos version across it in waves",
-		Description: "Starts `rezuscloud serve --with-emulator --emulator-kube off` as a child process (light emulated\n" +
-			"nodes), creates --tenants tenants of 1 control plane and --workers workers each through the API\n" +
-			"(tofu builds them), waits until every machine is running, probes every tenant's health once\n" +
-			"(--sweep-concurrency at a time), then creates a Rollout of --to over all of them (--waves,\n" +
-			"--parallel tenants at once, --soak) and waits until it succeeds. It reports the time of each\n" +
-			"phase, the rollout's wall clock against what the emulator's delays make the least it can take,\n" +
-			"and the server's RSS (with the in-process emulator) and CPU seconds (with its tofu children).\n" +
-			"With --cluster N > 1 it starts N replicas in one embedded NATS cluster (as `rezusbench api\n" +
-			"--cluster`), runs the emulator in rezusbench, spreads its requests round robin, and reports\n" +
-			"each replica's share: tenants, applies and CPU seconds; CPU figures are then the replicas' sum.",
+		Description: "Starts the light node emulator as its own process (`rezuscloud emulator --emulator-kube off`)\n" +
+			"and `rezuscloud serve --emulator-env` on it as a child process, creates --tenants tenants of 1\n" +
+			"control plane and --workers workers each through the API (tofu builds them), waits until every\n" +
+			"machine is running, probes every tenant's health once (--sweep-concurrency at a time), then\n" +
+			"creates a Rollout of --to over all of them (--waves, --parallel tenants at once, --soak), waits\n" +
+			"until it succeeds and every tenant is reconciled with the version written back. It reports the\n" +
+			"time of each phase, the rollout's wall clock against what the emulator's delays make the least\n" +
+			"it can take, and the server's RSS and CPU seconds (with its tofu children; the emulator's are\n" +
+			"not in them). With --cluster N > 1 it starts N replicas in one embedded NATS cluster (as\n" +
+			"`rezusbench api --cluster`), spreads its requests round robin, and reports each replica's share:\n" +
+			"tenants, applies and CPU seconds; CPU figures are then the replicas' sum.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "tenants", Value: 1000, Usage: "tenants to build"},
 			&cli.IntFlag{Name: "workers", Value: 2, Usage: "workers per tenant (each has one control plane too)"},
@@ -73,13 +74,12 @@ func runBenchFleet(c *cli.Context) error {
 		return err
 	}
 	replicas := c.Int("cluster")
-	var emu *fleetEmulator
-	if replicas > 1 {
-		if emu, err = startFleetEmulator(ctx, dir); err != nil {
-			return err
-		}
+	emu, stopEmu, err := startFleetEmulator(ctx, exe, dir)
+	if err != nil {
+		return err
 	}
-	env, stop, err := startBenchCluster(ctx, exe, dir, replicas, c.String("profile"), "", "--with-emulator", "--emulator-kube", "off",
+	defer stopEmu()
+	env, stop, err := startBenchCluster(ctx, exe, dir, replicas, c.String("profile"), "", "--emulator-env", emu.envFile,
 		"--tofu", c.String("tofu"), "--provider-mirror", c.String("provider-mirror"), "--apply-debounce", "500ms", "--resync", "0",
 		"--drift-interval", "0", "--apply-concurrency", strconv.Itoa(c.Int("apply-concurrency")),
 		"--upgrade-concurrency", strconv.Itoa(parallel), "--rollout-interval", "2s")
@@ -87,11 +87,6 @@ func runBenchFleet(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	if emu != nil {
-		if err := emu.takeOver(ctx, env, dir, replicas); err != nil {
-			return err
-		}
-	}
 	if err := env.waitFor(ctx, 60*time.Second, func() (bool, error) {
 		code, _, err := env.request(ctx, http.MethodGet, "/api/v1/providers/emulated", "", "")
 		return code == http.StatusOK, err
@@ -99,9 +94,9 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("the emulated provider was not registered: %w", err)
 	}
 	machines := n * (1 + workers)
-	where := "light emulator in-process"
+	where := "light emulator in its own process (not in the figures)"
 	if replicas > 1 {
-		where = fmt.Sprintf("%d replicas in one embedded NATS cluster, light emulator in rezusbench; CPU is the replicas' sum, RSS the first's", replicas)
+		where = fmt.Sprintf("%d replicas in one embedded NATS cluster, light emulator in its own process; CPU is the replicas' sum, RSS the first's", replicas)
 	}
 	fmt.Printf("fleet: %d tenants x (1 control plane + %d workers) = %d machines, %s, %d CPUs\n", n, workers, machines, where, runtime.NumCPU())
 	each0 := env.cpuEach()
@@ -137,10 +132,8 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("building the fleet: %w", err)
 	}
 	built := time.Since(start)
-	if emu != nil {
-		if err := emu.built(machines); err != nil {
-			return err
-		}
+	if err := emu.built(ctx, machines); err != nil {
+		return err
 	}
 	each1 := env.cpuEach()
 	cpu1 := sumTicks(each1)
@@ -164,6 +157,10 @@ func runBenchFleet(c *cli.Context) error {
 	spec := domain.RolloutSpec{Change: domain.RolloutChange{TalosVersion: c.String("to")}, TenantSelector: "fleet=bench", Waves: waves, Soak: c.Duration("soak").String()}
 	raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "fleet-bench"}, "spec": spec})
 	cpu2 := env.cpuTicks()
+	appliesBefore, _, _, err := fleetApplies(ctx, env)
+	if err != nil {
+		return err
+	}
 	rolloutStart := time.Now()
 	if err := env.expect(ctx, http.StatusCreated, "/api/v1/rollouts", string(raw)); err != nil {
 		return err
@@ -197,8 +194,8 @@ func runBenchFleet(c *cli.Context) error {
 	fmt.Printf("  rollout: %s to %d tenants in %s (%d waves: %s); the emulator's delays make at least %s (%d machines a tenant one after another, %s each), overhead %s (%.0f%%)\n",
 		spec.Change.Description(), ro.Status.Counts.Done, rollout.Round(time.Second), len(waves), domain.FormatWaves(waves),
 		least.Round(time.Second), 1+workers, fleetEmulatedDelay, (rollout - least).Round(time.Second), 100*float64(rollout-least)/float64(least))
-	included := "emulator included"
-	if emu != nil {
+	included := "the server's alone"
+	if replicas > 1 {
 		included = "the first replica's"
 	}
 	fmt.Printf("    server CPU %.0f s during the rollout; RSS %d MiB (peak %d MiB over the whole run, %s)\n",
@@ -211,24 +208,31 @@ func runBenchFleet(c *cli.Context) error {
 		return fmt.Errorf("%d of %d machines report %s after the rollout", running, machines, c.String("to"))
 	}
 	fmt.Printf("  every machine (%d) reports %s\n", machines, c.String("to"))
-	// Each upgrade wrote its version into the tenant's spec, which the apply
-	// worker plans and applies (it changes nothing): part of the cost.
+	// Each upgrade wrote its version into the tenant's spec, which queues a
+	// run of the apply worker; tofu would change nothing, so since issue 49
+	// the run makes no Apply. Settled: every tenant reconciled at its
+	// generation and no Apply open.
 	settleStart := time.Now()
-	var applies int
+	var applies, unchanged int
 	if err := env.waitFor(ctx, c.Duration("timeout"), func() (bool, error) {
 		total, open, failed, err := fleetApplies(ctx, env)
 		applies = total
 		if err == nil && failed != "" {
 			err = fmt.Errorf("an apply failed: %s", failed)
 		}
-		return open == 0, err
+		if err != nil || open > 0 {
+			return false, err
+		}
+		var behind int
+		behind, unchanged, err = fleetReconciled(ctx, env)
+		return behind == 0, err
 	}); err != nil {
 		return fmt.Errorf("settling: %w", err)
 	}
 	each4 := env.cpuEach()
 	cpu4 := sumTicks(each4)
-	fmt.Printf("  settled: the applies of the version written back ran %s after the rollout (%d applies in all, %.1f a tenant); server CPU %.0f s\n",
-		time.Since(settleStart).Round(time.Second), applies, float64(applies)/float64(n), float64(cpu4-cpu3)/clockTicks)
+	fmt.Printf("  settled: every tenant reconciled with the version written back %s after the rollout; %d applies after it (%d in all, %.1f a tenant), %d tenants say NothingToApply; server CPU %.0f s\n",
+		time.Since(settleStart).Round(time.Second), applies-appliesBefore, applies, float64(applies)/float64(n), unchanged, float64(cpu4-cpu3)/clockTicks)
 	fmt.Printf("  in all: %.0f CPU-s of the server and its tofu processes\n", float64(cpu4-cpu0)/clockTicks)
 	if replicas > 1 {
 		return printReplicaShares(ctx, env, each0, each1, each4)
@@ -255,6 +259,28 @@ func fleetApplies(ctx context.Context, env *benchEnv) (total, open int, failed s
 		}
 	}
 	return len(l.Items), open, failed, nil
+}
+
+// fleetReconciled counts the tenants not reconciled at their generation
+// yet, and those whose last run found nothing for tofu to act on.
+func fleetReconciled(ctx context.Context, env *benchEnv) (behind, unchanged int, err error) {
+	code, b, err := env.request(ctx, http.MethodGet, "/api/v1/tenants?labelSelector=fleet%3Dbench", "", "")
+	if err != nil || code != http.StatusOK {
+		return 0, 0, fmt.Errorf("listing tenants: %d %w", code, err)
+	}
+	var l struct{ Items []domain.Tenant }
+	if err := json.Unmarshal(b, &l); err != nil {
+		return 0, 0, err
+	}
+	for _, t := range l.Items {
+		c := domain.FindCondition(t.Status.Conditions, "Reconciled")
+		if t.Status.ObservedGeneration != t.Metadata.Generation || c == nil || c.Status != "True" {
+			behind++
+		} else if c.Reason == "NothingToApply" {
+			unchanged++
+		}
+	}
+	return behind, unchanged, nil
 }
 
 func fleetTenant(i int) string { return fmt.Sprintf("f%04d", i) }

@@ -3,82 +3,96 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
-	"github.com/rezuscloud/rezuscloud/emulator"
 	"github.com/rezuscloud/rezuscloud/providers"
 )
 
-// fleetEmulator is the light node emulator a fleet on several replicas
-// builds in, run in this process: then the replicas' CPU figures are
-// theirs and their tofu's only, not one replica's with every node's.
+// fleetEmulator is the light node emulator the fleet builds on, run as its
+// own process (`rezuscloud emulator`, issue 49): the server's (or each
+// replica's) CPU and RSS figures are then its own and its tofu's, not the
+// nodes'. Every replica builds on it (`serve --emulator-env`).
 type fleetEmulator struct {
-	emu        *emulator.Emulator
-	url, token string
+	url, token, envFile string
 }
 
-// startFleetEmulator runs the emulator until ctx ends, with the delays of
-// the one `serve --with-emulator` runs (fleetEmulatedDelay).
-func startFleetEmulator(ctx context.Context, dir string) (*fleetEmulator, error) {
-	emu, err := emulator.New(emulator.Config{StateDir: filepath.Join(dir, "emulator"), ShutdownDelay: emulator.InteractiveShutdownDelay})
-	if err != nil {
-		return nil, fmt.Errorf("starting the emulator: %w", err)
+// startFleetEmulator runs `exe emulator` with light nodes until stop, with
+// the delays `serve --with-emulator` has (fleetEmulatedDelay).
+func startFleetEmulator(ctx context.Context, exe, dir string) (*fleetEmulator, func(), error) {
+	emuDir := filepath.Join(dir, "emulator-apart")
+	cmd := exec.CommandContext(ctx, exe, "emulator", "--data-dir", emuDir, "--emulator-kube", "off", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
 	}
-	srv := &http.Server{Handler: emu.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = emu.Run(ctx) }()
-	go func() { _ = srv.Serve(ln) }()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	select {
-	case <-emu.Ready():
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	return &fleetEmulator{emu: emu, url: "http://" + ln.Addr().String(), token: emu.APIToken()}, nil
-}
-
-// takeOver points the Provider `emulated` at this emulator. Each replica
-// runs `serve --with-emulator --emulator-kube off`, so that every one of
-// them knows the nodes are light (no Kubernetes to drain or probe), and
-// registers its own idle emulator at start: once every replica has (each
-// wrote its emulator/api.env under its data dir first), the credentials
-// are replaced with this emulator's. built checks it took.
-func (f *fleetEmulator) takeOver(ctx context.Context, env *benchEnv, dir string, replicas int) error {
-	if err := env.waitFor(ctx, 60*time.Second, func() (bool, error) {
-		for i := range replicas {
-			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("node%d", i), "emulator", "api.env")); err != nil {
-				return false, nil
+	f := &fleetEmulator{envFile: filepath.Join(emuDir, "emulator", "api.env")}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if b, err := os.ReadFile(f.envFile); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				k, v, _ := strings.Cut(l, "=")
+				switch k {
+				case providers.EmulatorEndpointEnv:
+					f.url = v
+				case providers.EmulatorTokenEnv:
+					f.token = v
+				}
+			}
+			if f.url != "" && f.token != "" {
+				return f, stop, nil
 			}
 		}
-		code, _, err := env.request(ctx, http.MethodGet, "/api/v1/providers/emulated", "", "")
-		return code == http.StatusOK, err
-	}); err != nil {
-		return fmt.Errorf("the replicas did not register their emulators: %w", err)
+		select {
+		case <-exited:
+			return nil, nil, errors.New("the emulator process exited before it wrote its api.env")
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, nil, fmt.Errorf("the emulator wrote no %s within a minute", f.envFile)
+		}
 	}
-	code, b, err := env.request(ctx, http.MethodPut, "/api/v1/credentials/emulated", "application/json",
-		fmt.Sprintf(`{"data":{%q:%q,%q:%q}}`, providers.EmulatorEndpointEnv, f.url, providers.EmulatorTokenEnv, f.token))
-	if err == nil && code != http.StatusCreated && code != http.StatusOK {
-		err = fmt.Errorf("pointing the Provider emulated at rezusbench's emulator: %d %s", code, b)
-	}
-	return err
 }
 
-// built fails unless every machine of the fleet is a node of this emulator:
-// a replica that registered its own after takeOver would have got some.
-func (f *fleetEmulator) built(machines int) error {
-	if n := len(f.emu.List()); n != machines {
-		return fmt.Errorf("rezusbench's emulator has %d of the %d machines: a replica registered its own emulator late", n, machines)
+// built fails unless every machine of the fleet is a node of this emulator.
+func (f *fleetEmulator) built(ctx context.Context, machines int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/v1/nodes", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var l struct{ Items []json.RawMessage }
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return err
+	}
+	if len(l.Items) != machines {
+		return fmt.Errorf("the emulator has %d of the %d machines", len(l.Items), machines)
 	}
 	return nil
 }

@@ -100,7 +100,9 @@ func TestFleetBenchRuns(t *testing.T) {
 	require.NoError(t, err, out)
 	for _, want := range []string{"fleet: 12 tenants x (1 control plane + 2 workers) = 36 machines", "built: 36 machines running",
 		"health sweep: 12 tenants (36 machines) probed in", "12 Ready", "rollout: Talos v1.13.1 to 12 tenants in",
-		"every machine (36) reports v1.13.1", "settled:"} {
+		"every machine (36) reports v1.13.1", "settled:",
+		// Issue 49: the version written back makes no Apply.
+		"0 applies after it", "12 tenants say NothingToApply"} {
 		require.Contains(t, out, want)
 	}
 }
