@@ -26,7 +26,8 @@ func (e *NoLeaderError) Error() string {
 // Unwrap makes it a nats.ErrTimeout.
 func (e *NoLeaderError) Unwrap() error { return nats.ErrTimeout }
 
-// leaderGetTimeout bounds leaderLastMsg when its caller set no deadline.
+// leaderGetTimeout bounds one leaderLastMsg request (a caller's earlier
+// deadline ends it sooner).
 var leaderGetTimeout = 5 * time.Second // a variable for its test
 
 // leaderLastMsg reads a stream's newest message on subject from the
@@ -38,20 +39,19 @@ var leaderGetTimeout = 5 * time.Second // a variable for its test
 //
 // A stream without a leader (just created, or electing one) leaves the
 // request unanswered: every server listens on the API subject, so there is
-// no "no responders" either. Without a deadline of the caller's the wait
-// is bounded by leaderGetTimeout, nats.go's own API timeout, and ends in
-// a NoLeaderError, which Load and ClusterNotReady retry.
+// no "no responders" either. The wait is bounded by leaderGetTimeout,
+// nats.go's own API timeout, also under a caller's later deadline, and ends
+// in a NoLeaderError, which Load and ClusterNotReady retry.
 func leaderLastMsg(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
 	if err != nil {
 		return nil, err
 	}
-	rctx := ctx
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(ctx, leaderGetTimeout)
-		defer cancel()
-	}
+	// Bounded whatever the caller's deadline: an apply run's is 30 minutes,
+	// and a run whose state read met a leader election waited all of it
+	// (CI, TestRollingUpgradeFromTheLastRelease: an Apply in Planning for good).
+	rctx, cancel := context.WithTimeout(ctx, leaderGetTimeout)
+	defer cancel()
 	resp, err := nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		if rctx.Err() != nil && ctx.Err() == nil {

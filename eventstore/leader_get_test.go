@@ -42,12 +42,18 @@ func TestLeaderReadWithoutALeaderEnds(t *testing.T) {
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	require.NoError(t, nc.Flush())
 
-	_, err = eventstore.LeaderLastMsg(context.Background(), nc, "KV_x", "$KV.x.k")
-	var noLeader *eventstore.NoLeaderError
-	require.ErrorAs(t, err, &noLeader)
-	require.ErrorIs(t, err, nats.ErrTimeout, "retried by Load as a timeout")
-	require.True(t, eventstore.ClusterNotReady(err), "retried as a cluster not ready yet: %v", err)
-	<-heard
+	// Without a deadline (the data-format check at start), and with a long
+	// one (an apply run's 30 minutes, which a run waited out in Planning).
+	long, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, ctx := range []context.Context{context.Background(), long} {
+		_, err = eventstore.LeaderLastMsg(ctx, nc, "KV_x", "$KV.x.k")
+		var noLeader *eventstore.NoLeaderError
+		require.ErrorAs(t, err, &noLeader)
+		require.ErrorIs(t, err, nats.ErrTimeout, "retried by Load as a timeout")
+		require.True(t, eventstore.ClusterNotReady(err), "retried as a cluster not ready yet: %v", err)
+		<-heard
+	}
 }
 
 // The 503 of nats.go's own APIError (a KV watch's consumer returns it
