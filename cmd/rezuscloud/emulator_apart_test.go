@@ -1,3 +1,5 @@
+//go:build !e2e && !browser
+
 package main
 
 import (
