@@ -58,20 +58,10 @@ func (r *autoscaleRun) startAutoscaler(ctx context.Context, bin string, scan, un
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
+	exited, stop, err := startChild(cmd, os.Interrupt, 10*time.Second, func() { logf.Close() })
+	if err != nil {
 		logf.Close()
 		return nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
 	}
 	// Its main loop sets cluster_autoscaler_last_activity{activity="main"}.
 	err = r.env.waitFor(ctx, 2*time.Minute, func() (bool, error) {

@@ -32,19 +32,9 @@ func startFleetEmulator(ctx context.Context, exe, dir string) (*fleetEmulator, f
 	emuDir := filepath.Join(dir, "emulator-apart")
 	cmd := exec.CommandContext(ctx, exe, "emulator", "--data-dir", emuDir, "--emulator-kube", "off", "--log-level", "warn")
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	exited, stop, err := startChild(cmd, syscall.SIGTERM, 20*time.Second, nil)
+	if err != nil {
 		return nil, nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
 	}
 	f := &fleetEmulator{envFile: filepath.Join(emuDir, "emulator", "api.env")}
 	deadline := time.Now().Add(time.Minute)
@@ -219,4 +209,30 @@ func printReplicaShares(ctx context.Context, env *benchEnv, start, built, end []
 	self, _ := cpuTicks(os.Getpid())
 	fmt.Printf("  rezusbench with the emulator in it: %.0f CPU-s since it started\n", float64(self)/clockTicks)
 	return nil
+}
+
+// startChild starts cmd and answers a channel closed once it exited (after
+// done, when given) and a stop that sends it sig and kills it after grace.
+func startChild(cmd *exec.Cmd, sig os.Signal, grace time.Duration, done func()) (<-chan struct{}, func(), error) {
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		if done != nil {
+			done()
+		}
+		close(exited)
+	}()
+	stop := func() {
+		_ = cmd.Process.Signal(sig)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	return exited, stop, nil
 }
