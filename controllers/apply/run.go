@@ -129,6 +129,14 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 	}
 	// The run's own context may be over (canceled, timed out); the record must still be written.
 	wctx := context.WithoutCancel(ctx)
+	// The record goes before the status: whoever sees the Apply succeeded
+	// finds what it applied recorded.
+	if end == endSucceeded && !destroy && res.applied != nil {
+		res.applied.Generation = spec.Generation
+		if err := writeApplied(w.tenantDir(tenant), res.applied); err != nil {
+			log.Warn("apply worker: recording what the run applied (the next run runs tofu)", "err", err)
+		}
+	}
 	w.writeApplyStatus(wctx, tenant, name, final)
 	if destroy && end == endSucceeded {
 		w.finishDestroy(wctx, tenant)
@@ -146,12 +154,6 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		}
 		s.Machines = w.machineCounts(tenant)
 	})
-	if end == endSucceeded && !destroy && res.applied != nil {
-		res.applied.Generation = spec.Generation
-		if err := writeApplied(w.tenantDir(tenant), res.applied); err != nil {
-			log.Warn("apply worker: recording what the run applied (the next run runs tofu)", "err", err)
-		}
-	}
 	w.prune(wctx, tenant)
 	if err != nil {
 		log.Warn("apply worker: run failed", "operation", spec.Operation, "err", err, "canceled", end == endCanceled)
