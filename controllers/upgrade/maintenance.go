@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 	"github.com/rezuscloud/rezuscloud/projections"
@@ -38,7 +39,8 @@ func (r *upgradeRun) awaitMaintenance(ctx context.Context) bool {
 				}
 			}
 		}
-		if r.sleep(ctx) != nil {
+		// A window opens in minutes or hours: no quick first looks.
+		if r.sleep(ctx, time.Time{}) != nil {
 			return false
 		}
 	}

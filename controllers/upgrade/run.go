@@ -235,9 +235,10 @@ func (r *upgradeRun) machine(name string) (*domain.Machine, error) {
 	return m, err
 }
 
-// sleep waits one poll interval.
-func (r *upgradeRun) sleep(ctx context.Context) error {
-	t := time.NewTimer(r.s.cfg.PollInterval)
+// sleep waits before the next look at a node, in a wait that began at
+// since (pollDelay).
+func (r *upgradeRun) sleep(ctx context.Context, since time.Time) error {
+	t := time.NewTimer(pollDelay(r.s.cfg.Now().Sub(since), r.s.cfg.PollInterval))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -245,4 +246,18 @@ func (r *upgradeRun) sleep(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// firstPoll is the shortest pause between two looks at a node.
+const firstPoll = 250 * time.Millisecond
+
+// pollDelay is the pause before the next look at a node after waiting for
+// it for waited: an eighth of the wait so far, at least firstPoll and at
+// most most (Config.PollInterval). A look therefore comes at most an
+// eighth late: a node that reboots in 7 s is seen back within a second,
+// not two (issue 49: the fixed 2 s poll was most of a fleet rollout's
+// overhead over the emulator's delays), and a wait of minutes still asks
+// only every PollInterval.
+func pollDelay(waited, most time.Duration) time.Duration {
+	return min(max(waited/8, min(firstPoll, most)), most)
 }

@@ -94,7 +94,9 @@ type Config struct {
 	Schematics SchematicRegistrar
 	// CallTimeout bounds one Talos API call; default 10s.
 	CallTimeout time.Duration
-	// PollInterval is how often a node is asked while the saga waits for it; default 2s.
+	// PollInterval is the longest pause between two looks at a node while
+	// the saga waits for it; a wait looks sooner at first (pollDelay: an
+	// eighth of the time waited, at least 250ms); default 2s.
 	PollInterval time.Duration
 	// PrecheckTimeout is how long a machine's step waits for the node to be
 	// reachable and, for a control plane, for etcd to keep quorum without it,

@@ -293,13 +293,14 @@ const resumeSettle = 30 * time.Second
 // settledVersion is the node's version once it answers, or "" when it stays
 // silent for resumeSettle.
 func (r *upgradeRun) settledVersion(ctx context.Context, m *domain.Machine, e domain.UpgradeMachine) string {
-	deadline := r.s.cfg.Now().Add(min(resumeSettle, r.s.cfg.RebootTimeout))
+	since := r.s.cfg.Now()
+	deadline := since.Add(min(resumeSettle, r.s.cfg.RebootTimeout))
 	for {
 		v, err := r.build(ctx, m, e)
 		if err == nil {
 			return v
 		}
-		if ctx.Err() != nil || r.s.cfg.Now().After(deadline) || r.sleep(ctx) != nil {
+		if ctx.Err() != nil || r.s.cfg.Now().After(deadline) || r.sleep(ctx, since) != nil {
 			return ""
 		}
 	}

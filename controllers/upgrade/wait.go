@@ -12,7 +12,7 @@ import (
 // on the wrong version); else last, the answer that keeps it waiting.
 type waitCheck func(ctx context.Context) (done bool, last, stop string)
 
-// await polls check every PollInterval until it is done, stops, or the
+// await polls check (pollDelay apart) until it is done, stops, or the
 // step's deadline passes, and answers "" when done, the stop, or the
 // deadline problem naming the stage, what it waited for and the last
 // answer. The wait is recorded in the machine's step (domain.StepWait)
@@ -24,6 +24,7 @@ func (r *upgradeRun) await(ctx context.Context, name, stage, what string, timeou
 	prev := r.entry(name).Wait
 	w := domain.BeginWait(prev, what, r.s.cfg.Now(), timeout)
 	recorded := prev
+	since := r.s.cfg.Now()
 	for {
 		done, last, stop := check(ctx)
 		switch {
@@ -50,7 +51,7 @@ func (r *upgradeRun) await(ctx context.Context, name, stage, what string, timeou
 				r.s.cfg.Log.Warn("upgrade saga: recording a wait", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "machine", name, "err", err)
 			}
 		}
-		if r.sleep(ctx) != nil {
+		if r.sleep(ctx, since) != nil {
 			return ""
 		}
 	}
