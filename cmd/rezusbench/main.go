@@ -35,6 +35,7 @@ func newApp() *cli.App {
 			autoscaleCommand(),
 			driftCommand(),
 			fleetCommand(),
+			cpuPhasesCommand(),
 		},
 	}
 }
