@@ -48,6 +48,7 @@ TALOS_PROVIDER_VERSION=0.8.0
 OPENSTACK_PROVIDER_VERSION=3.4.0
 HCLOUD_PROVIDER_VERSION=1.52.0
 EMULATED_PROVIDER_VERSION=0.1.0
+REZUSCLOUD_PROVIDER_VERSION=0.1.0 # tfprovider.Version
 export GOWORK=off
 mkdir -p "$tools/bin" "$tools/stamps" "$tools/logs" "$mirror"
 
@@ -81,17 +82,17 @@ build_module() {
 	echo "$name: built $module@$version in $(since "$start")"
 }
 
-# build_local_emulated OUT builds this repository's emulated provider into
-# OUT. Its stamp is a hash of the sources of every package of this module it
-# is made of and of the versions of the modules it links, so an edit
-# elsewhere does not rebuild it.
-build_local_emulated() {
-	local out=$1 start stamp rel
+# build_local NAME PACKAGE OUT builds this repository's PACKAGE (a provider)
+# into OUT. Its stamp is a hash of the sources of every package of this
+# module it is made of and of the versions of the modules it links, so an
+# edit elsewhere does not rebuild it.
+build_local() {
+	local name=$1 pkg=$2 out=$3 start stamp rel
 	local -a dirs
-	mapfile -t dirs < <(cd "$root" && go list -deps -f '{{with .Module}}{{if .Main}}{{$.Dir}}{{end}}{{end}}' ./cmd/terraform-provider-emulated)
+	mapfile -t dirs < <(cd "$root" && go list -deps -f '{{with .Module}}{{if .Main}}{{$.Dir}}{{end}}{{end}}' "$pkg")
 	stamp=$(
 		cd "$root"
-		go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{end}}' ./cmd/terraform-provider-emulated | sort -u
+		go list -deps -f '{{with .Module}}{{.Path}}@{{.Version}}{{end}}' "$pkg" | sort -u
 		# Paths relative to the root: a copy of the repository elsewhere
 		# (the README test's) has the same stamp.
 		for d in "${dirs[@]}"; do
@@ -102,16 +103,16 @@ build_local_emulated() {
 		echo "$gover $platform"
 	)
 	stamp=$(sha256sum <<<"$stamp" | cut -d' ' -f1)
-	if up_to_date emulated "$out" "$stamp"; then
-		echo "emulated: up to date"
+	if up_to_date "$name" "$out" "$stamp"; then
+		echo "$name: up to date"
 		return 0
 	fi
 	start=$(now)
 	mkdir -p "$(dirname "$out")"
-	(cd "$root" && go build -trimpath -o "$out.tmp" ./cmd/terraform-provider-emulated)
+	(cd "$root" && go build -trimpath -o "$out.tmp" "$pkg")
 	mv -f "$out.tmp" "$out"
-	printf '%s\n' "$stamp" >"$tools/stamps/emulated"
-	echo "emulated: built in $(since "$start")"
+	printf '%s\n' "$stamp" >"$tools/stamps/$name"
+	echo "$name: built in $(since "$start")"
 }
 
 # provider_path HOST/NAMESPACE/TYPE VERSION prints the provider's binary path in the mirror.
@@ -150,11 +151,17 @@ build_hcloud() {
 }
 
 build_emulated() {
-	build_local_emulated "$(provider_path registry.opentofu.org/rezuscloud/emulated "$EMULATED_PROVIDER_VERSION")"
+	build_local emulated ./cmd/terraform-provider-emulated "$(provider_path registry.opentofu.org/rezuscloud/emulated "$EMULATED_PROVIDER_VERSION")"
+}
+
+# rezuscloud is RezusCloud's own provider (tfprovider): users declare
+# tenants with it; examples/terraform runs it from the mirror.
+build_rezuscloud() {
+	build_local rezuscloud ./cmd/terraform-provider-rezuscloud "$(provider_path registry.opentofu.org/rezuscloud/rezuscloud "$REZUSCLOUD_PROVIDER_VERSION")"
 }
 
 # The builds, longest first so the short ones fill in beside it.
-names=(tofu talos hcloud openstack emulated)
+names=(tofu talos hcloud openstack emulated rezuscloud)
 total=$(now)
 declare -A pids=()
 failed=()

@@ -1,0 +1,204 @@
+package tfprovider
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fleetConfig declares one of everything, with nodes as the workers'
+// count and extra as more of the tenant's attributes.
+func fleetConfig(workers int, extra string) string {
+	return fmt.Sprintf(`
+terraform {
+  required_providers {
+    rezuscloud = { source = "rezuscloud/rezuscloud" }
+  }
+}
+
+resource "rezuscloud_provider" "emu" {
+  name   = "emu"
+  type   = "emulated"
+  config = jsonencode({ endpoint = "http://127.0.0.1:8089" })
+}
+
+resource "rezuscloud_tenant" "acme" {
+  name          = "acme"
+  labels        = { env = "prod" }
+  talos_version = "1.13.0"
+  maintenance   = jsonencode({ windows = [{ days = ["Sat"], start = "02:00", duration = "4h" }] })
+  %s
+}
+
+resource "rezuscloud_node_group" "cp" {
+  tenant         = rezuscloud_tenant.acme.name
+  name           = "cp"
+  role           = "controlplane"
+  machines       = 1
+  infrastructure = rezuscloud_provider.emu.name
+}
+
+resource "rezuscloud_node_group" "workers" {
+  tenant         = rezuscloud_tenant.acme.name
+  name           = "workers"
+  role           = "worker"
+  machines       = %d
+  infrastructure = rezuscloud_provider.emu.name
+  node_labels    = { pool = "general" }
+  taints         = jsonencode([{ key = "dedicated", value = "general", effect = "NoSchedule" }])
+}
+
+resource "rezuscloud_config_patch" "ntp" {
+  tenant      = rezuscloud_tenant.acme.name
+  name        = "ntp"
+  target_kind = "all"
+  patch       = "machine:\n  time:\n    servers: [time.example.com]\n"
+}
+
+resource "rezuscloud_user" "ops" {
+  name     = "ops"
+  role     = "view"
+  password = "a-long-password-for-ops"
+}
+
+resource "rezuscloud_group_binding" "sre" {
+  name   = "sre"
+  groups = ["sre"]
+  role   = "edit"
+}
+
+resource "rezuscloud_api_token" "ci" {
+  name        = "ci"
+  description = "the CI's token"
+}
+
+resource "rezuscloud_rollout" "upgrade" {
+  name            = "talos-1-13-1"
+  change          = jsonencode({ talosVersion = "v1.13.1" })
+  tenant_selector = "env=staging"
+  paused          = true
+}
+
+output "token" {
+  value     = rezuscloud_api_token.ci.token
+  sensitive = true
+}
+`, extra, workers)
+}
+
+// TestProviderAgainstTheRealServer: every resource is created, read back
+// with an empty second plan, updated, imported and destroyed through the
+// real tofu and the real server; a change made outside tofu shows as
+// drift; the API's error lands on the attribute at fault.
+func TestProviderAgainstTheRealServer(t *testing.T) {
+	s := startServer(t)
+	w := newWorkspace(t, s)
+
+	// Create.
+	w.write(fleetConfig(2, ""))
+	w.apply()
+	w.planEmpty("after the create (server defaults, a version without its v, JSON with defaults)")
+	code, ng := s.api(t, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
+	require.Equal(t, http.StatusOK, code)
+	require.EqualValues(t, 2, ng["spec"].(map[string]any)["count"])
+	code, tn := s.api(t, http.MethodGet, "/api/v1/tenants/acme", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "v1.13.0", tn["spec"].(map[string]any)["talosVersion"], "the server's form")
+	out, _ := w.run("output", "-raw", "token")
+	require.True(t, strings.HasPrefix(out, "rzt_ci_"), "the token's secret from its create: %q", out)
+
+	// Update.
+	w.write(fleetConfig(3, `dns_domain = "acme.internal"`))
+	w.apply()
+	w.planEmpty("after the update")
+	_, ng = s.api(t, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
+	require.EqualValues(t, 3, ng["spec"].(map[string]any)["count"])
+
+	// A change outside tofu is drift: the plan puts it back.
+	code, _ = s.api(t, http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"spec":{"count":5}}`)
+	require.Equal(t, http.StatusOK, code)
+	plan := w.planChanges("a count changed through the API")
+	require.Contains(t, plan, "machines")
+	require.Contains(t, plan, "5 -> 3")
+	w.apply()
+	w.planEmpty("after putting the drift back")
+
+	// Import: a second workspace adopts every object and plans nothing.
+	imp := newWorkspace(t, s)
+	imports := `
+import {
+  to = rezuscloud_provider.emu
+  id = "emu"
+}
+import {
+  to = rezuscloud_tenant.acme
+  id = "acme"
+}
+import {
+  to = rezuscloud_node_group.cp
+  id = "acme/cp"
+}
+import {
+  to = rezuscloud_node_group.workers
+  id = "acme/workers"
+}
+import {
+  to = rezuscloud_config_patch.ntp
+  id = "acme/ntp"
+}
+import {
+  to = rezuscloud_group_binding.sre
+  id = "sre"
+}
+import {
+  to = rezuscloud_rollout.upgrade
+  id = "talos-1-13-1"
+}
+`
+	// In the server's forms (a version with its v, the window's default
+	// time zone): a configuration in other forms plans one in-place
+	// update after an import, which changes nothing on the server.
+	cfg := strings.NewReplacer(`talos_version = "1.13.0"`, `talos_version = "v1.13.0"`,
+		`duration = "4h" }`, `duration = "4h", timeZone = "UTC" }`).Replace(fleetConfig(3, `dns_domain = "acme.internal"`))
+	// The user's password and the token's secret are never read back:
+	// those two are left out of the import.
+	cfg = cfg[:strings.Index(cfg, `resource "rezuscloud_user"`)] + cfg[strings.Index(cfg, `resource "rezuscloud_group_binding"`):]
+	cfg = cfg[:strings.Index(cfg, `resource "rezuscloud_api_token"`)] + cfg[strings.Index(cfg, `resource "rezuscloud_rollout"`):strings.Index(cfg, `output "token"`)]
+	imp.write(cfg + imports)
+	out, code = imp.run("apply", "-auto-approve", "-input=false")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "7 imported, 0 added, 0 changed, 0 destroyed", "import alone changes nothing")
+	imp.planEmpty("after the import")
+	out, code = imp.run("import", "rezuscloud_node_group.cp", "acme")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "want TENANT/NAME")
+
+	// The API's refusal lands on the attribute at fault.
+	w.write(fleetConfig(3, `dns_domain = "acme.internal"`) + `
+resource "rezuscloud_node_group" "bad" {
+  tenant         = rezuscloud_tenant.acme.name
+  name           = "bad"
+  role           = "chef"
+  machines       = 1
+  infrastructure = rezuscloud_provider.emu.name
+}
+`)
+	out, code = w.run("apply", "-auto-approve", "-input=false")
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, `role           = "chef"`, "the diagnostic points at the attribute:\n%s", out)
+	require.Contains(t, out, "spec.role")
+
+	// Destroy: every object gone from the server (the tenant after its
+	// finalizers).
+	w.write(fleetConfig(3, `dns_domain = "acme.internal"`))
+	out, code = w.run("destroy", "-auto-approve", "-input=false")
+	require.Equal(t, 0, code, out)
+	for _, p := range []string{"/api/v1/tenants/acme", "/api/v1/providers/emu", "/api/v1/users/ops", "/api/v1/groupbindings/sre",
+		"/api/v1/apitokens/ci", "/api/v1/rollouts/talos-1-13-1"} {
+		code, _ := s.api(t, http.MethodGet, p, "")
+		require.Equal(t, http.StatusNotFound, code, p)
+	}
+}
