@@ -57,5 +57,6 @@ trap - EXIT
 # The bench goes on to its rollout; it cleans up after itself.
 wait "$benchpid" || echo "the fleet bench failed after the build: $out/bench.log" >&2
 sed -n '/^fleet:/,/built:/p' "$out/bench.log"
-perf script -i "$out/perf.data" 2>/dev/null |
+# The process id, not the thread's: the server's samples are of its threads.
+perf script -i "$out/perf.data" -F comm,pid,time,period,event,ip,sym,dso 2>/dev/null |
 	"${PHASES:-$bindir/rezusbench}" cpu-phases --tenants "$tenants" "${roles[@]}" | tee "$out/phases.md"

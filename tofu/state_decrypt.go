@@ -37,6 +37,13 @@ type pbkdf2Meta struct {
 // does not read (another key provider or method than EncryptionConfig's).
 var ErrStateNotDecryptable = errors.New("the state is not encrypted the way RezusCloud encrypts it")
 
+// StateEncrypted says whether a state blob is in OpenTofu's encrypted
+// envelope (a plain state, or what is not JSON, is not).
+func StateEncrypted(blob []byte) bool {
+	var env encryptedState
+	return json.Unmarshal(blob, &env) == nil && env.Version != ""
+}
+
 // DecryptState reads state that tofu encrypted under EncryptionConfig(passphrase)
 // (pbkdf2 key provider, aes_gcm method), as OpenTofu does: the key is pbkdf2
 // of the passphrase with the salt, iterations, hash and length recorded in

@@ -58,7 +58,10 @@ type cpuProfile struct {
 }
 
 // readPerfScript sums perf script's samples: a header line (comm, pid,
-// time, period in ns, event) then one frame a line, innermost first.
+// time, period in ns, event: `perf script -F
+// comm,pid,time,period,event,ip,sym,dso`, the process's id, not the
+// thread's) then one frame a line, innermost first. The idle task's
+// samples are left out.
 func readPerfScript(r io.Reader, roles map[int]string) (*cpuProfile, error) {
 	p := &cpuProfile{kinds: map[string]float64{}, phases: map[[2]string]float64{}}
 	sc := bufio.NewScanner(r)
@@ -76,6 +79,10 @@ func readPerfScript(r io.Reader, roles map[int]string) (*cpuProfile, error) {
 			return
 		}
 		kind := processKind(comm, pid, roles)
+		if kind == "" {
+			open, frames, plugin = false, frames[:0], ""
+			return
+		}
 		if kind == "provider" && plugin != "" {
 			kind = "provider " + plugin
 		}
@@ -173,8 +180,10 @@ func processKind(comm string, pid int, roles map[int]string) string {
 		// The server and the emulator come as roles: another
 		// rezuscloud is the sandbox that starts each tofu.
 		return "tofu sandbox launcher"
+	case pid == 0:
+		return "" // the idle task
 	}
-	return comm
+	return "other processes (the recording, the kernel's threads)"
 }
 
 // phaseRules map the first frame (innermost first) that matches to a phase.

@@ -188,6 +188,12 @@ func (f *fakeTofu) StateRevision(context.Context, string) (uint64, error) {
 	return f.revision, nil
 }
 
+func (f *fakeTofu) State(context.Context, string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]byte(nil), f.state...), nil
+}
+
 func (f *fakeTofu) HasState(context.Context, string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

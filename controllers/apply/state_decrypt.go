@@ -12,6 +12,9 @@ import (
 // DecryptState decrypts a tenant's state with the key its applies encrypt
 // it under (Config.StatePassphrase, else the tenant's state key).
 func (w *Worker) DecryptState(ctx context.Context, tenant string, blob []byte) ([]byte, error) {
+	if !tofu.StateEncrypted(blob) {
+		return blob, nil
+	}
 	pass := w.cfg.StatePassphrase
 	if pass == "" {
 		if w.cfg.StateKeys == nil {

@@ -38,6 +38,17 @@ func (a storeState) StateRevision(ctx context.Context, tenant string) (uint64, e
 	return st.Version.Revision, nil
 }
 
+func (a storeState) State(ctx context.Context, tenant string) ([]byte, error) {
+	st, err := a.s.Get(ctx, tenant)
+	if errors.Is(err, eventstore.ErrStateNotFound) || err == nil && st == nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st.Data, nil
+}
+
 func (a storeState) HasState(ctx context.Context, tenant string) (bool, error) {
 	st, err := a.s.Get(ctx, tenant)
 	if errors.Is(err, eventstore.ErrStateNotFound) {

@@ -132,4 +132,5 @@ func TestInitOnlyWhenProvidersOrModulesChange(t *testing.T) {
 		Object: &domain.Object{Spec: json.RawMessage(`{"role":"worker","count":1,"provider":"emulated-b"}`)}})
 	e.waitApplies("a", domain.ApplySucceeded, domain.ApplySucceeded, domain.ApplySucceeded)
 	require.Len(t, e.tofu.callsOf("init"), 2, "a new module is installed")
+	require.Empty(t, e.tofu.callsOf("state"), "the state is read from the store and decrypted here, by no tofu process")
 }

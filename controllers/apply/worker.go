@@ -82,6 +82,9 @@ type StateStore interface {
 	// StateRevision is the revision of the tenant's state (0: none): it
 	// changes with every write of the state, by any writer.
 	StateRevision(ctx context.Context, tenant string) (uint64, error)
+	// State is the tenant's state as tofu last wrote it (encrypted), nil
+	// when there is none.
+	State(ctx context.Context, tenant string) ([]byte, error)
 }
 
 // SchematicRegistrar makes an Image Factory know a schematic (a
