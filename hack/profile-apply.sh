@@ -50,6 +50,7 @@ while kill -0 "$benchpid" 2>/dev/null; do
 	fi
 	sleep 0.2
 done
+printf "%s\n" "${roles[@]}" >"$out/roles"
 grep -q "built:" "$out/bench.log" || { cat "$out/bench.log" >&2; echo "the fleet was not built" >&2; exit 1; }
 kill -INT "$perfpid"
 wait "$perfpid" || true

@@ -210,6 +210,12 @@ var phaseRules = []struct{ contains, phase string }{
 	{"internal/configs", "configuration loading"},
 	{"internal/tofu.", "graph walk (refresh, plan, apply)"},
 	{"internal/command", "command (UI, JSON output)"},
+	// An assembly leaf whose callers frame pointers lost: SHA-2 blocks are
+	// pbkdf2's in tofu (the plugin hash checks of init keep their frames),
+	// P-521 is go-plugin's certificate for each plugin.
+	{"fips140/sha512.", "state key derivation (pbkdf2)"},
+	{"fips140/sha256.", "state key derivation (pbkdf2)"},
+	{"fips140/nistec", "TLS (state backend, plugin)"},
 	{"runtime.gcBgMarkWorker", "Go runtime (GC, scheduler)"},
 }
 
