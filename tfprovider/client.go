@@ -89,50 +89,57 @@ func IsNotFound(err error) bool {
 // do sends body (JSON, when not nil) and decodes a 2xx answer into out
 // (when not nil); it answers the status code.
 func (c *Client) do(ctx context.Context, method, path string, body, out any) (int, error) {
+	code, b, _, err := c.send(ctx, method, path, body)
+	if err != nil || out == nil {
+		return code, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(out); err != nil {
+		return code, fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
+	}
+	return code, nil
+}
+
+// send sends body (JSON, when not nil) and answers a 2xx answer's code,
+// body and header; any other answer is an *APIError.
+func (c *Client) send(ctx context.Context, method, path string, body any) (int, []byte, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return 0, nil, nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, rd)
 	if err != nil {
-		return 0, err
+		return 0, nil, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "terraform-provider-rezuscloud/"+Version)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return resp.StatusCode, err
+		return resp.StatusCode, nil, nil, err
 	}
 	if resp.StatusCode/100 != 2 {
 		e := &APIError{Code: resp.StatusCode}
 		if json.Unmarshal(b, &e.Status) != nil || e.Status.Kind != "Status" {
 			e.Status = domain.Status{Message: fmt.Sprintf("%s %s: %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))}
 		}
-		return resp.StatusCode, e
+		return resp.StatusCode, nil, nil, e
 	}
-	if out != nil {
-		d := json.NewDecoder(bytes.NewReader(b))
-		d.UseNumber()
-		if err := d.Decode(out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
-		}
-	}
-	return resp.StatusCode, nil
+	return resp.StatusCode, b, resp.Header, nil
 }
 
 // object is an API object as JSON, kept whole: a write sends back every

@@ -56,6 +56,9 @@ type field struct {
 	// writeOnly: sent, never answered (a password): the state keeps the
 	// configuration's.
 	writeOnly bool
+	// local: the provider's own setting (wait_for), never sent nor read:
+	// the state keeps the configuration's.
+	local bool
 	// canon makes equal strings equal ("1.13.0" and "v1.13.0").
 	canon func(string) string
 	desc  string
@@ -191,7 +194,7 @@ func (f field) toAPI(v attr.Value) (out any, ok bool, err error) {
 // equal to prior in the field's sense keeps prior, so a plan after an
 // apply shows no change.
 func (f field) fromAPI(raw any, found bool, prior attr.Value) attr.Value {
-	if f.writeOnly {
+	if f.writeOnly || f.local {
 		return prior
 	}
 	priorKnown := prior != nil && !prior.IsNull() && !prior.IsUnknown()

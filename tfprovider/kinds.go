@@ -1,7 +1,11 @@
 package tfprovider
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -23,6 +27,7 @@ func spec(p ...string) []string { return append([]string{"spec"}, p...) }
 // (docs/api.md) describes them.
 var (
 	tenantKind = &kindSpec{typeName: "tenant", plural: "tenants",
+		readyWords: "the current spec applied and the tenant's phase Ready", ready: tenantReady,
 		desc: "A tenant: one Talos Kubernetes cluster. Its node groups, config patches and the rest are resources of their own.",
 		fields: []field{
 			{attr: "talos_version", path: spec("talosVersion"), defaulted: true, canon: canonVersion,
@@ -41,6 +46,7 @@ var (
 		}}
 
 	nodeGroupKind = &kindSpec{typeName: "node_group", plural: "nodegroups", tenantScoped: true,
+		readyWords: "every machine of the current spec built and ready", ready: nodeGroupReady,
 		desc: "A node group: machines of one role built alike by one infrastructure Provider.",
 		fields: []field{
 			{attr: "role", path: spec("role"), required: true, forceNew: true, desc: "controlplane or worker."},
@@ -127,6 +133,65 @@ var (
 			{attr: "progress_deadline", path: spec("progressDeadline"), defaulted: true, desc: "How long a wave may go without progress."},
 		}}
 )
+
+// tenantReady: the last apply built the tenant's current generation and
+// its phase is Ready.
+func tenantReady(_ context.Context, _ *Client, o object) (bool, string) {
+	gen, observed := str(o, "metadata", "generation"), str(o, "status", "observedGeneration")
+	if phase := str(o, "status", "phase"); observed != gen || phase != "Ready" {
+		return false, fmt.Sprintf("generation %s applied and phase Ready (applied: %s, phase: %s)", gen, orNone(observed), orNone(phase))
+	}
+	return true, ""
+}
+
+// nodeGroupReady: the tenant reconciled (no apply under way or failed)
+// and the group's machines, as many as it declares, all ready.
+func nodeGroupReady(ctx context.Context, c *Client, o object) (bool, string) {
+	tenant, name, count := str(o, "metadata", "tenant"), str(o, "metadata", "name"), str(o, "spec", "count")
+	t, err := c.get(ctx, "/api/v1/tenants/"+url.PathEscape(tenant))
+	if err != nil {
+		return false, "the tenant: " + err.Error()
+	}
+	reconciled := false
+	for _, cond := range asList(lookupOr(t, "status", "conditions")) {
+		if m, ok := cond.(map[string]any); ok && m["type"] == "Reconciled" {
+			reconciled = m["status"] == "True"
+		}
+	}
+	if !reconciled {
+		return false, "the tenant's apply (Reconciled is not True)"
+	}
+	var list struct{ Items []object }
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/tenants/"+url.PathEscape(tenant)+"/machines", nil, &list); err != nil {
+		return false, "its machines: " + err.Error()
+	}
+	total, ready := 0, 0
+	for _, m := range list.Items {
+		if str(m, "spec", "nodeGroup") != name || str(m, "metadata", "deletionTimestamp") != "" {
+			continue
+		}
+		total++
+		if str(m, "status", "ready") == "true" {
+			ready++
+		}
+	}
+	if want := count; strconv.Itoa(total) != want || strconv.Itoa(ready) != want {
+		return false, fmt.Sprintf("%s machines ready (%d built, %d ready)", want, total, ready)
+	}
+	return true, ""
+}
+
+func lookupOr(o object, p ...string) any {
+	v, _ := lookup(o, p)
+	return v
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
+}
 
 // kinds are the provider's resources.
 var kinds = []*kindSpec{tenantKind, nodeGroupKind, configPatchKind, providerKind, userKind, groupBindingKind, apiTokenKind, rolloutKind}

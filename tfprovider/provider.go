@@ -132,5 +132,5 @@ func (p *rezusProvider) Resources(context.Context) []func() resource.Resource {
 }
 
 func (p *rezusProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return dataSources()
 }

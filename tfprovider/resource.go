@@ -30,6 +30,11 @@ type kindSpec struct {
 	fields       []field
 	// noUpdate: the API takes no PUT (a Rollout); every field replaces.
 	noUpdate bool
+	// readyWords says what ready means, for the docs.
+	readyWords string
+	// ready says whether an object is ready (wait_for = "Ready") and, if
+	// not, what it waits for; nil: the kind has no wait_for.
+	ready func(ctx context.Context, c *Client, o object) (bool, string)
 	// created copies what only a create's answer holds (an API token's
 	// secret) into the state.
 	created func(answer object, state map[string]attr.Value)
@@ -49,6 +54,11 @@ func (k *kindSpec) allFields() []field {
 			f.forceNew = true
 		}
 		fs = append(fs, f)
+	}
+	if k.ready != nil {
+		fs = append(fs,
+			field{attr: "wait_for", local: true, desc: `"Ready": a create or change waits until the object is ready (` + k.readyWords + `); none: it does not wait.`},
+			field{attr: "wait_timeout", local: true, desc: "How long wait_for waits (a Go duration; default 20m)."})
 	}
 	return fs
 }
@@ -158,7 +168,7 @@ func (r *objectResource) Create(ctx context.Context, req resource.CreateRequest,
 	}
 	o := object{}
 	for _, f := range r.kind.allFields() {
-		if f.computed || f.attr == "tenant" {
+		if f.computed || f.local || f.attr == "tenant" {
 			continue
 		}
 		v, ok, err := f.toAPI(plan[f.attr])
@@ -180,6 +190,7 @@ func (r *objectResource) Create(ctx context.Context, req resource.CreateRequest,
 		return
 	}
 	r.store(ctx, answer, plan, &resp.State, &resp.Diagnostics)
+	r.wait(ctx, plan, &resp.Diagnostics)
 	if r.kind.created != nil {
 		extra := map[string]attr.Value{}
 		r.kind.created(answer, extra)
@@ -230,7 +241,7 @@ func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest,
 		return
 	}
 	for _, f := range r.kind.allFields() {
-		if f.computed || f.writeOnly {
+		if f.computed || f.writeOnly || f.local {
 			continue
 		}
 		raw, found := lookup(fresh, f.path)
@@ -245,7 +256,7 @@ func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest,
 	for _, f := range r.kind.allFields() {
 		// A write-only field goes only when it changes: a user's
 		// password sent again would end their sessions and tokens.
-		if f.computed || f.writeOnly && plan[f.attr].Equal(prior[f.attr]) {
+		if f.computed || f.local || f.writeOnly && plan[f.attr].Equal(prior[f.attr]) {
 			continue
 		}
 		v, ok, err := f.toAPI(plan[f.attr])
@@ -268,6 +279,57 @@ func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest,
 		return
 	}
 	r.store(ctx, answer, plan, &resp.State, &resp.Diagnostics)
+	r.wait(ctx, plan, &resp.Diagnostics)
+}
+
+// readyPoll is how often wait_for asks.
+const readyPoll = 2 * time.Second
+
+// wait waits, when wait_for says "Ready", until the kind's ready says so
+// or wait_timeout passes.
+func (r *objectResource) wait(ctx context.Context, plan map[string]attr.Value, diags *diag.Diagnostics) {
+	if r.kind.ready == nil || diags.HasError() {
+		return
+	}
+	switch w := stringOf(plan["wait_for"]); w {
+	case "":
+		return
+	case "Ready":
+	default:
+		diags.AddAttributeError(path.Root("wait_for"), "Invalid wait_for", fmt.Sprintf("%q: want \"Ready\" or nothing", w))
+		return
+	}
+	timeout := 20 * time.Minute
+	if s := stringOf(plan["wait_timeout"]); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			diags.AddAttributeError(path.Root("wait_timeout"), "Invalid wait_timeout", fmt.Sprintf("%q: want a Go duration such as 20m", s))
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	item := r.kind.item(stringOf(plan["tenant"]), stringOf(plan["name"]))
+	why := "its first answer"
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	for {
+		o, err := r.client.get(ctx, item)
+		if err == nil {
+			var done bool
+			if done, why = r.kind.ready(ctx, r.client, o); done {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			diags.AddAttributeError(path.Root("wait_for"), "Not ready within wait_timeout",
+				fmt.Sprintf("%s %s is not ready after %s: waiting for %s", r.kind.typeName, item, timeout, why))
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Delete deletes the object and waits until it is gone: a tenant with

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package tfprovider
 
 // The real server and the real tofu the acceptance tests drive.
@@ -87,12 +89,13 @@ type testServer struct {
 
 const adminToken = "tfprovider-admin-token-0123456789"
 
-// startServer runs the server on port 0 until the test ends.
-func startServer(t *testing.T) *testServer {
+// startServer runs the server on port 0 until the test ends; extra are
+// more flags of serve.
+func startServer(t *testing.T, extra ...string) *testServer {
 	bin, _ := binaries(t)
 	log := &syncBuffer{}
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin-token", adminToken,
-		"--log-level", "info", "--allow-provider-downloads")
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--admin-token", adminToken,
+		"--log-level", "info", "--allow-provider-downloads"}, extra...)...)
 	cmd.Env = append(os.Environ(), "REZUSCLOUD_ADMIN_PASSWORD=tfprovider-admin-password")
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
