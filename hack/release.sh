@@ -2,6 +2,8 @@
 # Builds the release binaries into dist/ (go tool task release):
 #
 #   dist/rezuscloud-<os>-<arch>, dist/rezusctl-<os>-<arch>   for each platform below
+#   dist/terraform-provider-rezuscloud_v<provider version>-<os>-<arch>
+#                                                             the OpenTofu provider (docs/terraform.md)
 #   dist/SHA256SUMS                                           sha256sum format, one line a binary
 #
 # Static (CGO_ENABLED=0), -trimpath, and stamped with -ldflags -X:
@@ -34,7 +36,16 @@ for p in "${platforms[@]}"; do
     CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$out" "./cmd/$cmd"
   done
 done
-(cd dist && sha256sum -- rezuscloud-* rezusctl-* > SHA256SUMS)
+# The provider has a version of its own (tfprovider.Version, which
+# hack/tools.sh lays out in the mirror).
+provider_version=$(sed -n 's/^REZUSCLOUD_PROVIDER_VERSION=\([^ ]*\).*/\1/p' hack/tools.sh)
+for p in "${platforms[@]}"; do
+  os=${p%/*} arch=${p#*/}
+  out="dist/terraform-provider-rezuscloud_v$provider_version-$os-$arch"
+  echo "== $out"
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w" -o "$out" ./cmd/terraform-provider-rezuscloud
+done
+(cd dist && sha256sum -- rezuscloud-* rezusctl-* terraform-provider-rezuscloud_* > SHA256SUMS)
 cat dist/SHA256SUMS
 
 # The binaries of this platform run, are static, and say what they are.
