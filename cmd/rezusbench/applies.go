@@ -156,6 +156,11 @@ func (e *benchEnv) waitApplies(ctx context.Context, tenants, want int, timeout t
 }
 
 func (e *benchEnv) waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	return e.waitEvery(ctx, timeout, 250*time.Millisecond, cond)
+}
+
+// waitEvery is waitFor asking every every.
+func (e *benchEnv) waitEvery(ctx context.Context, timeout, every time.Duration, cond func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := cond()
@@ -171,7 +176,7 @@ func (e *benchEnv) waitFor(ctx context.Context, timeout time.Duration, cond func
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
