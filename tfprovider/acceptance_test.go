@@ -3,18 +3,25 @@
 package tfprovider
 
 import (
-	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// fleetConfig declares one of everything, with nodes as the workers'
-// count and extra as more of the tenant's attributes.
-func fleetConfig(workers int, extra string) string {
-	return fmt.Sprintf(`
+// fleetConfig declares one of everything: v 1 the first values, v 2 a
+// change of every resource; extra is more of the tenant's attributes.
+func fleetConfig(v int, extra string) string {
+	pick := func(a, b string) string {
+		if v == 1 {
+			return a
+		}
+		return b
+	}
+	return `
 terraform {
   required_providers {
     rezuscloud = { source = "rezuscloud/rezuscloud" }
@@ -24,15 +31,15 @@ terraform {
 resource "rezuscloud_provider" "emu" {
   name   = "emu"
   type   = "emulated"
-  config = jsonencode({ endpoint = "http://127.0.0.1:8089" })
+  config = jsonencode({ endpoint = "` + pick("http://127.0.0.1:8089", "http://127.0.0.1:8090") + `" })
 }
 
 resource "rezuscloud_tenant" "acme" {
   name          = "acme"
-  labels        = { env = "prod" }
+  labels        = { env = "` + pick("prod", "production") + `" }
   talos_version = "1.13.0"
-  maintenance   = jsonencode({ windows = [{ days = ["Sat"], start = "02:00", duration = "4h" }] })
-  %s
+  maintenance   = jsonencode({ windows = [{ days = ["Sat"], start = "` + pick("02:00", "03:00") + `", duration = "4h" }] })
+  ` + extra + `
 }
 
 resource "rezuscloud_node_group" "cp" {
@@ -41,13 +48,14 @@ resource "rezuscloud_node_group" "cp" {
   role           = "controlplane"
   machines       = 1
   infrastructure = rezuscloud_provider.emu.name
+  drain_timeout  = "` + pick("5m", "10m") + `"
 }
 
 resource "rezuscloud_node_group" "workers" {
   tenant         = rezuscloud_tenant.acme.name
   name           = "workers"
   role           = "worker"
-  machines       = %d
+  machines       = ` + pick("2", "3") + `
   infrastructure = rezuscloud_provider.emu.name
   node_labels    = { pool = "general" }
   taints         = jsonencode([{ key = "dedicated", value = "general", effect = "NoSchedule" }])
@@ -57,30 +65,31 @@ resource "rezuscloud_config_patch" "ntp" {
   tenant      = rezuscloud_tenant.acme.name
   name        = "ntp"
   target_kind = "all"
-  patch       = "machine:\n  time:\n    servers: [time.example.com]\n"
+  patch       = "machine:\n  time:\n    servers: [` + pick("time.example.com", "ntp.example.com") + `]\n"
 }
 
 resource "rezuscloud_user" "ops" {
   name     = "ops"
-  role     = "view"
+  role     = "` + pick("view", "edit") + `"
   password = "a-long-password-for-ops"
 }
 
 resource "rezuscloud_group_binding" "sre" {
   name   = "sre"
-  groups = ["sre"]
+  groups = ["sre"` + pick("", `, "oncall"`) + `]
   role   = "edit"
 }
 
 resource "rezuscloud_api_token" "ci" {
   name        = "ci"
-  description = "the CI's token"
+  description = "` + pick("the CI's token", "the CI's token, renamed") + `"
 }
 
 resource "rezuscloud_rollout" "upgrade" {
   name            = "talos-1-13-1"
   change          = jsonencode({ talosVersion = "v1.13.1" })
   tenant_selector = "env=staging"
+  soak            = "` + pick("10m", "20m") + `"
   paused          = true
 }
 
@@ -88,7 +97,7 @@ output "token" {
   value     = rezuscloud_api_token.ci.token
   sensitive = true
 }
-`, extra, workers)
+`
 }
 
 // TestProviderAgainstTheRealServer: every resource is created, read back
@@ -100,7 +109,7 @@ func TestProviderAgainstTheRealServer(t *testing.T) {
 	w := newWorkspace(t, s)
 
 	// Create.
-	w.write(fleetConfig(2, ""))
+	w.write(fleetConfig(1, ""))
 	w.apply()
 	w.planEmpty("after the create (server defaults, a version without its v, JSON with defaults)")
 	code, ng := s.api(t, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
@@ -109,27 +118,46 @@ func TestProviderAgainstTheRealServer(t *testing.T) {
 	code, tn := s.api(t, http.MethodGet, "/api/v1/tenants/acme", "")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "v1.13.0", tn["spec"].(map[string]any)["talosVersion"], "the server's form")
-	out, _ := w.run("output", "-raw", "token")
-	require.True(t, strings.HasPrefix(out, "rzt_ci_"), "the token's secret from its create: %q", out)
+	token, _ := w.run("output", "-raw", "token")
+	require.True(t, strings.HasPrefix(token, "rzt_ci_"), "the token's secret from its create: %q", token)
 
-	// Update.
-	w.write(fleetConfig(3, `dns_domain = "acme.internal"`))
-	w.apply()
+	// Update: every resource changes in place, the token keeps its secret.
+	w.write(fleetConfig(2, `dns_domain = "acme.internal"`))
+	out := w.apply()
+	require.Contains(t, out, "0 added, 9 changed, 0 destroyed", "every resource changed in place")
 	w.planEmpty("after the update")
 	_, ng = s.api(t, http.MethodGet, "/api/v1/tenants/acme/nodegroups/workers", "")
 	require.EqualValues(t, 3, ng["spec"].(map[string]any)["count"])
+	_, pr := s.api(t, http.MethodGet, "/api/v1/providers/emu", "")
+	require.Equal(t, "http://127.0.0.1:8090", pr["spec"].(map[string]any)["config"].(map[string]any)["endpoint"])
+	again, _ := w.run("output", "-raw", "token")
+	require.Equal(t, token, again, "a changed token keeps its secret")
 
-	// A change outside tofu is drift: the plan puts it back.
-	code, _ = s.api(t, http.MethodPatch, "/api/v1/tenants/acme/nodegroups/workers", `{"spec":{"count":5}}`)
-	require.Equal(t, http.StatusOK, code)
-	plan := w.planChanges("a count changed through the API")
+	// A change made with rezusctl is drift: the plan puts it back.
+	cli := filepath.Join(t.TempDir(), "rezusconfig")
+	rezusctl(t, cli, "config", "set-context", "tf", "--server", s.url, "--token", s.token, "--current")
+	ngFile := filepath.Join(t.TempDir(), "workers.yaml")
+	require.NoError(t, os.WriteFile(ngFile, []byte(`apiVersion: rezuscloud.io/v1
+kind: NodeGroup
+metadata: {name: workers, tenant: acme}
+spec:
+  role: worker
+  count: 5
+  provider: emu
+  labels: {pool: general}
+  taints: [{key: dedicated, value: general, effect: NoSchedule}]
+`), 0o600))
+	rezusctl(t, cli, "apply", "-f", ngFile)
+	plan := w.planChanges("a count changed with rezusctl")
 	require.Contains(t, plan, "machines")
 	require.Contains(t, plan, "5 -> 3")
 	w.apply()
 	w.planEmpty("after putting the drift back")
 
-	// Import: a second workspace adopts every object and plans nothing.
+	// Import: a second workspace, configured by rezusctl's context,
+	// adopts every object and plans nothing.
 	imp := newWorkspace(t, s)
+	imp.env = append(withoutProviderEnv(imp.env), "REZUSCONFIG="+cli)
 	imports := `
 import {
   to = rezuscloud_provider.emu
@@ -164,12 +192,16 @@ import {
 	// time zone): a configuration in other forms plans one in-place
 	// update after an import, which changes nothing on the server.
 	cfg := strings.NewReplacer(`talos_version = "1.13.0"`, `talos_version = "v1.13.0"`,
-		`duration = "4h" }`, `duration = "4h", timeZone = "UTC" }`).Replace(fleetConfig(3, `dns_domain = "acme.internal"`))
+		`duration = "4h" }`, `duration = "4h", timeZone = "UTC" }`).Replace(fleetConfig(2, `dns_domain = "acme.internal"`))
 	// The user's password and the token's secret are never read back:
 	// those two are left out of the import.
 	cfg = cfg[:strings.Index(cfg, `resource "rezuscloud_user"`)] + cfg[strings.Index(cfg, `resource "rezuscloud_group_binding"`):]
 	cfg = cfg[:strings.Index(cfg, `resource "rezuscloud_api_token"`)] + cfg[strings.Index(cfg, `resource "rezuscloud_rollout"`):strings.Index(cfg, `output "token"`)]
-	imp.write(cfg + imports)
+	imp.write(cfg + imports + `
+provider "rezuscloud" {
+  context = "tf"
+}
+`)
 	out, code = imp.run("apply", "-auto-approve", "-input=false")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "7 imported, 0 added, 0 changed, 0 destroyed", "import alone changes nothing")
@@ -179,7 +211,7 @@ import {
 	require.Contains(t, out, "want TENANT/NAME")
 
 	// The API's refusal lands on the attribute at fault.
-	w.write(fleetConfig(3, `dns_domain = "acme.internal"`) + `
+	w.write(fleetConfig(2, `dns_domain = "acme.internal"`) + `
 resource "rezuscloud_node_group" "bad" {
   tenant         = rezuscloud_tenant.acme.name
   name           = "bad"
@@ -195,7 +227,7 @@ resource "rezuscloud_node_group" "bad" {
 
 	// Destroy: every object gone from the server (the tenant after its
 	// finalizers).
-	w.write(fleetConfig(3, `dns_domain = "acme.internal"`))
+	w.write(fleetConfig(2, `dns_domain = "acme.internal"`))
 	out, code = w.run("destroy", "-auto-approve", "-input=false")
 	require.Equal(t, 0, code, out)
 	for _, p := range []string{"/api/v1/tenants/acme", "/api/v1/providers/emu", "/api/v1/users/ops", "/api/v1/groupbindings/sre",
@@ -203,4 +235,15 @@ resource "rezuscloud_node_group" "bad" {
 		code, _ := s.api(t, http.MethodGet, p, "")
 		require.Equal(t, http.StatusNotFound, code, p)
 	}
+}
+
+// withoutProviderEnv drops the provider's settings from env.
+func withoutProviderEnv(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvEndpoint+"=") && !strings.HasPrefix(kv, EnvToken+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -101,3 +101,64 @@ func TestToolsPinTheVersion(t *testing.T) {
 	require.NotNil(t, m, "hack/tools.sh sets REZUSCLOUD_PROVIDER_VERSION")
 	require.Equal(t, Version, string(m[1]))
 }
+
+// TestKubeconfigWithClientCertificate: the server's kubeconfig (rezusctl's
+// exec plugin as its user) becomes one that holds the credential.
+func TestKubeconfigWithClientCertificate(t *testing.T) {
+	in := []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: acme
+  cluster: {server: "https://10.0.0.1:6443", certificate-authority-data: Q0E=}
+users:
+- name: alice@acme
+  user:
+    exec: {apiVersion: client.authentication.k8s.io/v1, command: rezusctl, args: [credential, kubernetes, --tenant, acme]}
+contexts:
+- name: acme
+  context: {cluster: acme, user: alice@acme}
+current-context: acme
+`)
+	out, err := withClientCertificate(in, []byte("-----BEGIN CERTIFICATE-----\n"), []byte("-----BEGIN EC PRIVATE KEY-----\n"))
+	require.NoError(t, err)
+	require.NotContains(t, out, "exec:")
+	require.Contains(t, out, "client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==")
+	require.Contains(t, out, "client-key-data: LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCg==")
+	require.Contains(t, out, "server: https://10.0.0.1:6443")
+	require.Contains(t, out, "current-context: acme")
+
+	_, err = withClientCertificate([]byte("users: []\n"), nil, nil)
+	require.ErrorContains(t, err, "no user")
+}
+
+// TestLoadContext: a rezusctl context by name, from $REZUSCONFIG or the
+// default path under HOME.
+func TestLoadContext(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(cfg, []byte(`current-context: lab
+contexts:
+- name: lab
+  server: https://10.0.0.5:8443
+  token: rzt_ci_secret
+  certificateAuthority: /etc/rezus/ca.pem
+- name: dev
+  server: http://127.0.0.1:8080
+  insecureSkipTLSVerify: true
+`), 0o600))
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	c, err := loadContext(env(map[string]string{"REZUSCONFIG": cfg}), "lab")
+	require.NoError(t, err)
+	require.Equal(t, rezusctlContext{Name: "lab", Server: "https://10.0.0.5:8443", Token: "rzt_ci_secret", CertificateAuthority: "/etc/rezus/ca.pem"}, *c)
+
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".config", "rezus"), 0o700))
+	require.NoError(t, os.Rename(cfg, filepath.Join(dir, ".config", "rezus", "config")))
+	c, err = loadContext(env(map[string]string{"HOME": dir}), "dev")
+	require.NoError(t, err)
+	require.True(t, c.InsecureSkipTLSVerify)
+
+	_, err = loadContext(env(map[string]string{"HOME": dir}), "prod")
+	require.ErrorContains(t, err, `no context "prod"`)
+	_, err = loadContext(env(map[string]string{}), "lab")
+	require.ErrorContains(t, err, "REZUSCONFIG or HOME")
+}

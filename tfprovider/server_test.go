@@ -52,7 +52,8 @@ func binaries(t *testing.T) (server, pluginDir string) {
 			buildErr = err
 			return
 		}
-		for pkg, out := range map[string]string{"./cmd/rezuscloud": "rezuscloud", "./cmd/terraform-provider-rezuscloud": "plugin/terraform-provider-rezuscloud"} {
+		for pkg, out := range map[string]string{"./cmd/rezuscloud": "rezuscloud", "./cmd/rezusctl": "rezusctl",
+			"./cmd/terraform-provider-rezuscloud": "plugin/terraform-provider-rezuscloud"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(buildDir, out), pkg)
 			cmd.Dir = root
 			if b, err := cmd.CombinedOutput(); err != nil {
@@ -63,6 +64,17 @@ func binaries(t *testing.T) (server, pluginDir string) {
 	})
 	require.NoError(t, buildErr)
 	return filepath.Join(buildDir, "rezuscloud"), filepath.Join(buildDir, "plugin")
+}
+
+// rezusctl runs the CLI with the config file cfg and answers its output.
+func rezusctl(t *testing.T, cfg string, args ...string) string {
+	t.Helper()
+	binaries(t)
+	cmd := exec.Command(filepath.Join(buildDir, "rezusctl"), args...)
+	cmd.Env = append(os.Environ(), "REZUSCONFIG="+cfg)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "rezusctl %v:\n%s", args, out)
+	return string(out)
 }
 
 // syncBuffer is the server's output, read while it runs.
