@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -19,6 +20,11 @@ type Controller struct {
 	controller.Base
 	cfg Config
 	sw  eventstore.StatusWriter
+
+	// probedMu guards probed: when this replica last probed a done
+	// tenant of a rollout ("rollout/tenant"; dueProbes).
+	probedMu sync.Mutex
+	probed   map[string]time.Time
 }
 
 // New returns the controller of cfg (see Config.Validate); Run starts it.
@@ -99,6 +105,7 @@ func (c *Controller) reconcile(ctx context.Context, name string) controller.Resu
 		return controller.Retry()
 	}
 	if !ok || ro.Status.Finished() || ro.Metadata.DeletionTimestamp != nil {
+		c.forgetProbes(name)
 		return controller.Done()
 	}
 	var selected []string
@@ -156,6 +163,7 @@ func (c *Controller) reconcile(ctx context.Context, name string) controller.Resu
 	case failed:
 		return controller.Retry()
 	case d.Status.Finished():
+		c.forgetProbes(name)
 		return controller.Done()
 	}
 	next := c.cfg.Interval

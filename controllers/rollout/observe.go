@@ -30,7 +30,11 @@ func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected [
 	// already); the rest only for whether they are gone.
 	look := lookAhead(ro, cur)
 	var probe []domain.RolloutTenantStatus
+	moving := false
 	for _, t := range ro.Status.Tenants {
+		if t.Wave == cur && (t.State == domain.RolloutTenantWaiting || t.State == domain.RolloutTenantRunning) {
+			moving = true
+		}
 		switch t.State {
 		case domain.RolloutTenantWaiting:
 			if t.Wave == cur && look > 0 {
@@ -47,8 +51,75 @@ func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected [
 			}
 		}
 	}
+	if moving {
+		// While the wave still starts and runs tenants, this round must
+		// not wait for the health of every tenant done so far (900 at
+		// a time in a 1,000-tenant rollout's last wave): each done tenant
+		// is probed once after its change and then every reprobeEvery,
+		// a few a round. A soaking wave probes every tenant every round.
+		probe = c.dueProbes(ro.Metadata.Name, probe)
+	}
 	c.probe(ctx, probe, obs)
 	return obs
+}
+
+// reprobeEvery is how often a done tenant of a wave still under way is
+// probed again (its first probe after its change comes at once).
+const reprobeEvery = time.Minute
+
+// dueProbes picks the done tenants of the wave under way whose probe is
+// due this round (dueProbes) and notes them as probed now.
+func (c *Controller) dueProbes(rollout string, done []domain.RolloutTenantStatus) []domain.RolloutTenantStatus {
+	now := c.cfg.Clock.Now()
+	c.probedMu.Lock()
+	defer c.probedMu.Unlock()
+	if c.probed == nil {
+		c.probed = map[string]time.Time{}
+	}
+	last := func(tenant string) time.Time { return c.probed[rollout+"/"+tenant] }
+	due := duePicks(done, last, now, reprobeEvery, 2*c.cfg.Probes)
+	for _, t := range due {
+		c.probed[rollout+"/"+t.Name] = now
+	}
+	return due
+}
+
+// forgetProbes drops what dueProbes noted of a rollout that is over.
+func (c *Controller) forgetProbes(rollout string) {
+	c.probedMu.Lock()
+	defer c.probedMu.Unlock()
+	for k := range c.probed {
+		if strings.HasPrefix(k, rollout+"/") {
+			delete(c.probed, k)
+		}
+	}
+}
+
+// duePicks is the pure choice of dueProbes: the done tenants never probed
+// since their change finished, then those last probed every or longer
+// ago, the longest ago first, at most limit of them.
+func duePicks(done []domain.RolloutTenantStatus, last func(string) time.Time, now time.Time, every time.Duration, limit int) []domain.RolloutTenantStatus {
+	var due []domain.RolloutTenantStatus
+	for _, t := range done {
+		at := last(t.Name)
+		if at.IsZero() || t.FinishedAt != nil && at.Before(*t.FinishedAt) || now.Sub(at) >= every {
+			due = append(due, t)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b domain.RolloutTenantStatus) int {
+		la, lb := last(a.Name), last(b.Name)
+		if t := a.FinishedAt; t != nil && la.Before(*t) {
+			la = time.Time{}
+		}
+		if t := b.FinishedAt; t != nil && lb.Before(*t) {
+			lb = time.Time{}
+		}
+		return la.Compare(lb)
+	})
+	if len(due) > limit {
+		due = due[:limit]
+	}
+	return due
 }
 
 // lookAhead is how many waiting tenants of wave w are looked at: twice the
