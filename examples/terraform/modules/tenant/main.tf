@@ -31,7 +31,11 @@ resource "rezuscloud_node_group" "cp" {
   wait_timeout   = "10m"
 }
 
+# Workers after the control plane, and destroyed before it: RezusCloud
+# refuses to remove a cluster's last control plane while workers remain.
 resource "rezuscloud_node_group" "workers" {
+  depends_on = [rezuscloud_node_group.cp]
+
   tenant         = rezuscloud_tenant.this.name
   name           = "workers"
   role           = "worker"
