@@ -30,7 +30,7 @@ func TestDuePicks(t *testing.T) {
 			map[string]time.Duration{"a": 10 * time.Second}, 4, []string{"a"}},
 		{"probed since, recently: not due", []domain.RolloutTenantStatus{done("a", time.Minute)},
 			map[string]time.Duration{"a": 10 * time.Second}, 4, nil},
-		{"probed a minute ago: due again", []domain.RolloutTenantStatus{done("a", 5 * time.Minute)},
+		{"probed a minute ago: due again", []domain.RolloutTenantStatus{done("a", 5*time.Minute)},
 			map[string]time.Duration{"a": time.Minute}, 4, []string{"a"}},
 		{"the unprobed first, then the longest ago, at most limit",
 			[]domain.RolloutTenantStatus{done("old", 10*time.Minute), done("older", 10*time.Minute), done("new", time.Second), done("fresh", 10*time.Minute)},
