@@ -366,14 +366,6 @@ func (x *execution) statePull(ctx context.Context) ([]byte, error) {
 	return state, nil
 }
 
-// teeErr keeps stdout and stderr together (tofu.Binary.Exec writes both to one
-// writer); state pull prints only the state on success.
-type teeErr struct {
-	out, err *bytes.Buffer
-}
-
-func (t *teeErr) Write(p []byte) (int, error) { t.err.Write(p); return t.out.Write(p) }
-
 // applyJSON runs tofu with -json, writes its messages to the log as text,
 // moves the phase to Applying when tofu starts changing things, and returns
 // the change summary. A failure's error is tofu's error diagnostics.
