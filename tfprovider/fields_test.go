@@ -55,6 +55,9 @@ func TestFromAPIKeepsEqualValues(t *testing.T) {
 	require.Equal(t, types.StringValue("v1.13.1"), version.fromAPI("v1.13.1", true, types.StringValue("1.13.0")), "a change is a change")
 	require.Equal(t, types.StringValue("v1.13.0"), version.fromAPI("v1.13.0", true, types.StringUnknown()))
 
+	expires := field{attr: "expires_at", canon: canonTime}
+	require.Equal(t, types.StringValue("2027-01-01T01:00:00+01:00"), expires.fromAPI("2027-01-01T00:00:00Z", true, types.StringValue("2027-01-01T01:00:00+01:00")))
+
 	js := field{attr: "maintenance", kind: fJSON}
 	cfg := types.StringValue(`{"windows":[{"start":"02:00"}]}`)
 	require.Equal(t, cfg, js.fromAPI(decode(t, `{"windows":[{"start":"02:00","timeZone":"UTC"}]}`), true, cfg))

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -16,6 +17,15 @@ import (
 func canonVersion(s string) string {
 	if s != "" && !strings.HasPrefix(s, "v") {
 		return "v" + s
+	}
+	return s
+}
+
+// canonTime is an RFC 3339 time as an instant in UTC ("2027-01-01T01:00:00+01:00"
+// and "2027-01-01T00:00:00Z" are equal).
+func canonTime(s string) string {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC().Format(time.RFC3339Nano)
 	}
 	return s
 }
@@ -110,7 +120,7 @@ var (
 		fields: []field{
 			{attr: "user", path: spec("user"), defaulted: true, forceNew: true, desc: "Whose token (default: the caller)."},
 			{attr: "description", path: spec("description"), desc: "What it is for."},
-			{attr: "expires_at", path: spec("expiresAt"), forceNew: true, desc: "When it expires (RFC 3339); none: never."},
+			{attr: "expires_at", path: spec("expiresAt"), forceNew: true, canon: canonTime, desc: "When it expires (RFC 3339); none: never."},
 			{attr: "bindings", path: spec("bindings"), kind: fJSON, forceNew: true, desc: "spec.bindings as JSON: the token's roles, at most its user's."},
 			{attr: "token", path: []string{"token"}, computed: true, sensitive: true, writeOnly: true, desc: "The secret, rzt_<name>_…, answered once."},
 		},
