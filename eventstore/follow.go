@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -39,10 +40,12 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 		cons, err = s.js.OrderedConsumer(ctx, StreamName, cfg)
 		return err
 	}, func(err error) bool {
-		return temporarilyUnavailable(err) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
+		return temporarilyUnavailable(err) || (timedOut(err) && ctx.Err() == nil)
 	})
 	if err != nil {
-		if ctx.Err() == nil && (temporarilyUnavailable(err) || errors.Is(err, context.DeadlineExceeded)) {
+		// A deadline of the caller's that passed while the stream was
+		// slow to answer is as transient; only a caller gone is not.
+		if !errors.Is(ctx.Err(), context.Canceled) && (temporarilyUnavailable(err) || timedOut(err)) {
 			return nil, &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 2,
 				Message: "the event stream cannot be followed now (its leader is being elected?): " + err.Error()}
 		}
@@ -53,6 +56,12 @@ func (s *Store) Follow(ctx context.Context, from uint64, subjects []string) (*Cu
 		return nil, fmt.Errorf("starting ordered consumer: %w", err)
 	}
 	return &Cursor{cons: cons, it: it, dead: s.dead, seen: s.seen}, nil
+}
+
+// timedOut says whether err is a deadline passing, wrapped or only in
+// words (jetstream does not always wrap context.DeadlineExceeded).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), context.DeadlineExceeded.Error())
 }
 
 // Next blocks for the next event. Pending is how many matching events are

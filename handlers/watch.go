@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -64,6 +65,13 @@ func (r *resource) watch(c echo.Context) error {
 		return err
 	}
 	w, werr := a.cache.Watch(ctx, wopts)
+	// A stream that cannot be followed now (its leader is being elected)
+	// is a 503 with Retry-After before the watch starts, which a client
+	// retries, not an ERROR event of a watch that began.
+	var de *domain.Error
+	if errors.As(werr, &de) && de.Reason == domain.ReasonServiceUnavailable {
+		return werr
+	}
 
 	write, end := a.startSSE(c)
 	defer end()
