@@ -202,6 +202,9 @@ func runBenchFleet(c *cli.Context) error {
 	}
 	fmt.Printf("    server CPU %.0f s during the rollout; RSS %d MiB (peak %d MiB over the whole run, %s)\n",
 		float64(cpu3-cpu2)/clockTicks, rss>>20, hwm>>20, included)
+	if err := printBreakdown(ctx, env, "fleet-bench"); err != nil {
+		return err
+	}
 	running, _, err := fleetMachinesAt(ctx, env, c.String("to"))
 	if err != nil {
 		return err
