@@ -1,6 +1,7 @@
 package upgrade_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,9 +31,12 @@ func TestVerifyWaitKeepsItsDeadlineAcrossARestart(t *testing.T) {
 
 	_, stop := e.startSaga(func(c *upgrade.Config) { c.Now = now })
 	e.createUpgrade("k8s", `{"kubernetesVersion":"`+sagaKubeTo+`","deadlines":{"verify":"10m"}}`)
-	u := e.waitUpgrade("k8s", "cp-1 waits with an answer", func(u domain.Upgrade) bool {
+	// The first answer may still be the old static pods (the kubelet has
+	// not taken the new config yet): the wait is recorded again when the
+	// answer changes.
+	u := e.waitUpgrade("k8s", "cp-1 waits for its kube-apiserver", func(u domain.Upgrade) bool {
 		m := u.Status.Machines
-		return len(m) == 1 && m[0].Phase == domain.StepVerifying && m[0].Wait != nil && m[0].Wait.LastError != ""
+		return len(m) == 1 && m[0].Phase == domain.StepVerifying && m[0].Wait != nil && strings.Contains(m[0].Wait.LastError, "kube-apiserver is not running")
 	})
 	w := *u.Status.Machines[0].Wait
 	require.Equal(t, "kube-apiserver on cp-1 to answer "+sagaKubeTo, w.For)

@@ -82,7 +82,8 @@ func (r *upgradeRun) rotationClients(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.nodes, err = newSagaNodes(b, r.ref.Tenant, &r.s.cfg); err != nil {
+	r.nodes.close()
+	if r.nodes, err = newSagaNodes(b, r.ref.Tenant, &r.s.cfg, false); err != nil {
 		return err
 	}
 	if f, ok := r.s.cfg.Kube.(interface{ Forget(string) }); ok {

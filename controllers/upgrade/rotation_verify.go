@@ -88,14 +88,12 @@ func (r *upgradeRun) rotationProblem(ctx context.Context, m *domain.Machine, sta
 		if err != nil {
 			return err.Error()
 		}
-		probe := *r.nodes
-		probe.cert = cert
+		probe := r.nodes.trusting(r.nodes.ca, cert)
 		if _, err := probe.version(ctx, m); err != nil {
 			return "its Talos API does not accept the new Talos CA yet: " + describeTalosErr(err)
 		}
 	case checkServesNew, checkReady:
-		probe := *r.nodes
-		probe.ca = rot.Next.OS.Crt
+		probe := r.nodes.trusting(rot.Next.OS.Crt, r.nodes.cert)
 		if _, err := probe.version(ctx, m); err != nil {
 			return "its Talos API does not serve a certificate of the new Talos CA yet: " + describeTalosErr(err)
 		}

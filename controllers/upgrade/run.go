@@ -96,9 +96,12 @@ func (r *upgradeRun) executeSteps(ctx context.Context) error {
 		}
 		return err
 	}
-	if r.nodes, err = newSagaNodes(b, r.ref.Tenant, &r.s.cfg); err != nil {
+	// A rotation changes the certificates a kept connection was opened
+	// with: its calls dial afresh.
+	if r.nodes, err = newSagaNodes(b, r.ref.Tenant, &r.s.cfg, !r.spec.Rotation()); err != nil {
 		return err
 	}
+	defer func() { r.nodes.close() }()
 	if r.st.Phase == domain.UpgradePending {
 		r.s.cfg.Log.Info("upgrade starting", "tenant", r.ref.Tenant, "upgrade", r.ref.Name, "to", r.target())
 		plan := r.plan
