@@ -10,10 +10,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// ErrAckLater is what a handler of ConsumeDurable answers for a message it
+// took over: it acks (or naks) the message itself once done with it.
+var ErrAckLater = errors.New("the handler acks the message itself")
+
 // ConsumeDurable feeds the messages of the durable consumer name on the event
 // stream to handle, one at a time in stream order, until ctx ends. A message
 // handle accepts is acked; one it fails is logged and redelivered a second
-// later. The caller provisions the consumer (and holds any lease it needs).
+// later; one it answers ErrAckLater for is its own to ack. The caller
+// provisions the consumer (and holds any lease it needs).
 func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logger, handle func(context.Context, jetstream.Msg) error) error {
 	cons, err := s.js.Consumer(ctx, StreamName, name)
 	if err != nil {
@@ -53,7 +58,14 @@ func (s *Store) ConsumeDurable(ctx context.Context, name string, log *slog.Logge
 			return fmt.Errorf("consumer %s: %w", name, err)
 		}
 		if err := handle(ctx, msg); err != nil {
+			if errors.Is(err, ErrAckLater) {
+				continue
+			}
 			if ctx.Err() != nil {
+				// Stopping: the next consumer of the durable gets it at
+				// once, not after the consumer's AckWait (a key lost for
+				// that long at every lease handover).
+				_ = msg.Nak()
 				return nil
 			}
 			log.Warn("handling an event failed; it will be redelivered", "consumer", name, "subject", msg.Subject(), "err", err)

@@ -57,7 +57,11 @@ func Enqueue(ctx context.Context, kv jetstream.KeyValue, key, source string, now
 		if entry.First.IsZero() {
 			entry.First = now
 		}
-		entry.Last = now
+		// Writes of one key race (consume writes several events' at once):
+		// Last never goes back.
+		if now.After(entry.Last) {
+			entry.Last = now
+		}
 		if source != "" && !slices.Contains(entry.Sources, source) {
 			entry.Sources = append(entry.Sources, source)
 			if maxSources > 0 && len(entry.Sources) > maxSources {
@@ -95,5 +99,12 @@ type Queue struct {
 
 // Add queues key because of source.
 func (q *Queue) Add(ctx context.Context, key, source string) error {
-	return Enqueue(ctx, q.kv, key, source, q.clock.Now(), q.maxSources)
+	return q.addAt(ctx, key, source, q.clock.Now())
+}
+
+// addAt queues key because of a source seen at: the time the consumer took
+// its event, so that writes made several at a time keep the events' order
+// in the entries' First and Last.
+func (q *Queue) addAt(ctx context.Context, key, source string, at time.Time) error {
+	return Enqueue(ctx, q.kv, key, source, at, q.maxSources)
 }

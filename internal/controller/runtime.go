@@ -323,9 +323,41 @@ func (r *Runtime) wants(subject string) bool {
 	return false
 }
 
-// consume queues the keys each event touches.
+// queueWriters is how many queue writes of a controller's events are under
+// way at once.
+const queueWriters = 8
+
+// queueWrite is an event's keys to write into the queue bucket; its message
+// is acked once they are written.
+type queueWrite struct {
+	msg    jetstream.Msg
+	keys   []string
+	source string
+	at     time.Time
+}
+
+// consume queues the keys each event touches. Keys decides on the events
+// one at a time, in stream order; the queue writes (a get and a create or
+// update each, in the bucket) go queueWriters at a time, each event acked
+// once its keys are in. One after another they were the lag of a burst:
+// a rollout's 100 new Upgrades reached the saga over one to two seconds
+// (issue 49). Two writes of one key meet in the bucket's compare-and-set;
+// an entry's times are when the events were taken, in stream order. Which
+// of several new keys a free slot runs first is no longer the stream's
+// order: whichever entry lands first.
 func (r *Runtime) consume(ctx context.Context, q *Queue) error {
-	return r.cfg.Store.ConsumeDurable(ctx, r.cfg.Consumer.Durable, r.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
+	writes := make(chan queueWrite)
+	var wg sync.WaitGroup
+	for range queueWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range writes {
+				r.writeQueue(ctx, q, w)
+			}
+		}()
+	}
+	err := r.cfg.Store.ConsumeDurable(ctx, r.cfg.Consumer.Durable, r.cfg.Log, func(ctx context.Context, msg jetstream.Msg) error {
 		if !r.wants(msg.Subject()) {
 			return nil
 		}
@@ -344,16 +376,43 @@ func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 		}
 		source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)
 		now := r.cfg.Clock.Now()
+		var write []string
 		for _, k := range keys {
-			if r.absorb(k, source, now) {
-				continue
-			}
-			if err := q.Add(ctx, k, source); err != nil {
-				return err
+			if !r.absorb(k, source, now) {
+				write = append(write, k)
 			}
 		}
-		return nil
+		if len(write) == 0 {
+			return nil
+		}
+		select {
+		case writes <- queueWrite{msg: msg, keys: write, source: source, at: now}:
+			return eventstore.ErrAckLater
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
+	close(writes)
+	wg.Wait()
+	return err
+}
+
+// writeQueue writes an event's keys into the queue and acks its message;
+// a write that fails has the message delivered again, at once when the
+// consumer is stopping (to the next holder of the lease).
+func (r *Runtime) writeQueue(ctx context.Context, q *Queue, w queueWrite) {
+	for _, k := range w.keys {
+		if err := q.addAt(ctx, k, w.source, w.at); err != nil {
+			if ctx.Err() != nil {
+				_ = w.msg.Nak()
+				return
+			}
+			r.cfg.Log.Warn("queueing an event's key failed; it will be redelivered", "lease", r.cfg.Lease, "key", k, "err", err)
+			_ = w.msg.NakWithDelay(time.Second)
+			return
+		}
+	}
+	_ = w.msg.Ack()
 }
 
 func (r *Runtime) resync(ctx context.Context, q *Queue, rs Resyncer) error {
