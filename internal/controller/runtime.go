@@ -3,9 +3,11 @@ package controller
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -327,32 +329,39 @@ func (r *Runtime) wants(subject string) bool {
 // way at once.
 const queueWriters = 8
 
-// queueWrite is an event's keys to write into the queue bucket; its message
-// is acked once they are written.
+// queueWrite is the keys of an event that one writer writes into the queue
+// bucket; the event's message is acked once every writer given some of its
+// keys has written them (left counts those writers down), naked if one
+// failed.
 type queueWrite struct {
 	msg    jetstream.Msg
 	keys   []string
 	source string
 	at     time.Time
+	left   *atomic.Int32
+	failed *atomic.Bool
 }
 
 // consume queues the keys each event touches. Keys decides on the events
 // one at a time, in stream order; the queue writes (a get and a create or
-// update each, in the bucket) go queueWriters at a time, each event acked
-// once its keys are in. One after another they were the lag of a burst:
-// a rollout's 100 new Upgrades reached the saga over one to two seconds
-// (issue 49). Two writes of one key meet in the bucket's compare-and-set;
-// an entry's times are when the events were taken, in stream order. Which
-// of several new keys a free slot runs first is no longer the stream's
-// order: whichever entry lands first.
+// update each, in the bucket) go to queueWriters writers, a key always to
+// the same one, so one key's writes keep their order and never race each
+// other while different keys' go at once. One after another they were the
+// lag of a burst: a rollout's 100 new Upgrades reached the saga over one to
+// two seconds (issue 49); racing writers of one key (a rollout's, at every
+// end of its tenants' Upgrades) ran out of compare-and-set retries. An
+// entry's times are when the events were taken. Which of several new keys
+// a free slot runs first is no longer the stream's order: whichever entry
+// lands first.
 func (r *Runtime) consume(ctx context.Context, q *Queue) error {
-	writes := make(chan queueWrite)
+	var writers [queueWriters]chan queueWrite
 	var wg sync.WaitGroup
-	for range queueWriters {
+	for i := range writers {
+		writers[i] = make(chan queueWrite)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for w := range writes {
+			for w := range writers[i] {
 				r.writeQueue(ctx, q, w)
 			}
 		}()
@@ -376,43 +385,81 @@ func (r *Runtime) consume(ctx context.Context, q *Queue) error {
 		}
 		source := fmt.Sprintf("%s/%s@%d", ev.Object.Kind, ev.Object.Metadata.Name, seq)
 		now := r.cfg.Clock.Now()
-		var write []string
+		var shards [queueWriters][]string
+		n := int32(0)
 		for _, k := range keys {
-			if !r.absorb(k, source, now) {
-				write = append(write, k)
+			if r.absorb(k, source, now) {
+				continue
 			}
+			i := writerOf(k)
+			if len(shards[i]) == 0 {
+				n++
+			}
+			shards[i] = append(shards[i], k)
 		}
-		if len(write) == 0 {
+		if n == 0 {
 			return nil
 		}
-		select {
-		case writes <- queueWrite{msg: msg, keys: write, source: source, at: now}:
-			return eventstore.ErrAckLater
-		case <-ctx.Done():
-			return ctx.Err()
+		left, failed := &atomic.Int32{}, &atomic.Bool{}
+		left.Store(n)
+		for i, ks := range shards {
+			if len(ks) == 0 {
+				continue
+			}
+			select {
+			case writers[i] <- queueWrite{msg: msg, keys: ks, source: source, at: now, left: left, failed: failed}:
+			case <-ctx.Done():
+				// The writers given its other keys see ctx end too: the
+				// last of them naks it (failed), or it is naked here.
+				failed.Store(true)
+				if left.Add(-n) == 0 {
+					_ = msg.Nak()
+				}
+				return eventstore.ErrAckLater
+			}
+			n--
 		}
+		return eventstore.ErrAckLater
 	})
-	close(writes)
+	for _, w := range writers {
+		close(w)
+	}
 	wg.Wait()
 	return err
 }
 
-// writeQueue writes an event's keys into the queue and acks its message;
-// a write that fails has the message delivered again, at once when the
-// consumer is stopping (to the next holder of the lease).
+// writerOf is the writer of key's queue writes.
+func writerOf(key string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % queueWriters)
+}
+
+// writeQueue writes a writer's share of an event's keys into the queue;
+// the last writer of the event acks its message, or, when a write failed,
+// has it delivered again (at once when the consumer is stopping, to the
+// next holder of the lease).
 func (r *Runtime) writeQueue(ctx context.Context, q *Queue, w queueWrite) {
 	for _, k := range w.keys {
 		if err := q.addAt(ctx, k, w.source, w.at); err != nil {
-			if ctx.Err() != nil {
-				_ = w.msg.Nak()
-				return
+			if ctx.Err() == nil {
+				r.cfg.Log.Warn("queueing an event's key failed; it will be redelivered", "lease", r.cfg.Lease, "key", k, "err", err)
 			}
-			r.cfg.Log.Warn("queueing an event's key failed; it will be redelivered", "lease", r.cfg.Lease, "key", k, "err", err)
-			_ = w.msg.NakWithDelay(time.Second)
-			return
+			w.failed.Store(true)
+			break
 		}
 	}
-	_ = w.msg.Ack()
+	if w.left.Add(-1) > 0 {
+		return
+	}
+	switch {
+	case !w.failed.Load():
+		_ = w.msg.Ack()
+	case ctx.Err() != nil:
+		_ = w.msg.Nak()
+	default:
+		_ = w.msg.NakWithDelay(time.Second)
+	}
 }
 
 func (r *Runtime) resync(ctx context.Context, q *Queue, rs Resyncer) error {

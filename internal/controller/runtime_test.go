@@ -542,3 +542,30 @@ func TestABurstOfEventsIsQueuedAndAcked(t *testing.T) {
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	}, 10*time.Second, 10*time.Millisecond, "every event acked")
 }
+
+// Events for one key while it runs (none absorbed: the key is closed) are
+// written one after another by that key's writer, all acked, and their
+// changes run once more after the run.
+func TestABurstForOneRunningKeyIsWrittenInOrder(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	f := newFake()
+	f.gated = true
+	h.run(t, f)
+	h.touch(t, "acme")
+	recv(t, f.started, "the first run")
+	const n = 50
+	for range n {
+		h.touch(t, "acme")
+	}
+	cons, err := h.env.Store.JetStream().Consumer(ctx, eventstore.StreamName, "test")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.NumRedelivered == 0
+	}, 10*time.Second, 10*time.Millisecond, "every event acked, none delivered again")
+	require.True(t, h.queued(t, "acme"), "the changes wait in the bucket")
+	f.release("acme")
+	recv(t, f.started, "the follow-up run")
+	f.release("acme")
+}
