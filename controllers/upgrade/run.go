@@ -37,13 +37,6 @@ type upgradeRun struct {
 	// rotation is a rotation run's PKI record, loaded at each stage.
 	rotation *talos.Rotation
 
-	// probeMu guards probing (closed when the tenant's probes asked for
-	// so far are done; nil when none runs) and probeAgain (one more was
-	// asked for while it ran). See observeMachine.
-	probeMu    sync.Mutex
-	probing    chan struct{}
-	probeAgain bool
-
 	canceled atomic.Bool
 	// failed is set by the first step that fails; no step starts after it.
 	failed atomic.Bool
@@ -58,7 +51,6 @@ var errUpgradeGone = errors.New("the upgrade was deleted or has ended")
 // failed upgrade is a Failed run, not an error.
 func (r *upgradeRun) execute(ctx context.Context) error {
 	err := r.executeSteps(ctx)
-	r.settleProbes()
 	if errors.Is(err, errUpgradeGone) {
 		return nil
 	}
@@ -217,8 +209,6 @@ func (r *upgradeRun) now() *time.Time {
 
 // finish ends the run.
 func (r *upgradeRun) finish(ctx context.Context, phase, reason string) error {
-	// The machines' statuses follow the run's last steps before it is over.
-	r.settleProbes()
 	err := r.record(ctx, func(st *domain.UpgradeStatus) {
 		st.Phase, st.Reason, st.EndTime = phase, clipBytes(reason, domain.MaxUpgradeReasonBytes), r.now()
 		for i := range st.Machines {
@@ -265,13 +255,12 @@ func (r *upgradeRun) sleep(ctx context.Context, since time.Time) error {
 const firstPoll = 250 * time.Millisecond
 
 // pollDelay is the pause before the next look at a node after waiting for
-// it for waited: a sixteenth of the wait so far, at least firstPoll and at
-// most most (Config.PollInterval). A look therefore comes at most a
-// sixteenth late: a node that reboots in 7 s is seen back within half a
-// second, not two (issue 49: the fixed 2 s poll was most of a fleet
-// rollout's overhead over the emulator's delays; an eighth still left a
-// third of a second a machine), and a wait of minutes still asks only
-// every PollInterval.
+// it for waited: an eighth of the wait so far, at least firstPoll and at
+// most most (Config.PollInterval). A look therefore comes at most an
+// eighth late: a node that reboots in 7 s is seen back within a second,
+// not two (issue 49: the fixed 2 s poll was most of a fleet rollout's
+// overhead over the emulator's delays), and a wait of minutes still asks
+// only every PollInterval.
 func pollDelay(waited, most time.Duration) time.Duration {
-	return min(max(waited/16, min(firstPoll, most)), most)
+	return min(max(waited/8, min(firstPoll, most)), most)
 }

@@ -413,55 +413,17 @@ func (r *upgradeRun) quorumCheck(ctx context.Context, m *domain.Machine) string 
 // changed m, so its stage, readiness and version follow the node. Those parts
 // of Machine status are the health probe's (domain.StatusOwners): the saga
 // does not write them, and nothing it decides reads them back (it asks the
-// node). So the probe runs beside the run, not in its way (issue 49: two
-// probes of the whole tenant a machine were a second of each tenant's
-// upgrade in a fleet rollout); one asked for while one runs follows it,
-// once, and the run settles them before it ends (settleProbes). A failure
-// is logged: the Upgrade's status is the record.
+// node). A failure is logged: the Upgrade's status is the record.
 func (r *upgradeRun) observeMachine(ctx context.Context, m *domain.Machine) {
-	if r.s.cfg.Observer == nil {
+	obs := r.s.cfg.Observer
+	if obs == nil {
 		return
 	}
-	r.probeMu.Lock()
-	defer r.probeMu.Unlock()
-	if r.probing != nil {
-		r.probeAgain = true
-		return
-	}
-	done := make(chan struct{})
-	r.probing = done
-	go func() {
-		defer close(done)
-		for {
-			r.probeTenant(ctx, m.Metadata.Name)
-			r.probeMu.Lock()
-			if !r.probeAgain || ctx.Err() != nil {
-				r.probing, r.probeAgain = nil, false
-				r.probeMu.Unlock()
-				return
-			}
-			r.probeAgain = false
-			r.probeMu.Unlock()
-		}
-	}()
-}
-
-// settleProbes waits for the probes observeMachine started.
-func (r *upgradeRun) settleProbes() {
-	r.probeMu.Lock()
-	done := r.probing
-	r.probeMu.Unlock()
-	if done != nil {
-		<-done
-	}
-}
-
-func (r *upgradeRun) probeTenant(ctx context.Context, machine string) {
-	_, err := r.s.cfg.Observer.Probe(ctx, r.ref.Tenant, true)
+	_, err := obs.Probe(ctx, r.ref.Tenant, true)
 	if domain.IsNotFound(err) {
 		return // the tenant went meanwhile
 	}
 	if err != nil && ctx.Err() == nil {
-		r.s.cfg.Log.Warn("upgrade saga: asking for a probe of the machines", "tenant", r.ref.Tenant, "machine", machine, "err", err)
+		r.s.cfg.Log.Warn("upgrade saga: asking for a probe of the machines", "tenant", r.ref.Tenant, "machine", m.Metadata.Name, "err", err)
 	}
 }
