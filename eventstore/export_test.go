@@ -46,3 +46,7 @@ func RoutePassword(secret []byte) (string, error) { return routePassword(secret)
 
 // RouteUser is the route credential's user name.
 const RouteUser = routeUser
+
+// DisableJetStream turns the embedded server's JetStream off: its API stops
+// answering, as while a stream's leader is elected or a quorum is lost.
+func (e *Embedded) DisableJetStream() error { return e.srv.DisableJetStream() }

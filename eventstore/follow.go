@@ -74,6 +74,10 @@ func (c *Cursor) Next(ctx context.Context) (*Record, error) {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if ctx.Err() == nil && (temporarilyUnavailable(err) || timedOut(err)) {
+				return nil, &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 2,
+					Message: "the event stream stopped answering (its leader is being elected?): " + err.Error()}
+			}
 			return nil, err
 		}
 		md, err := msg.Metadata()

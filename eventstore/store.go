@@ -242,15 +242,25 @@ func (s *Store) Get(ctx context.Context, seq uint64) (*Record, error) {
 }
 
 // Bounds returns the first and last sequence in the stream (0, 0 when empty).
+// A stream that does not answer in time (its leader is being elected, or
+// the cluster is loaded: jetstream's own deadline passes while ctx lives)
+// is retried, then answered as ServiceUnavailable, which a client retries;
+// it used to surface as an internal error, ending a watch with a 500.
 func (s *Store) Bounds(ctx context.Context) (first, last uint64, err error) {
-	err = retryUnavailable(ctx, func() error {
+	err = retry(ctx, func() error {
 		info, err := s.stream.Info(ctx)
 		if err != nil {
 			return err
 		}
 		first, last = info.State.FirstSeq, info.State.LastSeq
 		return nil
+	}, func(err error) bool {
+		return temporarilyUnavailable(err) || (timedOut(err) && ctx.Err() == nil)
 	})
+	if err != nil && !errors.Is(ctx.Err(), context.Canceled) && (temporarilyUnavailable(err) || timedOut(err)) {
+		return 0, 0, &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 2,
+			Message: "the event stream does not answer now (its leader is being elected?): " + err.Error()}
+	}
 	return first, last, err
 }
 

@@ -112,6 +112,15 @@ func (r *resource) watch(c echo.Context) error {
 			if !ok {
 				if err := w.Err(); err != nil && ctx.Err() == nil {
 					a.log.Warn("watch ended", "kind", r.kind.Kind, "err", err)
+					if de, ok := errors.AsType[*domain.Error](err); ok && de.Reason == domain.ReasonServiceUnavailable {
+						// The stream stopped answering for a while: the
+						// client resumes from the version reached, as after
+						// a lame duck's end, rather than failing.
+						if last > 0 {
+							_ = write(r.bookmark(last))
+						}
+						return nil
+					}
 					_ = write(sseFrame(projections.WatchError, last, statusObject(err)))
 				}
 				r.endResumable(write, last)
