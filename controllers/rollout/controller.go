@@ -25,6 +25,10 @@ type Controller struct {
 	// tenant of a rollout ("rollout/tenant"; dueProbes).
 	probedMu sync.Mutex
 	probed   map[string]time.Time
+	// reprobes is how many probes again of done tenants may start now
+	// (dueProbes), as of refilled.
+	reprobes float64
+	refilled time.Time
 }
 
 // New returns the controller of cfg (see Config.Validate); Run starts it.

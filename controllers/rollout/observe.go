@@ -59,16 +59,22 @@ func (c *Controller) observe(ctx context.Context, ro *domain.Rollout, selected [
 		// a few a round. A soaking wave probes every tenant every round.
 		probe = c.dueProbes(ro.Metadata.Name, probe)
 	}
-	c.probe(ctx, probe, obs)
+	c.probe(ctx, ro, probe, obs)
 	return obs
 }
 
-// reprobeEvery is how often a done tenant of a wave still under way is
-// probed again (its first probe after its change comes at once).
+// reprobeEvery is how often at most a done tenant of a wave still under way
+// is probed again (its first probe after its change comes at once).
 const reprobeEvery = time.Minute
 
 // dueProbes picks the done tenants of the wave under way whose probe is
-// due this round (dueProbes) and notes them as probed now.
+// due this round (duePicks) and notes them as probed now. Probes again of
+// tenants probed since their change are bounded across the controller to
+// Probes every Interval (the bucket holds two rounds' worth): without a
+// bound a 1,000-tenant wave probed its 900 done tenants every minute, 15
+// rounds of Talos calls a second beside the tenants it upgraded. A done
+// tenant is so probed again every reprobeEvery or, in a wave with more
+// done tenants than that rate covers, every done/(Probes/Interval).
 func (c *Controller) dueProbes(rollout string, done []domain.RolloutTenantStatus) []domain.RolloutTenantStatus {
 	now := c.cfg.Clock.Now()
 	c.probedMu.Lock()
@@ -76,8 +82,16 @@ func (c *Controller) dueProbes(rollout string, done []domain.RolloutTenantStatus
 	if c.probed == nil {
 		c.probed = map[string]time.Time{}
 	}
+	rate := float64(c.cfg.Probes) / c.cfg.Interval.Seconds()
+	if c.refilled.IsZero() {
+		c.reprobes = float64(2 * c.cfg.Probes)
+	} else {
+		c.reprobes = min(c.reprobes+now.Sub(c.refilled).Seconds()*rate, float64(2*c.cfg.Probes))
+	}
+	c.refilled = now
 	last := func(tenant string) time.Time { return c.probed[rollout+"/"+tenant] }
-	due := duePicks(done, last, now, reprobeEvery, 2*c.cfg.Probes)
+	due, again := duePicks(done, last, now, reprobeEvery, 2*c.cfg.Probes, int(c.reprobes))
+	c.reprobes -= float64(again)
 	for _, t := range due {
 		c.probed[rollout+"/"+t.Name] = now
 	}
@@ -97,29 +111,30 @@ func (c *Controller) forgetProbes(rollout string) {
 
 // duePicks is the pure choice of dueProbes: the done tenants never probed
 // since their change finished, then those last probed every or longer
-// ago, the longest ago first, at most limit of them.
-func duePicks(done []domain.RolloutTenantStatus, last func(string) time.Time, now time.Time, every time.Duration, limit int) []domain.RolloutTenantStatus {
-	var due []domain.RolloutTenantStatus
-	for _, t := range done {
+// ago, the longest ago first (at most reprobes of those), at most limit in
+// all. again is how many of due are probes again.
+func duePicks(done []domain.RolloutTenantStatus, last func(string) time.Time, now time.Time, every time.Duration, limit, reprobes int) (due []domain.RolloutTenantStatus, again int) {
+	// since is when a tenant was last probed after its change; zero if never.
+	since := func(t domain.RolloutTenantStatus) time.Time {
 		at := last(t.Name)
-		if at.IsZero() || t.FinishedAt != nil && at.Before(*t.FinishedAt) || now.Sub(at) >= every {
-			due = append(due, t)
+		if t.FinishedAt != nil && at.Before(*t.FinishedAt) {
+			return time.Time{}
+		}
+		return at
+	}
+	var first, later []domain.RolloutTenantStatus
+	for _, t := range done {
+		switch at := since(t); {
+		case at.IsZero():
+			first = append(first, t)
+		case now.Sub(at) >= every:
+			later = append(later, t)
 		}
 	}
-	slices.SortStableFunc(due, func(a, b domain.RolloutTenantStatus) int {
-		la, lb := last(a.Name), last(b.Name)
-		if t := a.FinishedAt; t != nil && la.Before(*t) {
-			la = time.Time{}
-		}
-		if t := b.FinishedAt; t != nil && lb.Before(*t) {
-			lb = time.Time{}
-		}
-		return la.Compare(lb)
-	})
-	if len(due) > limit {
-		due = due[:limit]
-	}
-	return due
+	slices.SortStableFunc(later, func(a, b domain.RolloutTenantStatus) int { return since(a).Compare(since(b)) })
+	due = first[:min(len(first), limit)]
+	again = max(0, min(len(later), reprobes, limit-len(due)))
+	return append(due, later[:again]...), again
 }
 
 // lookAhead is how many waiting tenants of wave w are looked at: twice the
@@ -266,10 +281,52 @@ func (c *Controller) observeUpgrade(ro *domain.Rollout, rt domain.RolloutTenantS
 		WindowWait: st.MaintenanceOpensAt != nil && st.Current == ""}
 }
 
+// settledAt is when a done tenant's change left its machines as they are
+// (settled); a probe that began after it is the tenant's health since its
+// change.
+func (c *Controller) settledAt(ro *domain.Rollout, t domain.RolloutTenantStatus) time.Time {
+	ch := ro.Spec.Change
+	if ch.TalosVersion == "" && ch.KubernetesVersion == "" {
+		return *t.FinishedAt
+	}
+	up, ok, err := projections.Get[domain.Upgrade](c.cfg.Cache, domain.ObjectRef(domain.UpgradeKind, t.Name, upgradeName(ro.Metadata.Name, t.Attempt)))
+	if err != nil || !ok {
+		return *t.FinishedAt
+	}
+	return settled(ch, &up.Status, *t.FinishedAt)
+}
+
+// settled is when a change left a tenant's machines as they are: for a
+// Talos or Kubernetes version that Succeeded, the end of the last machine's
+// step of its Upgrade (the saga asks for a probe of the tenant right then,
+// and its version write-back after it changes no machine); else finished,
+// when the rollout saw the tenant done. The probe the saga asked for,
+// still remembered by the health service, so spares a second round of
+// Talos calls a tenant (1,000 in a 1,000-tenant rollout) and the rollout's
+// round its wait for them.
+func settled(ch domain.RolloutChange, up *domain.UpgradeStatus, finished time.Time) time.Time {
+	if ch.TalosVersion == "" && ch.KubernetesVersion == "" || up.Phase != domain.UpgradeSucceeded {
+		return finished
+	}
+	var last time.Time
+	for _, m := range up.Machines {
+		if m.Finished == nil {
+			return finished
+		}
+		if m.Finished.After(last) {
+			last = *m.Finished
+		}
+	}
+	if last.IsZero() || last.After(finished) {
+		return finished
+	}
+	return last
+}
+
 // probe asks the health of the done tenants of the wave under way (a probe
 // younger than the health service's cache TTL counts) and records it where
 // the probe began after the tenant's change finished.
-func (c *Controller) probe(ctx context.Context, ts []domain.RolloutTenantStatus, obs map[string]domain.RolloutObservation) {
+func (c *Controller) probe(ctx context.Context, ro *domain.Rollout, ts []domain.RolloutTenantStatus, obs map[string]domain.RolloutObservation) {
 	var (
 		mu  sync.Mutex
 		wg  sync.WaitGroup
@@ -281,7 +338,7 @@ func (c *Controller) probe(ctx context.Context, ts []domain.RolloutTenantStatus,
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			h, err := c.cfg.Prober.Probe(ctx, t.Name, false)
-			if err != nil || !h.ObservedAt.After(*t.FinishedAt) {
+			if err != nil || h.ObservedAt.Before(c.settledAt(ro, t)) {
 				return
 			}
 			o := domain.RolloutObservation{Change: domain.RolloutTenantDone, Health: h.State}

@@ -69,7 +69,13 @@ func (e *waitEnv) execute(cmd domain.Command) {
 // start runs a rollout controller until stop (or the test's end).
 func (e *waitEnv) start() (stop func()) {
 	e.t.Helper()
-	cfg := rollout.Config{Store: e.store, Cache: e.cache, Prober: clockProber{e.clock}, Configs: noConfigs{}, Holder: "r1",
+	return e.startWith(clockProber{e.clock})
+}
+
+// startWith is start with the given prober.
+func (e *waitEnv) startWith(p rollout.Prober) (stop func()) {
+	e.t.Helper()
+	cfg := rollout.Config{Store: e.store, Cache: e.cache, Prober: p, Configs: noConfigs{}, Holder: "r1",
 		Clock: e.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	require.NoError(e.t, cfg.Validate())
 	c := rollout.New(cfg)
