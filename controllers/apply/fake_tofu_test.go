@@ -45,6 +45,8 @@ type fakeTofu struct {
 	planDiagnostic string
 	// started receives the args of each apply as it starts.
 	started chan []string
+	// planBlocked is sent to as a plan starts blocking (block).
+	planBlocked chan struct{}
 	// onApply, when set, runs as an apply starts.
 	onApply     func(args []string)
 	deleted     []string
@@ -54,7 +56,7 @@ type fakeTofu struct {
 }
 
 func newFakeTofu(stateAfter []byte) *fakeTofu {
-	return &fakeTofu{stateAfter: stateAfter, started: make(chan []string, 16)}
+	return &fakeTofu{stateAfter: stateAfter, started: make(chan []string, 16), planBlocked: make(chan struct{}, 16)}
 }
 
 func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io.Writer, args ...string) error {
@@ -81,6 +83,7 @@ func (f *fakeTofu) RunTofu(ctx context.Context, dir string, env []string, out io
 	case "plan":
 		if block {
 			// Interrupted, tofu stops its walk and says only this.
+			f.planBlocked <- struct{}{}
 			<-ctx.Done()
 			fmt.Fprintln(out, `{"@level":"error","@message":"Error: execution halted","type":"diagnostic","diagnostic":{"severity":"error","summary":"execution halted","detail":""}}`)
 			return errors.New("tofu plan: exit status 1")

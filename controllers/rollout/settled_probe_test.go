@@ -39,6 +39,12 @@ func TestTheSagasProbeCounts(t *testing.T) {
 	end := t0.Add(30 * time.Second)
 	e.upgradeStatus("t113", domain.UpgradeStatus{Phase: domain.UpgradeSucceeded, Machines: []domain.UpgradeMachine{{
 		Name: "cp-1", Role: domain.RoleControlPlane, To: "v1.13.1", Phase: domain.StepDone, Finished: &end}}})
+	e.rolloutUntil("t113", func(ct *assert.CollectT, ro *domain.Rollout) {
+		require.Len(ct, ro.Status.Tenants, 1)
+		assert.Equal(ct, domain.RolloutTenantDone, ro.Status.Tenants[0].State)
+	})
+	// The next round (the soaking wave's, an Interval later) probes it.
+	e.clock.Advance(time.Minute)
 	ro := e.rolloutUntil("t113", func(ct *assert.CollectT, ro *domain.Rollout) {
 		assert.Equal(ct, domain.RolloutHalted, ro.Status.Phase)
 	})
