@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,13 +157,18 @@ func lookAhead(ro *domain.Rollout, w int) int {
 	return max(2*limit, 16)
 }
 
-// gone says whether a tenant was deleted or is being deleted. It decodes
-// the tenant's deletion timestamp only: a round asks it of every waiting
-// tenant of the rollout (890 in a 1,000-tenant rollout's last wave).
+// gone says whether a tenant was deleted or is being deleted. A round asks
+// it of every waiting tenant of the rollout (890 in a 1,000-tenant
+// rollout's last wave): a tenant whose JSON does not name a deletion
+// timestamp is not decoded at all (a perf recording of such a wave had
+// this decode at 4 % of the server), else only that field is.
 func (c *Controller) gone(tenant string) bool {
 	raw, ok := c.cfg.Cache.Get(domain.TenantRef(tenant))
 	if !ok {
 		return true
+	}
+	if !bytes.Contains(raw, []byte(`"deletionTimestamp"`)) {
+		return false
 	}
 	var t struct {
 		Metadata struct {
