@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/rezuscloud/rezuscloud/domain"
 )
@@ -64,6 +65,11 @@ type runFacts struct {
 	Attempt int
 	// Sources are the queued changes.
 	Sources []string
+	// Redelivered says every queued change is one a run that succeeded
+	// listed as its cause (sourcesApplied): its event came again (a
+	// replica stopped before it was acknowledged), and the run it asked
+	// for happened.
+	Redelivered bool
 }
 
 // runDecision is what a run must do, why, and (for apply and destroy) the
@@ -87,6 +93,11 @@ func decideRun(f runFacts) runDecision {
 	case !f.Terminating && !f.HasFinalizer && !f.HasNodeGroups:
 		// Never applied and nothing to build: no infrastructure, nothing to record.
 		return runDecision{Action: runNothing, Reason: "the tenant was never applied and has no node groups"}
+	case !f.Terminating && f.Redelivered:
+		// On another replica than the run that applied it, the record of
+		// what tofu last saw (unchanged.go) is not there: without this, a
+		// tofu run that changes nothing, and an Apply for a change applied.
+		return runDecision{Action: runNothing, Reason: "every queued change was applied by a run that succeeded (its event came again)"}
 	case !f.Terminating && f.UpgradeActive:
 		// Version-specific configs must not be regenerated under the saga's feet.
 		return runDecision{Action: runDefer, Reason: "an upgrade of the tenant is running; the apply waits for it"}
@@ -111,6 +122,24 @@ func decideRun(f runFacts) runDecision {
 
 // resyncSource is the source the controller runtime queues resyncs with.
 const resyncSource = "resync"
+
+// sourcesApplied says whether every queued source is an event's
+// ("<Kind>/<name>@<sequence>") that applied, the sources of the tenant's
+// Applies that succeeded, lists: such a run read a model that had the
+// event. A resync, an interrupted run's retry or any other source is never
+// applied; no sources are not either.
+func sourcesApplied(sources []string, applied map[string]bool) bool {
+	if len(sources) == 0 {
+		return false
+	}
+	for _, s := range sources {
+		_, seq, ok := strings.Cut(s, "@")
+		if !ok || seq == "" || strings.Trim(seq, "0123456789") != "" || !applied[s] {
+			return false
+		}
+	}
+	return true
+}
 
 // runEnd is how a run that started ended.
 type runEnd int

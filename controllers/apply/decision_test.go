@@ -51,6 +51,10 @@ func TestDecideRun(t *testing.T) {
 		{"a retried destroy is still a delete", with(func(f *runFacts) { f.Terminating, f.Attempt = true, 4 }), runDestroy,
 			domain.ApplySpec{Operation: domain.OperationDestroy, Trigger: domain.TriggerDelete, Generation: 3, Sources: applied.Sources}},
 		{"deleted without infrastructure: nothing", with(func(f *runFacts) { f.Terminating, f.HasFinalizer = true, false }), runNothing, domain.ApplySpec{}},
+		{"a change applied already, its event again: nothing", with(func(f *runFacts) { f.Redelivered = true }), runNothing, domain.ApplySpec{}},
+		{"applied already, during an upgrade: nothing to wait for", with(func(f *runFacts) { f.Redelivered, f.UpgradeActive = true, true }), runNothing, domain.ApplySpec{}},
+		{"deleted, its last change applied: still destroyed", with(func(f *runFacts) { f.Redelivered, f.Terminating = true, true }), runDestroy,
+			domain.ApplySpec{Operation: domain.OperationDestroy, Trigger: domain.TriggerDelete, Generation: 3, Sources: applied.Sources}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,4 +123,31 @@ func TestTenantAfterRun(t *testing.T) {
 			require.Equal(t, tc.want, s)
 		})
 	}
+}
+
+// TestSourcesApplied: a run is for changes already applied only when every
+// queued source is an event's that an Apply which succeeded lists.
+func TestSourcesApplied(t *testing.T) {
+	applied := map[string]bool{"NodeGroup/cp@39": true, "NodeGroup/workers@40": true, "resync": true,
+		"Apply/apply-1@interrupted": true}
+	tests := []struct {
+		name    string
+		sources []string
+		want    bool
+	}{
+		{"its event again", []string{"NodeGroup/cp@39"}, true},
+		{"both events of the run again", []string{"NodeGroup/workers@40", "NodeGroup/cp@39"}, true},
+		{"a change since", []string{"NodeGroup/cp@39", "NodeGroup/cp@41"}, false},
+		{"a change never applied", []string{"Tenant/t@12"}, false},
+		{"the resync is a drift check, never applied", []string{"resync"}, false},
+		{"an interrupted run is run again", []string{"Apply/apply-1@interrupted"}, false},
+		{"no sequence", []string{"NodeGroup/cp@"}, false},
+		{"no sources", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, sourcesApplied(tc.sources, applied))
+		})
+	}
+	require.False(t, sourcesApplied([]string{"NodeGroup/cp@39"}, nil), "a read model that cannot say")
 }

@@ -50,8 +50,12 @@ func (w *Worker) runTenant(ctx context.Context, tenant string, entry queueEntry,
 		facts.HasNodeGroups = w.hasNodeGroups(tenant)
 		facts.UpgradeActive = !facts.Terminating && w.cfg.Upgrades != nil && w.cfg.Upgrades.ActiveUpgrade(tenant)
 		facts.Generation = t.Metadata.Generation
+		facts.Redelivered = sourcesApplied(entry.Sources, w.appliedSources(tenant))
 	}
 	d := decideRun(facts)
+	if facts.Redelivered && d.Action == runNothing {
+		log.Info("apply worker: no run", "reason", d.Reason, "sources", entry.Sources)
+	}
 	var drift *driftFound
 	if d.Action == runDriftCheck {
 		found := w.checkDrift(ctx, tenant, t)
@@ -454,4 +458,23 @@ func (w *Worker) destroy(ctx context.Context, tenant, name string, logw *tofu.Lo
 	sum, err := x.applyJSON(ctx, setPhase, "apply", "-destroy", "-auto-approve", "-input=false", "-json")
 	res.resources = sum
 	return res, err
+}
+
+// appliedSources are the sources of the tenant's Applies that succeeded
+// (as the read model has them; nil when it cannot say).
+func (w *Worker) appliedSources(tenant string) map[string]bool {
+	applies, err := projections.List[domain.Apply](w.cfg.Cache, domain.ApplyKind, projections.ListOptions{Tenant: tenant})
+	if err != nil {
+		return nil
+	}
+	applied := map[string]bool{}
+	for _, a := range applies {
+		if a.Status.Phase != domain.ApplySucceeded {
+			continue
+		}
+		for _, s := range a.Spec.Sources {
+			applied[s] = true
+		}
+	}
+	return applied
 }

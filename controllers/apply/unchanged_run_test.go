@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rezuscloud/rezuscloud/domain"
@@ -133,4 +134,42 @@ func TestInitOnlyWhenProvidersOrModulesChange(t *testing.T) {
 	e.waitApplies("a", domain.ApplySucceeded, domain.ApplySucceeded, domain.ApplySucceeded)
 	require.Len(t, e.tofu.callsOf("init"), 2, "a new module is installed")
 	require.Empty(t, e.tofu.callsOf("state"), "the state is read from the store and decrypted here, by no tofu process")
+}
+
+// TestARedeliveredChangeMakesNoApply: a change's event that comes again
+// after the run it asked for succeeded (its replica stopped before the
+// event was acknowledged) makes no Apply and runs no tofu, even on a
+// replica without the record of what tofu last saw; a change since does.
+func TestARedeliveredChangeMakesNoApply(t *testing.T) {
+	e := newRunEnv(t)
+	e.createTenant("a")
+	first := e.waitApplies("a", domain.ApplySucceeded)[0]
+	require.NotEmpty(t, first.Spec.Sources)
+	applies := len(e.tofu.callsOf("apply"))
+	// Another replica: no record of the last run in its work dir.
+	require.NoError(t, forgetApplied(e.worker.tenantDir("a")))
+
+	kv, err := openQueue(e.ctx, e.store)
+	require.NoError(t, err)
+	queuedAndDone := func(sources ...string) {
+		t.Helper()
+		w, err := kv.Watch(e.ctx, "a", jetstream.UpdatesOnly())
+		require.NoError(t, err)
+		defer func() { _ = w.Stop() }()
+		for _, s := range sources {
+			require.NoError(t, enqueue(e.ctx, kv, "a", s, time.Now()))
+		}
+		for u := range w.Updates() {
+			if u != nil && u.Operation() != jetstream.KeyValuePut {
+				return // the run took the entry and finished it
+			}
+		}
+	}
+	queuedAndDone(first.Spec.Sources[0])
+	e.waitApplies("a", domain.ApplySucceeded)
+	require.Len(t, e.tofu.callsOf("apply"), applies, "no tofu for a change applied")
+
+	queuedAndDone(first.Spec.Sources[0], "NodeGroup/cp@999999")
+	e.waitApplies("a", domain.ApplySucceeded, domain.ApplySucceeded)
+	require.Len(t, e.tofu.callsOf("apply"), applies+1, "a change since runs tofu")
 }
