@@ -36,3 +36,19 @@ func TestLameDuck(t *testing.T) {
 	require.Equal(t, g.Metadata.ResourceVersion, last.ID)
 	require.True(t, strings.Contains(last.Data, `"resourceVersion":"`+g.Metadata.ResourceVersion+`"`), last.Data)
 }
+
+// TestAWatchAStoppingReplicaCutShortIsRetried: a watch whose setup a lame
+// duck's StopWatches cuts short is a 503 with Retry-After, which a client
+// retries on another replica, not an ERROR event of a watch that began (a
+// rolling upgrade's watcher got "internal error: creating ordered consumer:
+// context canceled").
+func TestAWatchAStoppingReplicaCutShortIsRetried(t *testing.T) {
+	s := newStack(t).withProvider()
+	ten := s.mustCreate("/api/v1/tenants", tenantBody("w", nil))
+	s.api.LameDuck()
+	s.api.StopWatches()
+	r := s.do(http.MethodGet, "/api/v1/tenants/w/nodegroups?watch=true&resourceVersion="+ten.Metadata.ResourceVersion, nil)
+	require.Equal(t, http.StatusServiceUnavailable, r.Code, string(r.Body))
+	require.NotEmpty(t, r.Header.Get("Retry-After"))
+	require.Contains(t, r.status(t).Message, "shutting down")
+}

@@ -72,6 +72,12 @@ func (r *resource) watch(c echo.Context) error {
 	if errors.As(werr, &de) && de.Reason == domain.ReasonServiceUnavailable {
 		return werr
 	}
+	if werr != nil && a.stopping.Err() != nil {
+		// The replica began to stop (a lame duck's StopWatches) while the
+		// watch was being set up, cutting that short: the client resumes
+		// on another replica as after a BOOKMARK, not after a failure.
+		return errStopping
+	}
 
 	write, end := a.startSSE(c)
 	defer end()
@@ -161,6 +167,10 @@ func (r *resource) watch(c echo.Context) error {
 		}
 	}
 }
+
+// errStopping answers a request a stopping replica cut short.
+var errStopping = &domain.Error{Reason: domain.ReasonServiceUnavailable, RetryAfterSeconds: 1,
+	Message: "this replica is shutting down; retry (another replica answers)"}
 
 // bookmark is a BOOKMARK event carrying the version the watch has reached.
 func (r *resource) bookmark(last uint64) []byte {
