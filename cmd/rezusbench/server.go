@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rezuscloud/rezuscloud/eventstore"
+	"github.com/rezuscloud/rezuscloud/internal/freeport"
 )
 
 // startBenchServer runs `exe serve` as a child process on dir, with the
@@ -145,21 +146,16 @@ func startBenchCluster(ctx context.Context, exe, dir string, nodes int, profile,
 	return env, func() { env.nc.Close(); stop() }, nil
 }
 
+// freePorts are n loopback addresses for the replicas' listeners, whose
+// peers must know them before they start (freeport).
 func freePorts(n int) ([]string, error) {
-	var addrs []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
+	ports, err := freeport.Loopback(n)
+	if err != nil {
+		return nil, err
+	}
+	addrs := make([]string, n)
+	for i, p := range ports {
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return addrs, nil
 }

@@ -5,10 +5,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rezuscloud/rezuscloud/internal/freeport"
 )
 
 // writeClusterKey writes the secrets key the replicas of a test cluster share.
@@ -32,8 +35,12 @@ type testCluster struct {
 func newTestCluster(t *testing.T) *testCluster {
 	oneClusterAtATime(t)
 	c := &testCluster{key: writeClusterKey(t)}
+	// A replica is given its peers' route addresses before any of them
+	// starts, so they cannot listen on port 0 and say where (freeport).
+	ports, err := freeport.Loopback(3)
+	require.NoError(t, err)
 	for i := range 3 {
-		c.routes[i], c.dirs[i] = freePort(t), t.TempDir()
+		c.routes[i], c.dirs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])), t.TempDir()
 	}
 	return c
 }
@@ -56,16 +63,4 @@ func (c *testCluster) launch(t *testing.T, i int, extra ...string) *proc {
 	p := launchServer(t, c.dirs[i], c.flags(i, extra...)...)
 	p.waitAddress()
 	return p
-}
-
-// freePort answers a loopback address whose port was free a moment ago. It
-// is for the cluster's route listeners only: a replica must be given its
-// peers' route addresses before any of them starts, so they cannot listen
-// on port 0 and say where. Such a port may be taken before its replica binds it.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().String()
 }

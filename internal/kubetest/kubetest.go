@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/rezuscloud/rezuscloud/internal/freeport"
 	"github.com/rezuscloud/rezuscloud/internal/leaktest"
 	"github.com/rezuscloud/rezuscloud/internal/tofutest"
 )
@@ -172,7 +173,7 @@ func start(dir string) (*Env, error) {
 }
 
 func (e *Env) start(etcdBin, apiBin string) error {
-	ports, err := freePorts(3)
+	ports, err := freeport.Loopback(3)
 	if err != nil {
 		return err
 	}
@@ -329,26 +330,4 @@ func (e *Env) stop() {
 		e.procs[i].stop()
 	}
 	e.procs = nil
-}
-
-// freePorts returns n distinct ports free on 127.0.0.1 a moment ago. Another
-// process could take one before the child binds it; the child then fails to
-// start and says so.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
