@@ -264,6 +264,17 @@ func TestMachineStatusAfter(t *testing.T) {
 	assert.Nil(t, sick.FirstHealthy)
 	later, _ := machineStatusAfter(first, healthy, now.Add(time.Hour), time.Minute)
 	assert.Equal(t, seen(now), later.FirstHealthy)
+	// Ready by Talos alone, its API server not answering: not yet; its Node
+	// Ready: then.
+	noAPI := healthy
+	noAPI.Node = domain.NodeUnknown
+	booting, _ := machineStatusAfter(domain.MachineStatus{Stage: "Unknown"}, noAPI, now, time.Minute)
+	assert.True(t, booting.Ready)
+	assert.Nil(t, booting.FirstHealthy, "healthy by Talos alone while the API server does not answer")
+	withNode := healthy
+	withNode.Node = domain.NodeReady
+	joined, _ := machineStatusAfter(booting, withNode, now.Add(time.Minute), time.Minute)
+	assert.Equal(t, seen(now.Add(time.Minute)), joined.FirstHealthy)
 	// The condition's transition time moves only when its status does.
 	next, _ := machineStatusAfter(steady, healthy, now, time.Minute)
 	assert.Equal(t, longAgo, next.Conditions[0].LastTransitionTime)

@@ -44,7 +44,12 @@ func machineStatusAfter(cur domain.MachineStatus, mh domain.MachineHealth, now t
 		next.Schematic, next.Extensions = mh.Schematic, mh.Extensions
 	}
 	next.Node = mh.Node
-	if mh.Ready && next.FirstHealthy == nil {
+	// Healthy by Talos alone while the API server does not answer (Node
+	// Unknown) is not yet healthy for remediation: a new worker booted
+	// before its control plane was found Ready so, then NodeMissing until
+	// its kubelet registered, and was replaced as a machine gone unhealthy
+	// after unhealthyAfter instead of waiting out its startupTimeout.
+	if mh.Ready && mh.Node != domain.NodeUnknown && next.FirstHealthy == nil {
 		first := now.UTC().Truncate(time.Second)
 		next.FirstHealthy = &first
 	}
